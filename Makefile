@@ -1,0 +1,41 @@
+# perflab — see README.md. `make help` lists the targets.
+
+GO       ?= go
+BIN      := bin/perflab
+VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/perflab/perflab/internal/cli.Version=$(VERSION)
+# Packages with goroutines run again under the race detector.
+RACE_PKGS := ./trace/... ./collectors/... ./venusd/... ./analyzers/... ./internal/cli/...
+
+.PHONY: help build test test-race lint generate fmt update-golden clean
+
+help: ## list the targets
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+build: ## build bin/perflab
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/perflab
+
+test: build ## run every test (eBPF tests skip unless root; PERFLAB_REQUIRE_BPF=1 makes them fail instead)
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+test-race: ## run the race detector over the packages with goroutines
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+fmt: ## gofmt every file
+	gofmt -w $$(git ls-files '*.go')
+
+generate: ## regenerate the eBPF objects with bpf2go (installs clang from Debian when missing)
+	@command -v clang >/dev/null || (apt-get update -qq && apt-get install -y -qq clang llvm libbpf-dev)
+	$(GO) generate ./...
+
+update-golden: ## rewrite golden files from this run's output
+	$(GO) test ./... -update
+
+clean: ## remove build outputs
+	rm -rf bin build

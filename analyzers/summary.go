@@ -1,0 +1,196 @@
+package analyzers
+
+import "github.com/perflab/perflab/trace"
+
+// SummarySchema is the schema name of `perflab analyze --format json`.
+const SummarySchema = "perflab.analyze/v1"
+
+// Summary is the result of analysing one or more traces: what `perflab analyze --format json`
+// prints, and what compare and gate read back. Fields may be added; none may be renamed or change
+// meaning (docs/design.md, "JSON fields that scripts rely on"). Durations end in _us
+// (microseconds) or _s (seconds).
+type Summary struct {
+	Schema   string          `json:"schema"`
+	Traces   []string        `json:"traces"`             // the files analysed
+	Meta     []trace.Meta    `json:"meta"`               // one per trace
+	Protocol string          `json:"protocol"`           // decoder used: venus, ggml-rpc, resp, raw, or a spec's name
+	Events   uint64          `json:"events"`             // events read
+	Lost     uint64          `json:"lost"`               // events the producers reported lost, all sources
+	Recovery *trace.Recovery `json:"recovery,omitempty"` // present when a trace was damaged or cut
+	Duration float64         `json:"duration_s"`         // first to last event, s
+
+	Totals      Totals       `json:"totals"`
+	Errors      []ErrnoCount `json:"errors,omitempty"` // failed calls by errno, counted apart from Totals
+	Connections []ConnStats  `json:"connections"`
+	Commands    []CmdStats   `json:"commands"`
+	RoundTrips  RoundTrips   `json:"round_trips"`
+	Units       []UnitStats  `json:"units"`
+	Phases      []PhaseStats `json:"phases,omitempty"`
+	Windows     []Window     `json:"windows,omitempty"` // per-100-call summaries, Venus Plus style
+
+	InFlight   *InFlight    `json:"inflight,omitempty"`
+	LittlesLaw []LittleRow  `json:"littles_law"`
+	BatchFit   *BatchFit    `json:"batch_fit,omitempty"`
+	Modes      []Mode       `json:"modes"`
+	Histogram  []HistBucket `json:"histogram,omitempty"` // round-trip (or, without pairs, call) latency, log buckets
+	Timeline   []TimePoint  `json:"timeline,omitempty"`  // messages per second over time
+
+	Warnings []string `json:"warnings"`
+}
+
+// Totals are the send and receive totals over all connections.
+type Totals struct {
+	Send DirTotals `json:"send"`
+	Recv DirTotals `json:"recv"`
+}
+
+// DirTotals counts one direction. Calls are system calls (or tracer operations) that moved data;
+// Frames are protocol messages decoded, when a protocol is.
+type DirTotals struct {
+	Calls  uint64 `json:"calls"`
+	Bytes  uint64 `json:"bytes"`
+	Frames uint64 `json:"frames"`
+}
+
+// ErrnoCount counts failed calls with one errno.
+type ErrnoCount struct {
+	Errno uint32 `json:"errno"`
+	Name  string `json:"name"` // "EAGAIN"
+	Dir   string `json:"direction"`
+	Count uint64 `json:"count"`
+}
+
+// Latency is a latency distribution in microseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999,omitempty"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean,omitempty"`
+	// P50Low and P50High bound the median with DefaultConfidence, when there are enough samples.
+	P50Low  float64 `json:"p50_ci_low,omitempty"`
+	P50High float64 `json:"p50_ci_high,omitempty"`
+	N       uint64  `json:"n,omitempty"`
+}
+
+// DirStats describes one direction of one connection.
+type DirStats struct {
+	Calls     uint64  `json:"calls"`
+	Bytes     uint64  `json:"bytes"`
+	Frames    uint64  `json:"frames,omitempty"`
+	LatencyUS Latency `json:"latency_us"`
+}
+
+// ConnStats describes one connection.
+type ConnStats struct {
+	ID     uint64   `json:"id"`
+	Family string   `json:"family"`
+	Local  string   `json:"local"`
+	Remote string   `json:"remote"`
+	PID    uint32   `json:"pid"`
+	Send   DirStats `json:"send"`
+	Recv   DirStats `json:"recv"`
+}
+
+// CmdStats counts one protocol command in one direction.
+type CmdStats struct {
+	Protocol  string   `json:"protocol"`
+	Name      string   `json:"name"`
+	ID        uint64   `json:"id"`
+	Direction string   `json:"direction"`
+	Count     uint64   `json:"count"`
+	Bytes     uint64   `json:"bytes"`
+	RTTUS     *Latency `json:"rtt_us,omitempty"` // round trips opened by this command
+}
+
+// RoundTrips describes request/reply exchanges.
+type RoundTrips struct {
+	Count      uint64   `json:"count"`
+	RTTUS      Latency  `json:"rtt_us"`
+	BlockedS   float64  `json:"blocked_s"`            // time the client waited on replies, s
+	ServiceUS  *Latency `json:"service_us,omitempty"` // server service time, when the server is traced
+	Unanswered uint64   `json:"unanswered"`           // requests that wanted a reply and got none
+}
+
+// UnitStats describes a unit of work (a token, a decode step).
+type UnitStats struct {
+	Name              string  `json:"name"` // "token"
+	Count             uint64  `json:"count"`
+	MessagesPerUnit   float64 `json:"messages_per_unit"` // frames, both directions
+	RoundTripsPerUnit float64 `json:"round_trips_per_unit"`
+	BytesSentPerUnit  float64 `json:"bytes_sent_per_unit"`
+	BytesRecvPerUnit  float64 `json:"bytes_recv_per_unit"`
+	UnitTimeUS        float64 `json:"unit_time_us"` // mean wall time of one unit
+	NetWaitUS         float64 `json:"net_wait_us"`  // mean time per unit blocked on round trips
+	UnitsPerS         float64 `json:"units_per_s"`  // throughput
+	MaxSpeedup        float64 `json:"max_speedup"`  // unit time / (unit time - network wait): the bound from removing round trips
+}
+
+// PhaseStats describes a phase (load, generate) from markers or detection.
+type PhaseStats struct {
+	Name      string  `json:"name"`
+	StartS    float64 `json:"start_s"` // from the first event
+	DurationS float64 `json:"duration_s"`
+	Messages  uint64  `json:"messages"`
+	Bytes     uint64  `json:"bytes"`
+}
+
+// Window is a per-100-call summary in the Venus Plus format.
+type Window struct {
+	Dir      string  `json:"direction"`
+	Calls    uint64  `json:"calls"` // cumulative calls at the end of the window
+	AvgUS    float64 `json:"avg_us"`
+	AvgBytes float64 `json:"avg_bytes"`
+	MaxUS    float64 `json:"max_us"`
+}
+
+// InFlight describes the requests outstanding over time.
+type InFlight struct {
+	Mean   float64     `json:"mean"`
+	Max    int         `json:"max"`
+	Series []TimePoint `json:"series,omitempty"`
+}
+
+// LittleRow checks Little's law L = λ·W on one group of measurements (a run, a client count).
+type LittleRow struct {
+	Label          string  `json:"label"`
+	InFlight       float64 `json:"inflight"`         // L, mean requests in flight
+	ThroughputPerS float64 `json:"throughput_per_s"` // λ, completed requests per second
+	RTTPredictedUS float64 `json:"rtt_predicted_us"` // L/λ
+	RTTMeasuredUS  float64 `json:"rtt_measured_us"`  // W measured
+	Error          float64 `json:"error"`            // predicted/measured - 1
+}
+
+// BatchFit is the batch model T_cycle = T_fixed + T_per_req·N fitted to (N, T) points.
+type BatchFit struct {
+	TFixedUS      float64    `json:"t_fixed_us"`
+	TPerReqUS     float64    `json:"t_per_req_us"`
+	R2            float64    `json:"r2"`
+	TFixedCI      [2]float64 `json:"t_fixed_ci_us"`
+	TPerReqCI     [2]float64 `json:"t_per_req_ci_us"`
+	Points        int        `json:"points"`
+	ThroughputMax float64    `json:"throughput_max_per_s"` // 1/T_per_req
+	Residuals     []float64  `json:"residuals_us,omitempty"`
+}
+
+// Mode is one population of a latency distribution.
+type Mode struct {
+	CenterUS float64 `json:"center_us"`
+	Share    float64 `json:"share"` // 0..1
+	LowUS    float64 `json:"low_us"`
+	HighUS   float64 `json:"high_us"`
+}
+
+// HistBucket is one bucket of a latency histogram: [LowUS, HighUS).
+type HistBucket struct {
+	LowUS  float64 `json:"low_us"`
+	HighUS float64 `json:"high_us"`
+	Count  uint64  `json:"count"`
+}
+
+// TimePoint is a value at a time from the first event.
+type TimePoint struct {
+	TS    float64 `json:"t_s"`
+	Value float64 `json:"value"`
+}

@@ -1,0 +1,53 @@
+// Package testutil holds helpers shared by perflab's tests: privilege skips that turn into
+// failures on CI, and golden files with an -update flag.
+package testutil
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/ with the output of this run")
+
+// Update reports whether the test run was given -update.
+func Update() bool { return *update }
+
+// RequireBPF skips t with reason when eBPF is unusable here, or fails it when the environment
+// sets PERFLAB_REQUIRE_BPF=1 (CI), so that a test that never runs cannot look green.
+func RequireBPF(t testing.TB, usable bool, reason string) {
+	t.Helper()
+	if usable {
+		return
+	}
+	if os.Getenv("PERFLAB_REQUIRE_BPF") == "1" {
+		t.Fatalf("eBPF required (PERFLAB_REQUIRE_BPF=1) but unusable: %s", reason)
+	}
+	t.Skipf("eBPF unusable: %s (set PERFLAB_REQUIRE_BPF=1 to fail instead)", reason)
+}
+
+// Golden compares got with the file testdata/NAME. With -update it rewrites the file. On a
+// mismatch it writes testdata/NAME.got (ignored by git) for diffing.
+func Golden(t testing.TB, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden %s: %v (run with -update to create it)", path, err)
+	}
+	if !bytes.Equal(want, got) {
+		_ = os.WriteFile(path+".got", got, 0o644)
+		t.Errorf("%s differs from the golden file; see %s.got (run with -update to accept)", path, path)
+	}
+}
