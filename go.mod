@@ -23,3 +23,5 @@ require (
 	golang.org/x/sys v0.43.0 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go
