@@ -12,8 +12,12 @@ type WriterOptions struct {
 	// FlushRecords is how many records are buffered before a chunk is written (default DefaultFlushRecords).
 	FlushRecords int
 	// FlushInterval bounds how long a buffered record waits before its chunk is written, also when
-	// the producer goes idle (default DefaultFlushInterval).
+	// the producer goes idle (default DefaultFlushInterval; negative: no timer, chunks are written
+	// only by count, Flush and Close).
 	FlushInterval time.Duration
+	// Now returns the wall clock written in the footer (default time.Now); tests that need
+	// byte-identical files set it.
+	Now func() time.Time
 }
 
 // File is a whole trace read into memory, for tests and small traces. Analyses of large traces
@@ -26,6 +30,8 @@ type File struct {
 	Lost        map[string]uint64 // latest total per source
 	Footer      *Footer           // nil when the file was not closed cleanly
 	Recovery    Recovery
+
+	connIndex map[uint64]int // Connections by id, built by Read
 }
 
 var (

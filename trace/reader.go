@@ -1,0 +1,520 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+)
+
+// readBlock is how much a Reader asks its source for at a time, in bytes.
+const readBlock = 64 << 10
+
+// Reader reads a trace as a stream of records. Its memory does not grow with the file: it holds
+// at most one chunk (bounded by MaxChunkBody) and a small read-ahead.
+type Reader struct {
+	src    io.Reader
+	closer io.Closer // the file Open made, nil otherwise
+
+	buf    []byte // bytes read from src; buf[pos:] not yet consumed
+	bufOff int64  // file offset of buf[0]
+	pos    int
+	eof    bool
+	ioErr  error
+
+	meta      Meta
+	hasMeta   bool
+	footer    Footer
+	hasFooter bool
+	rec       Recovery
+	firstBad  *FormatError // the first damage seen, for "no complete chunk" errors
+
+	body    []byte // the records chunk being decoded (a slice of buf)
+	bp      int
+	st      encState
+	pending bool // a chunk found by NewReader waits in pendTyp/pendBody
+	pendTyp byte
+	pendBdy []byte
+
+	intern map[string]string
+}
+
+// NewReader reads the header and meta; it returns a *FormatError when r holds no trace: a wrong
+// magic, a format version from the future, or not one complete chunk.
+func NewReader(r io.Reader) (*Reader, error) {
+	tr := &Reader{src: r, intern: map[string]string{}}
+	if !tr.fill(headerSize) {
+		if tr.ioErr != nil {
+			return nil, tr.ioErr
+		}
+		n := len(tr.buf)
+		if n == 0 {
+			return nil, &FormatError{Offset: 0, Msg: "empty file, not a perflab trace"}
+		}
+		if !bytes.HasPrefix([]byte(Magic), tr.buf) && !bytes.HasPrefix(tr.buf, []byte(Magic)) {
+			return nil, &FormatError{Offset: 0, Msg: "not a perflab trace (bad magic)"}
+		}
+		return nil, &FormatError{Offset: int64(n), Msg: fmt.Sprintf("file ends inside the %d-byte header", headerSize)}
+	}
+	if !bytes.Equal(tr.buf[:len(Magic)], []byte(Magic)) {
+		return nil, &FormatError{Offset: 0, Msg: "not a perflab trace (bad magic)"}
+	}
+	v := binary.LittleEndian.Uint16(tr.buf[len(Magic):])
+	if v == 0 || v > FormatVersion {
+		return nil, &FormatError{Offset: int64(len(Magic)), Msg: fmt.Sprintf("format version %d; this perflab reads versions 1 to %d", v, FormatVersion)}
+	}
+	tr.pos = headerSize
+	for {
+		typ, body, err := tr.nextChunk()
+		if err == io.EOF {
+			if tr.firstBad != nil {
+				return nil, tr.firstBad
+			}
+			return nil, &FormatError{Offset: int64(headerSize), Msg: "no chunk after the header"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if typ == chunkMeta {
+			if tr.decodeMeta(body) {
+				return tr, nil
+			}
+			continue
+		}
+		tr.pending, tr.pendTyp, tr.pendBdy = true, typ, body
+		return tr, nil
+	}
+}
+
+// Open opens the trace file path; Close closes it.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, &FormatError{Offset: 0, Msg: "is a directory, not a trace file"}
+	}
+	r, err := NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.closer = f
+	return r, nil
+}
+
+// Close closes the file if Open made the Reader; otherwise it does nothing.
+func (r *Reader) Close() error {
+	if r.closer != nil {
+		c := r.closer
+		r.closer = nil
+		return c.Close()
+	}
+	return nil
+}
+
+// Meta returns the recording's metadata (the zero Meta when the meta chunk was damaged).
+func (r *Reader) Meta() Meta { return r.meta }
+
+// Recovery reports what was read and skipped so far.
+func (r *Reader) Recovery() Recovery { return r.rec }
+
+// Footer returns the footer, and false when none was read.
+func (r *Reader) Footer() (Footer, bool) { return r.footer, r.hasFooter }
+
+// Next fills rec with the next record; io.EOF at the end. Only the field of rec named by
+// rec.Kind is set; rec.Event.Payload points into the Reader's buffer until the next call.
+// Damage is not an error: damaged chunks are skipped and counted in Recovery.
+func (r *Reader) Next(rec *Record) error {
+	for {
+		if r.bp < len(r.body) {
+			if r.decodeRecord(rec) {
+				return nil
+			}
+			r.rec.ChunksRead--
+			r.rec.ChunksBad++
+			r.body, r.bp = nil, 0
+			continue
+		}
+		r.body, r.bp = nil, 0
+		var typ byte
+		var body []byte
+		if r.pending {
+			typ, body = r.pendTyp, r.pendBdy
+			r.pending, r.pendBdy = false, nil
+		} else {
+			var err error
+			typ, body, err = r.nextChunk()
+			if err != nil {
+				return err
+			}
+		}
+		switch typ {
+		case chunkRecords:
+			r.body, r.bp = body, 0
+			r.st = encState{}
+		case chunkMeta:
+			if !r.hasMeta {
+				r.decodeMeta(body)
+			}
+		case chunkFooter:
+			var f Footer
+			if err := json.Unmarshal(body, &f); err != nil {
+				r.rec.ChunksRead--
+				r.rec.ChunksBad++
+				continue
+			}
+			r.footer, r.hasFooter = f, true
+			r.rec.Clean = true
+		default:
+			r.rec.UnknownChunks++
+		}
+	}
+}
+
+func (r *Reader) decodeMeta(body []byte) bool {
+	var m Meta
+	if err := json.Unmarshal(body, &m); err != nil {
+		r.rec.ChunksRead--
+		r.rec.ChunksBad++
+		return false
+	}
+	r.meta, r.hasMeta = m, true
+	return true
+}
+
+// off returns the file offset of buf[pos].
+func (r *Reader) off() int64 { return r.bufOff + int64(r.pos) }
+
+// fill makes at least need bytes available at buf[pos:], reading as needed, and reports whether
+// it could. The buffer grows only as bytes arrive, never by a length read from the file.
+func (r *Reader) fill(need int) bool {
+	for len(r.buf)-r.pos < need {
+		if r.eof || r.ioErr != nil {
+			return false
+		}
+		if cap(r.buf)-len(r.buf) < readBlock && r.pos > 0 {
+			n := copy(r.buf, r.buf[r.pos:])
+			r.bufOff += int64(r.pos)
+			r.buf = r.buf[:n]
+			r.pos = 0
+		}
+		if cap(r.buf)-len(r.buf) < readBlock {
+			nc := 2 * cap(r.buf)
+			if nc < len(r.buf)+readBlock {
+				nc = len(r.buf) + readBlock
+			}
+			if lim := chunkHeaderSize + MaxChunkBody + readBlock; nc > lim && lim >= len(r.buf)+readBlock {
+				nc = lim
+			}
+			nb := make([]byte, len(r.buf), nc)
+			copy(nb, r.buf)
+			r.buf = nb
+		}
+		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
+		r.buf = r.buf[:len(r.buf)+n]
+		if err == io.EOF {
+			r.eof = true
+		} else if err != nil {
+			r.ioErr = fmt.Errorf("read trace at offset %d: %w", r.bufOff+int64(len(r.buf)), err)
+		}
+	}
+	return true
+}
+
+func (r *Reader) noteBad(off int64, msg string) {
+	r.rec.ChunksBad++
+	if r.firstBad == nil {
+		r.firstBad = &FormatError{Offset: off, Msg: msg}
+	}
+}
+
+// nextChunk returns the next chunk whose header and body CRCs match, resynchronising past
+// damage; io.EOF at the end, with Recovery updated.
+func (r *Reader) nextChunk() (byte, []byte, error) {
+	for {
+		start := r.off()
+		if !r.fill(chunkHeaderSize) {
+			if r.ioErr != nil {
+				return 0, nil, r.ioErr
+			}
+			rem := len(r.buf) - r.pos
+			if rem == 0 {
+				return 0, nil, io.EOF
+			}
+			tail := r.buf[r.pos:]
+			if n := min(len(tail), len(syncBytes)); !bytes.Equal(tail[:n], syncBytes[:n]) {
+				r.noteBad(start, "damaged bytes at the end of the file")
+			} else if r.firstBad == nil {
+				r.firstBad = &FormatError{Offset: start, Msg: "file ends inside a chunk header"}
+			}
+			r.rec.TruncatedBytes += int64(rem)
+			r.pos = len(r.buf)
+			return 0, nil, io.EOF
+		}
+		h, ok := parseChunkHeader(r.buf[r.pos:])
+		if !ok || h.length > MaxChunkBody {
+			if !ok {
+				r.noteBad(start, "bad chunk header (sync word or checksum)")
+			} else {
+				r.noteBad(start+5, fmt.Sprintf("chunk length %d exceeds the limit %d", h.length, MaxChunkBody))
+			}
+			if err := r.resync(start); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		n := chunkHeaderSize + int(h.length)
+		if !r.fill(n) {
+			if r.ioErr != nil {
+				return 0, nil, r.ioErr
+			}
+			rem := len(r.buf) - r.pos
+			if r.firstBad == nil {
+				r.firstBad = &FormatError{Offset: start + 5, Msg: fmt.Sprintf("chunk length %d runs past the end of the file (%d bytes left)", h.length, rem-chunkHeaderSize)}
+			}
+			r.rec.TruncatedBytes += int64(rem)
+			r.pos = len(r.buf)
+			return 0, nil, io.EOF
+		}
+		body := r.buf[r.pos+chunkHeaderSize : r.pos+n]
+		r.pos += n
+		if crc32.Checksum(body, castagnoli) != h.bodyCRC {
+			r.noteBad(start+chunkHeaderSize, "chunk body checksum mismatch")
+			continue
+		}
+		r.rec.ChunksRead++
+		return h.typ, body, nil
+	}
+}
+
+// resync scans forward from the damaged chunk at file offset start (== r.off()) for the next
+// chunk header whose CRC matches. Bytes passed over count as skipped when a chunk is found, and
+// as truncated when the file ends first. It returns only I/O errors.
+func (r *Reader) resync(start int64) error {
+	r.pos++
+	for {
+		i := bytes.Index(r.buf[r.pos:], syncBytes)
+		if i < 0 {
+			keep := min(len(r.buf)-r.pos, len(syncBytes)-1)
+			r.pos = len(r.buf) - keep
+			if !r.fill(keep + 1) {
+				if r.ioErr != nil {
+					return r.ioErr
+				}
+				break
+			}
+			continue
+		}
+		r.pos += i
+		if !r.fill(chunkHeaderSize) {
+			if r.ioErr != nil {
+				return r.ioErr
+			}
+			break
+		}
+		if h, ok := parseChunkHeader(r.buf[r.pos:]); ok && h.length <= MaxChunkBody {
+			r.rec.BytesSkipped += r.off() - start
+			return nil
+		}
+		r.pos++
+	}
+	r.pos = len(r.buf)
+	r.rec.TruncatedBytes += r.off() - start
+	return nil
+}
+
+// dec is a cursor over a chunk body.
+type dec struct {
+	b   []byte
+	p   int
+	bad bool
+}
+
+func (d *dec) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b[d.p:])
+	if n <= 0 {
+		d.bad = true
+		d.p = len(d.b)
+		return 0
+	}
+	d.p += n
+	return v
+}
+
+func (d *dec) varint() int64 {
+	v, n := binary.Varint(d.b[d.p:])
+	if n <= 0 {
+		d.bad = true
+		d.p = len(d.b)
+		return 0
+	}
+	d.p += n
+	return v
+}
+
+func (d *dec) byte1() byte {
+	if d.p >= len(d.b) {
+		d.bad = true
+		return 0
+	}
+	c := d.b[d.p]
+	d.p++
+	return c
+}
+
+func (d *dec) u32() uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.bad = true
+	}
+	return uint32(v)
+}
+
+// bytesN returns the next n bytes where n was read from the body: it checks n against max and
+// the bytes left before slicing.
+func (d *dec) bytesN(max int) []byte {
+	n := d.uvarint()
+	if d.bad || n > uint64(max) || n > uint64(len(d.b)-d.p) {
+		d.bad = true
+		d.p = len(d.b)
+		return nil
+	}
+	s := d.b[d.p : d.p+int(n)]
+	d.p += int(n)
+	return s
+}
+
+func (r *Reader) str(d *dec) string {
+	b := d.bytesN(MaxString)
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := r.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(b) <= 256 && len(r.intern) < 4096 {
+		r.intern[s] = s
+	}
+	return s
+}
+
+// decodeRecord decodes the record at body[bp] into rec and reports whether it was well formed.
+func (r *Reader) decodeRecord(rec *Record) bool {
+	d := dec{b: r.body, p: r.bp}
+	tag := d.byte1()
+	st := &r.st
+	switch {
+	case tag&tagEvent != 0:
+		var extra byte
+		if tag&evExtra != 0 {
+			extra = d.byte1()
+			if extra&^(exCommand|exReqID|exPayload) != 0 {
+				return false
+			}
+		}
+		dir := tag >> evDirShift & evDirMask
+		e := &rec.Event
+		if dir == evDirEsc {
+			e.Dir = Dir(d.byte1())
+			if e.Dir <= DirRecv {
+				return false // not the writer's encoding
+			}
+		} else {
+			e.Dir = Dir(dir)
+		}
+		e.TS = st.ts + d.varint()
+		e.Dur = d.varint()
+		if tag&evSamePIDTID != 0 {
+			e.PID, e.TID = st.pid, st.tid
+		} else {
+			e.PID = d.u32()
+			e.TID = d.u32()
+		}
+		if tag&evSameConn != 0 {
+			e.Conn = st.conn
+		} else {
+			e.Conn = d.uvarint()
+		}
+		if tag&evSameOpSrc != 0 {
+			if dir == evDirEsc {
+				return false
+			}
+			e.Op, e.Source = st.op[dir], st.src[dir]
+		} else {
+			e.Op = Op(d.byte1())
+			e.Source = Source(d.byte1())
+		}
+		e.Bytes = d.varint()
+		e.Errno, e.Command, e.ReqID, e.Payload = 0, 0, 0, nil
+		if tag&evErrno != 0 {
+			e.Errno = d.u32()
+		}
+		if extra&exCommand != 0 {
+			e.Command = d.u32()
+		}
+		if extra&exReqID != 0 {
+			e.ReqID = st.req + uint64(d.varint())
+			st.req = e.ReqID
+		}
+		if extra&exPayload != 0 {
+			e.Payload = d.bytesN(MaxPayload)
+			if len(e.Payload) == 0 {
+				return false
+			}
+		}
+		if d.bad {
+			return false
+		}
+		st.ts, st.pid, st.tid, st.conn = e.TS, e.PID, e.TID, e.Conn
+		if dir != evDirEsc {
+			st.op[dir], st.src[dir] = e.Op, e.Source
+		}
+		rec.Kind = KindEvent
+	case tag == tagConnection:
+		c := &rec.Conn
+		c.ID = d.uvarint()
+		c.Family = Family(d.byte1())
+		c.Local = r.str(&d)
+		c.Remote = r.str(&d)
+		c.PID = d.u32()
+		c.FirstSeen = d.varint()
+		c.LastSeen = c.FirstSeen + d.varint()
+		if d.bad {
+			return false
+		}
+		rec.Kind = KindConnection
+	case tag == tagMarker:
+		m := &rec.Marker
+		m.TS = st.markerTS + d.varint()
+		m.Dur = d.varint()
+		m.PID = d.u32()
+		m.TID = d.u32()
+		m.Name = r.str(&d)
+		m.Value = d.varint()
+		m.Text = r.str(&d)
+		if d.bad {
+			return false
+		}
+		st.markerTS = m.TS
+		rec.Kind = KindMarker
+	case tag == tagLost:
+		l := &rec.Lost
+		l.Source = r.str(&d)
+		l.Count = d.uvarint()
+		if d.bad {
+			return false
+		}
+		rec.Kind = KindLost
+	default:
+		return false
+	}
+	r.bp = d.p
+	return true
+}
