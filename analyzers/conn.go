@@ -1,0 +1,264 @@
+package analyzers
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// maxPending bounds the requests awaiting a reply on one connection; older ones are dropped and
+// counted, so a stream of requests whose replies are never seen cannot grow memory.
+const maxPending = 1 << 14
+
+type pendingReq struct {
+	ts     int64
+	cmd    uint64
+	name   string
+	reqID  uint64
+	tid    uint32
+	hasCmd bool
+}
+
+// connDecoder decodes one connection: it picks the protocol (auto), learns which direction
+// carries requests (the side that speaks first), rebuilds frames, and pairs replies.
+type connDecoder struct {
+	d       *decoder
+	id      uint64
+	pid     uint32
+	spec    *Spec
+	reqDir  trace.Dir // direction of requests, DirNone until the first data
+	framers [3]*framer
+	version [3]int
+	seq     uint64
+
+	pending      []pendingReq // FIFO ring when the protocol has no request id
+	head, n      int
+	byID         map[uint64]pendingReq // tracer frames: by request id
+	dropped      uint64
+	respPrevCall [3]bool // resp: a message is open in this direction
+
+	ev *trace.Event // the event being decoded
+}
+
+func (c *connDecoder) setup(ev *trace.Event) {
+	c.reqDir = ev.Dir
+	if c.spec == nil {
+		c.spec = c.d.detect(ev)
+	}
+	c.version = c.spec.defVer
+	if c.spec.Kind == "binary" {
+		other := trace.DirSend
+		if c.reqDir == trace.DirSend {
+			other = trace.DirRecv
+		}
+		c.framers[c.reqDir] = newFramer(c.spec, c.spec.Request, nil)
+		c.framers[other] = newFramer(c.spec, c.spec.Reply, c.spec.VersionField)
+	}
+}
+
+// event decodes one data event of this connection.
+func (c *connDecoder) event(ev *trace.Event) {
+	if ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
+		return
+	}
+	c.ev = ev
+	if ev.Op == trace.OpFrameSend || ev.Op == trace.OpFrameRecv {
+		c.tracerFrame(ev)
+		return
+	}
+	if c.reqDir == trace.DirNone {
+		c.setup(ev)
+	}
+	c.seq++
+	switch c.spec.Kind {
+	case "binary":
+		c.framers[ev.Dir].call(c.seq, ev.TS, ev.TS+ev.Dur, ev.Bytes, ev.Payload, c.frame)
+	case "resp":
+		c.respCall(ev)
+	default:
+		c.emitRaw(ev)
+	}
+}
+
+func (c *connDecoder) emitRaw(ev *trace.Event) {
+	m := c.d.msg(c, ev)
+	m.Size = ev.Bytes
+	m.Calls = 1
+	c.d.deliver(m)
+}
+
+// frame receives a frame rebuilt by one of the framers.
+func (c *connDecoder) frame(fi *frameInfo) {
+	ev := c.ev
+	m := c.d.msg(c, ev)
+	m.TS, m.End, m.Size, m.Calls = fi.ts, fi.end, fi.size, fi.calls
+	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
+	m.ReqID = fi.reqID
+	if ev.Dir == c.reqDir {
+		if fi.hasCmd {
+			m.Command = fi.cmd
+			m.Name = c.spec.CommandName(fi.cmd)
+		}
+		if c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0 {
+			m.WantsReply = fi.hasFlags && fi.flags&c.spec.Request.Flags.Mask != 0
+		} else {
+			m.WantsReply = fi.hasCmd && c.spec.WantsReply(fi.cmd, c.version)
+		}
+		if m.WantsReply {
+			c.push(pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: m.ReqID, tid: m.TID, hasCmd: fi.hasCmd})
+		}
+	} else {
+		m.IsReply = true
+		if p, ok := c.pop(); ok {
+			m.Command, m.Name, m.ReqTS, m.RTT = p.cmd, p.name, p.ts, m.End-p.ts
+			if c.spec.hasVer && p.hasCmd && p.cmd == c.spec.verCmdID {
+				c.learnVersion(fi.peek)
+			}
+		} else if fi.hasCmd {
+			m.Command = fi.cmd
+			m.Name = c.spec.CommandName(fi.cmd)
+		}
+	}
+	c.d.deliver(m)
+}
+
+func (c *connDecoder) learnVersion(peek []byte) {
+	off := c.spec.VersionField.Offset
+	if off+3 > len(peek) {
+		return
+	}
+	c.version = [3]int{int(peek[off]), int(peek[off+1]), int(peek[off+2])}
+	c.d.versions[c.id] = c.version
+}
+
+func (c *connDecoder) push(p pendingReq) {
+	if c.pending == nil {
+		c.pending = make([]pendingReq, 64)
+	}
+	if c.n == len(c.pending) {
+		if len(c.pending) >= maxPending {
+			c.head = (c.head + 1) % len(c.pending)
+			c.n--
+			c.dropped++
+		} else {
+			grown := make([]pendingReq, 2*len(c.pending))
+			for i := 0; i < c.n; i++ {
+				grown[i] = c.pending[(c.head+i)%len(c.pending)]
+			}
+			c.pending, c.head = grown, 0
+		}
+	}
+	c.pending[(c.head+c.n)%len(c.pending)] = p
+	c.n++
+}
+
+func (c *connDecoder) pop() (pendingReq, bool) {
+	if c.n == 0 {
+		return pendingReq{}, false
+	}
+	p := c.pending[c.head]
+	c.head = (c.head + 1) % len(c.pending)
+	c.n--
+	return p, true
+}
+
+// tracerFrame takes a frame event from an in-process tracer: the frame is already whole and
+// carries its command and request id; replies are paired by request id (the first frame of an
+// id on the connection is the request).
+func (c *connDecoder) tracerFrame(ev *trace.Event) {
+	if c.spec == nil {
+		c.spec = c.d.detect(ev)
+		c.version = c.spec.defVer
+	}
+	if c.reqDir == trace.DirNone {
+		c.reqDir = ev.Dir
+	}
+	m := c.d.msg(c, ev)
+	m.Size, m.Calls = ev.Bytes, 1
+	m.ReqID = ev.ReqID
+	m.Command = uint64(ev.Command)
+	m.Name = c.spec.CommandName(m.Command)
+	if c.byID == nil {
+		c.byID = map[uint64]pendingReq{}
+	}
+	if ev.ReqID != 0 {
+		if p, ok := c.byID[ev.ReqID]; ok {
+			delete(c.byID, ev.ReqID)
+			m.IsReply = true
+			if m.Command == 0 || m.Name == "" {
+				m.Command, m.Name = p.cmd, p.name
+			}
+			m.ReqTS, m.RTT = p.ts, m.End-p.ts
+		} else {
+			m.WantsReply = true
+			if len(c.byID) >= maxPending {
+				for k := range c.byID { // drop one: requests whose replies never came
+					delete(c.byID, k)
+					c.dropped++
+					break
+				}
+			}
+			c.byID[ev.ReqID] = pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: ev.ReqID}
+		}
+	}
+	c.d.deliver(m)
+}
+
+// respCall decodes Redis RESP: a call that starts with a RESP type byte starts a message (its
+// command is the first bulk string of an array); other calls continue the open message. Every
+// request gets a reply, in order.
+func (c *connDecoder) respCall(ev *trace.Event) {
+	p := ev.Payload
+	if len(p) > 0 && bytes.IndexByte([]byte("*$+-:_#,(!=%~>|"), p[0]) >= 0 {
+		m := c.d.msg(c, ev)
+		m.Size, m.Calls = ev.Bytes, 1
+		if ev.Dir == c.reqDir {
+			m.Name = respCommand(p)
+			m.WantsReply = true
+			c.push(pendingReq{ts: m.TS, name: m.Name})
+		} else {
+			m.IsReply = true
+			if q, ok := c.pop(); ok {
+				m.Name, m.ReqTS, m.RTT = q.name, q.ts, m.End-q.ts
+			}
+		}
+		c.d.deliver(m)
+		return
+	}
+	c.d.extendLast(c, ev)
+}
+
+// respCommand returns the upper-case command of a RESP array of bulk strings, or "".
+func respCommand(p []byte) string {
+	// *N\r\n$L\r\nNAME\r\n
+	i := bytes.Index(p, []byte("\r\n$"))
+	if p[0] != '*' || i < 0 {
+		if len(p) > 0 && p[0] != '*' { // inline command
+			j := bytes.IndexAny(p, " \r\n")
+			if j > 0 && j <= 32 {
+				return string(bytes.ToUpper(p[:j]))
+			}
+		}
+		return ""
+	}
+	rest := p[i+3:]
+	j := bytes.Index(rest, []byte("\r\n"))
+	if j <= 0 || j > 10 {
+		return ""
+	}
+	l := 0
+	for _, ch := range rest[:j] {
+		if ch < '0' || ch > '9' {
+			return ""
+		}
+		l = l*10 + int(ch-'0')
+	}
+	rest = rest[j+2:]
+	if l <= 0 || l > 32 || l > len(rest) {
+		return ""
+	}
+	return string(bytes.ToUpper(rest[:l]))
+}
+
+var le = binary.LittleEndian

@@ -1,0 +1,254 @@
+package analyzers
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// sink receives what a scan of traces yields, in file order.
+type sink interface {
+	begin(i int, path string, meta trace.Meta)
+	event(ev *trace.Event)
+	connection(c *trace.Connection)
+	marker(m *trace.Marker)
+	lost(l *trace.Lost)
+	message(m *Message)
+	end(i int, rec trace.Recovery, d *decoder)
+}
+
+// decoder decodes the messages of one trace.
+type decoder struct {
+	trace    int
+	fixed    *Spec // the spec chosen by Options; nil for auto
+	builtins map[string]*Spec
+	conns    map[uint64]*connDecoder
+	versions map[uint64][3]int
+	m        Message
+	out      sink
+	protos   map[string]bool // protocols seen
+}
+
+func resolveSpec(opt Options) (*Spec, error) {
+	switch {
+	case opt.Spec != nil:
+		return opt.Spec, nil
+	case opt.SpecFile != "":
+		return LoadSpec(opt.SpecFile)
+	case opt.Protocol == "" || opt.Protocol == "auto":
+		return nil, nil
+	}
+	return BuiltinSpec(opt.Protocol)
+}
+
+func newDecoder(i int, fixed *Spec, out sink) (*decoder, error) {
+	d := &decoder{trace: i, fixed: fixed, out: out, conns: map[uint64]*connDecoder{},
+		versions: map[uint64][3]int{}, builtins: map[string]*Spec{}, protos: map[string]bool{}}
+	for _, n := range Builtins() {
+		s, err := BuiltinSpec(n)
+		if err != nil {
+			return nil, err
+		}
+		d.builtins[n] = s
+	}
+	return d, nil
+}
+
+// detect picks a protocol for a connection from its first data event: the Venus magic, a
+// ggml-rpc HELLO (command byte 14, alone or followed by a small size), a RESP array, or raw.
+func (d *decoder) detect(ev *trace.Event) *Spec {
+	if d.fixed != nil {
+		return d.fixed
+	}
+	p := ev.Payload
+	switch {
+	case ev.Op == trace.OpFrameSend || ev.Op == trace.OpFrameRecv:
+		return d.builtins["venus"]
+	case len(p) >= 4 && le.Uint32(p) == 0x56504C53:
+		return d.builtins["venus"]
+	case len(p) >= 1 && p[0] == 14 && (ev.Bytes == 1 || (len(p) >= 9 && le.Uint64(p[1:9]) <= 4096)):
+		return d.builtins["ggml-rpc"]
+	case len(p) >= 4 && p[0] == '*' && p[1] >= '0' && p[1] <= '9':
+		return d.builtins["resp"]
+	}
+	return d.builtins["raw"]
+}
+
+func (d *decoder) conn(ev *trace.Event) *connDecoder {
+	key := ev.Conn
+	if key == 0 {
+		key = 1<<63 | uint64(ev.PID)
+	}
+	c := d.conns[key]
+	if c == nil {
+		c = &connDecoder{d: d, id: ev.Conn, pid: ev.PID}
+		if d.fixed != nil {
+			c.spec = d.fixed
+			c.version = d.fixed.defVer
+		}
+		d.conns[key] = c
+	}
+	return c
+}
+
+func (d *decoder) event(ev *trace.Event) {
+	if ev.Errno != 0 || ev.Bytes <= 0 {
+		return
+	}
+	d.conn(ev).event(ev)
+}
+
+// msg returns the decoder's Message, reset and filled from ev.
+func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
+	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
+		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name}
+	return &d.m
+}
+
+func (d *decoder) deliver(m *Message) {
+	d.protos[m.Protocol] = true
+	d.out.message(m)
+}
+
+// extendLast counts a call that continues a message already delivered (RESP): its bytes are in
+// the totals; the message's size stays that of its first call.
+func (d *decoder) extendLast(c *connDecoder, ev *trace.Event) {}
+
+// flush ends every connection: frames in progress come out truncated.
+func (d *decoder) flush() {
+	for _, c := range d.conns {
+		for dir, f := range c.framers {
+			if f == nil {
+				continue
+			}
+			c.ev = &trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
+			f.flush(f.ts, c.frame)
+		}
+	}
+}
+
+// lostSync returns how many times framers lost frame boundaries, and requests dropped unpaired.
+func (d *decoder) stats() (lostSync, dropped uint64) {
+	for _, c := range d.conns {
+		for _, f := range c.framers {
+			if f != nil {
+				lostSync += f.lost
+			}
+		}
+		dropped += c.dropped
+	}
+	return
+}
+
+// scan reads every trace in turn and feeds out.
+func scan(paths []string, opt Options, out sink) error {
+	spec, err := resolveSpec(opt)
+	if err != nil {
+		return err
+	}
+	var rec trace.Record
+	for i, path := range paths {
+		if err := scanOne(i, path, spec, out, &rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadError is a trace that could not be read: it names the file.
+type ReadError struct {
+	Path string
+	Err  error
+}
+
+func (e *ReadError) Error() string { return fmt.Sprintf("read %s: %v", e.Path, e.Err) }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// errStop ends a scan early without an error.
+var errStop = errors.New("stop")
+
+func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &ReadError{path, unwrapPath(err)}
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return &ReadError{path, errors.New("is a directory")}
+	}
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return &ReadError{path, err}
+	}
+	d, err := newDecoder(i, spec, out)
+	if err != nil {
+		return err
+	}
+	out.begin(i, path, r.Meta())
+	for {
+		err := r.Next(rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &ReadError{path, err}
+		}
+		switch rec.Kind {
+		case trace.KindEvent:
+			out.event(&rec.Event)
+			d.event(&rec.Event)
+		case trace.KindConnection:
+			out.connection(&rec.Conn)
+		case trace.KindMarker:
+			out.marker(&rec.Marker)
+		case trace.KindLost:
+			out.lost(&rec.Lost)
+		}
+	}
+	d.flush()
+	out.end(i, r.Recovery(), d)
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// msgSink delivers messages to a callback and ignores the rest.
+type msgSink struct {
+	fn  func(*Message) error
+	err error
+}
+
+func (s *msgSink) begin(int, string, trace.Meta)     {}
+func (s *msgSink) event(*trace.Event)                {}
+func (s *msgSink) connection(*trace.Connection)      {}
+func (s *msgSink) marker(*trace.Marker)              {}
+func (s *msgSink) lost(*trace.Lost)                  {}
+func (s *msgSink) end(int, trace.Recovery, *decoder) {}
+func (s *msgSink) message(m *Message) {
+	if s.err == nil {
+		s.err = s.fn(m)
+	}
+}
+
+// Messages decodes the protocol messages of the traces at paths, in each trace's order, and
+// calls fn for each; fn's Message is reused after fn returns. Replies carry their request's
+// command and the round-trip time. An error from fn stops the scan and is returned. A trace
+// that cannot be read gives a *ReadError naming the file (and the offset, for a bad format).
+func Messages(paths []string, opt Options, fn func(*Message) error) error {
+	s := &msgSink{fn: fn}
+	err := scan(paths, opt, s)
+	if err != nil {
+		return err
+	}
+	return s.err
+}

@@ -1,0 +1,242 @@
+package analyzers
+
+import "encoding/binary"
+
+// frameInfo is a frame rebuilt by a framer, before pairing.
+type frameInfo struct {
+	ts, end   int64
+	size      int64
+	calls     int
+	cmd       uint64
+	hasCmd    bool
+	flags     uint64
+	hasFlags  bool
+	reqID     uint64
+	peek      []byte // the first bytes of the frame that were captured (at most maxPeek)
+	lostSync  bool
+	truncated bool
+}
+
+const (
+	stHeader  = iota // collecting header bytes
+	stPeek           // collecting the fields that lie past the header
+	stPayload        // skipping the rest of the frame
+	stLost           // boundaries lost: waiting for a call that starts with a valid header
+)
+
+// framer rebuilds the frames of one direction of one connection from the calls that moved its
+// bytes. Each call is known by its byte count and its captured head (the first bytes of the
+// data); bytes past the head are counted but unseen. A header that lies past the head loses
+// sync; the framer then skips to the next call that starts with a valid header. It never
+// allocates by a size read from the stream.
+type framer struct {
+	spec    *Spec
+	hdr     *Header
+	order   binary.ByteOrder
+	peekEnd int // bytes of the frame to capture: the header and every field
+
+	state    int
+	buf      [maxPeek]byte
+	have     int   // bytes in buf
+	frameLen int64 // whole frame, header included
+	consumed int64 // bytes of the frame seen so far
+	ts       int64
+	calls    int
+	lastCall uint64
+	lostNext bool // the next frame follows a loss of sync
+
+	lost uint64 // times sync was lost
+	out  frameInfo
+}
+
+func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
+	f := &framer{spec: spec, hdr: hdr, order: binary.LittleEndian}
+	if spec.Endian == "big" {
+		f.order = binary.BigEndian
+	}
+	f.peekEnd = hdr.Bytes
+	for _, fl := range []*Field{hdr.Command, hdr.Flags, hdr.ReqID, extra} {
+		if fl != nil && fl.Offset+fl.Size > f.peekEnd {
+			f.peekEnd = fl.Offset + fl.Size
+		}
+	}
+	if extra != nil && extra.Offset+3 > f.peekEnd && extra.Offset+3 <= maxPeek {
+		f.peekEnd = extra.Offset + 3 // major, minor, patch
+	}
+	return f
+}
+
+func (f *framer) field(fl *Field) (uint64, bool) {
+	if fl == nil || fl.Offset+fl.Size > f.have {
+		return 0, false
+	}
+	b := f.buf[fl.Offset : fl.Offset+fl.Size]
+	switch fl.Size {
+	case 1:
+		return uint64(b[0]), true
+	case 2:
+		return uint64(f.order.Uint16(b)), true
+	case 4:
+		return uint64(f.order.Uint32(b)), true
+	default:
+		return f.order.Uint64(b), true
+	}
+}
+
+// parseHeader checks the header in buf and sets frameLen; false means the bytes are no header.
+func (f *framer) parseHeader() bool {
+	h := f.hdr
+	if h.Magic != nil {
+		if v, _ := f.field(h.Magic); v != h.Magic.Value {
+			return false
+		}
+	}
+	size, _ := f.field(&h.Size)
+	if h.Counts == "frame" {
+		if size < uint64(h.Bytes) {
+			return false
+		}
+	} else {
+		size += uint64(h.Bytes)
+		if size < uint64(h.Bytes) { // overflow
+			return false
+		}
+	}
+	if size > uint64(f.spec.MaxFrame) {
+		return false
+	}
+	if h.Command != nil && h.Command.Offset+h.Command.Size <= h.Bytes && len(f.spec.byID) > 0 {
+		if c, _ := f.field(h.Command); f.spec.byID[c] == nil {
+			return false
+		}
+	}
+	f.frameLen = int64(size)
+	return true
+}
+
+// call feeds one call: n bytes moved, head the captured first bytes (len(head) <= n). seq
+// identifies the call. emit is called for every frame that ends in this call.
+func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*frameInfo)) {
+	if int64(len(head)) > n {
+		head = head[:n]
+	}
+	h := int64(len(head))
+	var pos int64
+	if f.state == stLost {
+		if !f.resync(head) {
+			return
+		}
+	}
+	for pos < n {
+		if f.lastCall != seq || f.calls == 0 {
+			if f.have == 0 && f.consumed == 0 {
+				f.ts = ts
+				f.calls = 0
+			}
+			f.calls++
+			f.lastCall = seq
+		}
+		switch f.state {
+		case stHeader:
+			need := int64(f.hdr.Bytes - f.have)
+			k := min(need, h-pos)
+			if k <= 0 {
+				f.loseSync()
+				return
+			}
+			copy(f.buf[f.have:], head[pos:pos+k])
+			f.have += int(k)
+			pos += k
+			f.consumed += k
+			if f.have < f.hdr.Bytes {
+				continue
+			}
+			if !f.parseHeader() {
+				f.loseSync()
+				return
+			}
+			if f.peekEnd > f.have && f.frameLen > int64(f.have) {
+				f.state = stPeek
+			} else {
+				f.state = stPayload
+			}
+		case stPeek:
+			need := min(int64(f.peekEnd), f.frameLen) - int64(f.have)
+			k := min(need, h-pos)
+			if k > 0 {
+				copy(f.buf[f.have:], head[pos:pos+k])
+				f.have += int(k)
+				pos += k
+				f.consumed += k
+			}
+			if k == need || pos < n { // done, or the rest of the fields is past the head
+				f.state = stPayload
+			}
+		case stPayload:
+			k := min(f.frameLen-f.consumed, n-pos)
+			pos += k
+			f.consumed += k
+		}
+		if f.state == stPayload && f.consumed == f.frameLen {
+			f.finish(end, false, emit)
+		}
+	}
+}
+
+// resync reports whether a call starting with head starts a frame, and primes the framer.
+func (f *framer) resync(head []byte) bool {
+	if len(head) < f.hdr.Bytes {
+		return false
+	}
+	f.have = copy(f.buf[:f.hdr.Bytes], head)
+	ok := f.parseHeader()
+	f.have = 0
+	f.frameLen = 0
+	if !ok {
+		return false
+	}
+	f.state = stHeader
+	f.lostNext = true
+	return true
+}
+
+func (f *framer) loseSync() {
+	f.lost++
+	f.state = stLost
+	f.reset()
+}
+
+func (f *framer) reset() {
+	f.have = 0
+	f.consumed = 0
+	f.frameLen = 0
+	f.calls = 0
+}
+
+func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
+	o := &f.out
+	*o = frameInfo{ts: f.ts, end: end, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: f.buf[:f.have]}
+	if truncated {
+		o.size = max(f.frameLen, f.consumed)
+	}
+	o.cmd, o.hasCmd = f.field(f.hdr.Command)
+	o.flags, o.hasFlags = f.field(f.hdr.Flags)
+	o.reqID, _ = f.field(f.hdr.ReqID)
+	f.lostNext = false
+	f.state = stHeader
+	f.reset()
+	emit(o)
+}
+
+// flush ends the stream: a frame in progress is emitted as truncated.
+func (f *framer) flush(end int64, emit func(*frameInfo)) {
+	if f.state == stLost || (f.have == 0 && f.consumed == 0) {
+		return
+	}
+	if f.have < f.hdr.Bytes { // not even a header: count the bytes as lost
+		f.lost++
+		f.reset()
+		return
+	}
+	f.finish(end, true, emit)
+}

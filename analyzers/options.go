@@ -1,0 +1,62 @@
+package analyzers
+
+import "github.com/perflab/perflab/trace"
+
+// DefaultConfidence is the confidence level of every interval the analyzers report (medians,
+// fitted parameters): 0.95.
+const DefaultConfidence = 0.95
+
+// DefaultWindowCalls is the size of a per-window summary, in calls, as in Venus Plus's
+// VENUS_TRACE_NET output ("summary at 100 calls").
+const DefaultWindowCalls = 100
+
+// Options selects how traces are decoded and analysed. The zero value means: detect the protocol,
+// DefaultConfidence, DefaultWindowCalls.
+type Options struct {
+	// Protocol names a built-in decoder: "auto" (or ""), "venus", "ggml-rpc", "resp", "raw".
+	// It is ignored when Spec or SpecFile is set.
+	Protocol string
+	// SpecFile is a protocol spec (JSON, docs/protocol-spec.md) to load instead of a built-in.
+	SpecFile string
+	// Spec is an already loaded protocol spec; it wins over SpecFile and Protocol.
+	Spec *Spec
+	// Unit names the unit of work to count per ("token"); "" means: the "token" markers when the
+	// trace has them, else the spec's unit command.
+	Unit string
+	// Confidence is the level of confidence intervals, 0 < c < 1 (0 means DefaultConfidence).
+	Confidence float64
+	// WindowCalls is the size of the per-window summaries in calls (0 means DefaultWindowCalls).
+	WindowCalls int
+}
+
+// Message is one protocol message (a frame) decoded from a trace: rebuilt from system calls for
+// an eBPF trace, or taken from a tracer's frame events.
+type Message struct {
+	Trace    int       // index of the trace in the paths given
+	Conn     uint64    // connection id in its trace
+	Dir      trace.Dir // send or recv, as seen by the traced process
+	TS       int64     // start of the first call that carried the frame, monotonic ns
+	End      int64     // end of the last call that carried the frame, monotonic ns
+	PID      uint32
+	TID      uint32
+	Source   trace.Source
+	Protocol string // decoder that produced it: venus, ggml-rpc, resp, raw, or a spec's name
+	Command  uint64 // command id (VkCommandTypeEXT, ggml-rpc command byte); 0 for a reply without one
+	Name     string // command name, "" when the id is unknown to the spec; replies carry their request's name
+	Size     int64  // bytes of the frame, header included
+	Calls    int    // system calls (or tracer events) that carried part of the frame
+
+	WantsReply bool   // a request that the protocol answers
+	IsReply    bool   // a reply to an earlier request
+	ReqID      uint64 // request id when the protocol (or tracer) has one, 0 otherwise
+	// RTT is, on a reply paired with its request, the time from the start of the request to the
+	// end of the reply, ns; 0 when unknown. ReqTS is the request's start.
+	RTT   int64
+	ReqTS int64
+
+	Truncated bool // the frame's end was not seen (the trace or connection ended inside it)
+	LostSync  bool // the decoder lost the frame boundaries before this frame and resynchronised here
+}
+
+// Duration returns End - TS in ns.
+func (m *Message) Duration() int64 { return m.End - m.TS }

@@ -1,0 +1,318 @@
+package analyzers
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Spec describes a wire protocol as data: header layout and endianness, magic, which field is
+// the size and what it counts, where the command id is and the commands' names, which commands
+// are answered (per protocol version), and which command opens a unit of work. The built-in
+// protocols are specs too (analyzers/protocols/*.json); docs/protocol-spec.md documents the format.
+type Spec struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"` // protocol version the spec describes ("5.0")
+	// Kind is "binary" (header-described frames, the default), "resp" (Redis), or "raw" (no
+	// decoding: every call is one message).
+	Kind   string `json:"kind,omitempty"`
+	Endian string `json:"endian,omitempty"` // "little" (default) or "big"
+	// Request describes frames in the requesting direction (the side that speaks first on a
+	// connection); Reply frames in the other direction. A nil Reply means: same as Request.
+	Request *Header `json:"request,omitempty"`
+	Reply   *Header `json:"reply,omitempty"`
+	// MaxFrame is the largest frame size believed, in bytes; a larger size means lost sync.
+	MaxFrame int64 `json:"max_frame,omitempty"`
+	// DefaultReply says whether a command not named in NoReply gets a reply.
+	DefaultReply bool          `json:"default_reply"`
+	Commands     []CommandSpec `json:"commands,omitempty"`
+	// NoReply lists, per protocol version, the commands that get no reply. The rule with the
+	// highest MinVersion not above the connection's version applies; the connection's version
+	// comes from the reply to VersionCommand, or is Version when none was seen.
+	NoReply        []NoReplyRule `json:"no_reply,omitempty"`
+	VersionCommand string        `json:"version_command,omitempty"` // "HELLO"
+	// VersionField is where the reply to VersionCommand holds major, minor and patch (one byte
+	// each), counted from the start of the reply frame.
+	VersionField *Field `json:"version_field,omitempty"`
+	// UnitCommands name the commands each of which opens one unit of work (a decode step);
+	// UnitName is the unit's name ("token").
+	UnitCommands []string `json:"unit_commands,omitempty"`
+	UnitName     string   `json:"unit_name,omitempty"`
+
+	byID     map[uint64]*CommandSpec
+	rules    []NoReplyRule // sorted by version
+	unitIDs  map[uint64]bool
+	verCmdID uint64
+	hasVer   bool
+	defVer   [3]int
+}
+
+// Header is the layout of a frame header. Offsets count from the start of the frame.
+type Header struct {
+	Bytes   int    `json:"bytes"`             // header length
+	Magic   *Field `json:"magic,omitempty"`   // Value is the expected magic
+	Size    Field  `json:"size"`              // the size field
+	Counts  string `json:"counts,omitempty"`  // what Size counts: "payload" (default) or "frame"
+	Command *Field `json:"command,omitempty"` // the command id (may lie in the payload)
+	Flags   *Field `json:"flags,omitempty"`   // flags; Mask selects the "wants a reply" bit
+	ReqID   *Field `json:"req_id,omitempty"`  // request id, when the protocol has one
+}
+
+// Field is an unsigned integer field of a frame.
+type Field struct {
+	Offset int    `json:"offset"`
+	Size   int    `json:"size"`            // 1, 2, 4 or 8 bytes
+	Value  uint64 `json:"value,omitempty"` // magic: the expected value
+	Mask   uint64 `json:"mask,omitempty"`  // flags: the bit that asks for a reply
+}
+
+// CommandSpec names one command id.
+type CommandSpec struct {
+	ID   uint64 `json:"id"`
+	Name string `json:"name"`
+}
+
+// NoReplyRule lists the commands that get no reply from MinVersion on.
+type NoReplyRule struct {
+	MinVersion string   `json:"min_version"` // "3.0"
+	Commands   []string `json:"commands"`
+	v          [3]int
+	ids        map[uint64]bool
+}
+
+//go:embed protocols/*.json
+var builtinFS embed.FS
+
+// Builtins lists the names of the built-in protocols, besides "auto".
+func Builtins() []string { return []string{"venus", "ggml-rpc", "resp", "raw"} }
+
+// BuiltinSpec returns the built-in spec called name.
+func BuiltinSpec(name string) (*Spec, error) {
+	b, err := builtinFS.ReadFile("protocols/" + name + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("protocol %q unknown (want auto, %s)", name, strings.Join(Builtins(), ", "))
+	}
+	return ParseSpec(bytes.NewReader(b))
+}
+
+// LoadSpec reads a spec from a JSON file.
+func LoadSpec(path string) (*Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	s, err := ParseSpec(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseSpec decodes and checks a JSON spec.
+func ParseSpec(r io.Reader) (*Spec, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("parse protocol spec: %w", err)
+	}
+	if err := s.init(); err != nil {
+		return nil, fmt.Errorf("check protocol spec: %w", err)
+	}
+	return &s, nil
+}
+
+func checkField(name string, f *Field, limit int) error {
+	if f == nil {
+		return nil
+	}
+	switch f.Size {
+	case 1, 2, 4, 8:
+	default:
+		return fmt.Errorf("%s: size %d, want 1, 2, 4 or 8", name, f.Size)
+	}
+	if f.Offset < 0 || f.Offset+f.Size > limit {
+		return fmt.Errorf("%s: offset %d outside the first %d bytes", name, f.Offset, limit)
+	}
+	return nil
+}
+
+// maxPeek bounds how far into a frame fields may lie: they must be in the payload head a
+// trace keeps.
+const maxPeek = 64
+
+func (s *Spec) init() error {
+	if s.Name == "" {
+		return fmt.Errorf("name missing")
+	}
+	switch s.Kind {
+	case "":
+		s.Kind = "binary"
+	case "binary", "resp", "raw":
+	default:
+		return fmt.Errorf("kind %q, want binary, resp or raw", s.Kind)
+	}
+	switch s.Endian {
+	case "":
+		s.Endian = "little"
+	case "little", "big":
+	default:
+		return fmt.Errorf("endian %q, want little or big", s.Endian)
+	}
+	if s.MaxFrame <= 0 {
+		s.MaxFrame = 1 << 32
+	}
+	if s.Kind == "binary" {
+		if s.Request == nil {
+			return fmt.Errorf("request header missing")
+		}
+		if s.Reply == nil {
+			s.Reply = s.Request
+		}
+		for _, h := range []*Header{s.Request, s.Reply} {
+			if h.Bytes <= 0 || h.Bytes > maxPeek {
+				return fmt.Errorf("header bytes %d, want 1..%d", h.Bytes, maxPeek)
+			}
+			if err := checkField("size", &h.Size, h.Bytes); err != nil {
+				return err
+			}
+			if err := checkField("magic", h.Magic, h.Bytes); err != nil {
+				return err
+			}
+			for n, f := range map[string]*Field{"command": h.Command, "flags": h.Flags, "req_id": h.ReqID} {
+				if err := checkField(n, f, maxPeek); err != nil {
+					return err
+				}
+			}
+			switch h.Counts {
+			case "":
+				h.Counts = "payload"
+			case "payload", "frame":
+			default:
+				return fmt.Errorf("counts %q, want payload or frame", h.Counts)
+			}
+		}
+		if err := checkField("version_field", s.VersionField, maxPeek); err != nil {
+			return err
+		}
+	}
+	s.byID = make(map[uint64]*CommandSpec, len(s.Commands))
+	byName := map[string]uint64{}
+	for i := range s.Commands {
+		c := &s.Commands[i]
+		if c.Name == "" {
+			return fmt.Errorf("command %d has no name", c.ID)
+		}
+		s.byID[c.ID] = c
+		byName[c.Name] = c.ID
+	}
+	lookup := func(n string) (uint64, error) {
+		id, ok := byName[n]
+		if !ok {
+			return 0, fmt.Errorf("command %q is not in commands", n)
+		}
+		return id, nil
+	}
+	v, err := parseVersion(s.Version)
+	if err != nil {
+		return err
+	}
+	s.defVer = v
+	s.rules = append([]NoReplyRule(nil), s.NoReply...)
+	for i := range s.rules {
+		r := &s.rules[i]
+		if r.v, err = parseVersion(r.MinVersion); err != nil {
+			return err
+		}
+		r.ids = map[uint64]bool{}
+		for _, n := range r.Commands {
+			id, err := lookup(n)
+			if err != nil {
+				return err
+			}
+			r.ids[id] = true
+		}
+	}
+	sort.SliceStable(s.rules, func(i, j int) bool { return verLess(s.rules[i].v, s.rules[j].v) })
+	if s.VersionCommand != "" {
+		if s.verCmdID, err = lookup(s.VersionCommand); err != nil {
+			return err
+		}
+		if s.VersionField == nil {
+			return fmt.Errorf("version_command without version_field")
+		}
+		s.hasVer = true
+	}
+	s.unitIDs = map[uint64]bool{}
+	for _, n := range s.UnitCommands {
+		id, err := lookup(n)
+		if err != nil {
+			return err
+		}
+		s.unitIDs[id] = true
+	}
+	if len(s.UnitCommands) > 0 && s.UnitName == "" {
+		s.UnitName = "unit"
+	}
+	return nil
+}
+
+func parseVersion(s string) ([3]int, error) {
+	var v [3]int
+	if s == "" {
+		return v, nil
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) > 3 {
+		return v, fmt.Errorf("version %q, want MAJOR[.MINOR[.PATCH]]", s)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 255 {
+			return v, fmt.Errorf("version %q, want MAJOR[.MINOR[.PATCH]]", s)
+		}
+		v[i] = n
+	}
+	return v, nil
+}
+
+func verLess(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// CommandName returns the name of command id, or "" when the spec does not name it.
+func (s *Spec) CommandName(id uint64) string {
+	if c, ok := s.byID[id]; ok {
+		return c.Name
+	}
+	return ""
+}
+
+// WantsReply reports whether command id gets a reply at protocol version v.
+func (s *Spec) WantsReply(id uint64, v [3]int) bool {
+	var rule *NoReplyRule
+	for i := range s.rules {
+		if !verLess(v, s.rules[i].v) {
+			rule = &s.rules[i]
+		}
+	}
+	if rule != nil && rule.ids[id] {
+		return false
+	}
+	return s.DefaultReply
+}
+
+// OpensUnit reports whether command id opens a unit of work.
+func (s *Spec) OpensUnit(id uint64) bool { return s.unitIDs[id] }
