@@ -1,0 +1,391 @@
+package reports
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/perflab/perflab/analyzers"
+)
+
+// HTML writes s as one self-contained HTML page: inline CSS, inline SVG charts (latency
+// histogram on a log axis, CDF, RTT against requests in flight with the fitted batch model,
+// messages per second over time, requests in flight over time, per-unit time breakdown), the
+// summary tables, and every warning at the top. The page makes no external request. Every
+// string from the traces is escaped.
+func HTML(w io.Writer, s *analyzers.Summary) error {
+	if s == nil {
+		return fmt.Errorf("render html: no summary")
+	}
+	d := htmlPage{S: s, Charts: summaryCharts(s)}
+	if s.Lost > 0 {
+		d.Notices = append(d.Notices, fmt.Sprintf("%d events were lost by the recorder: counts and rates are lower bounds.", s.Lost))
+	}
+	if s.Recovery != nil && s.Recovery.Damaged() {
+		d.Notices = append(d.Notices, "the trace was damaged or cut: "+s.Recovery.String())
+	}
+	if err := htmlTmpl.Execute(w, d); err != nil {
+		return fmt.Errorf("render html: %w", err)
+	}
+	return nil
+}
+
+type htmlPage struct {
+	S       *analyzers.Summary
+	Charts  []chart
+	Notices []string
+}
+
+// chart is one figure of the page.
+type chart struct {
+	Name    string
+	Caption string
+	SVG     template.HTML
+}
+
+// summaryCharts draws the charts of an analysis, in page order.
+func summaryCharts(s *analyzers.Summary) []chart {
+	return []chart{
+		{"histogram", "How long round trips took (log buckets; dashed lines: latency modes).", histogramChart(s)},
+		{"cdf", "Share of round trips faster than a latency, read off the histogram.", cdfChart(s)},
+		{"batch", "Round-trip time against requests in flight, with the fitted batch model T = T_fixed + T_per_req·N.", batchChart(s)},
+		{"timeline", "Messages per second over the recording.", timelineChart(s)},
+		{"inflight", "Requests in flight over the recording.", inflightChart(s)},
+		{"units", "Mean time of one unit of work, split into time blocked on round trips and the rest.", unitsChart(s)},
+	}
+}
+
+func histogramChart(s *analyzers.Summary) template.HTML {
+	const name, title = "histogram", "Latency histogram"
+	var lo, hi, n []float64
+	var maxN float64
+	for _, b := range s.Histogram {
+		if !(b.HighUS > 0) || b.Count == 0 {
+			continue
+		}
+		low := b.LowUS
+		if !(low > 0) {
+			low = b.HighUS / 2 // a first bucket from 0 has no place on a log axis
+		}
+		lo, hi, n = append(lo, low), append(hi, b.HighUS), append(n, float64(b.Count))
+		maxN = math.Max(maxN, float64(b.Count))
+	}
+	if len(n) == 0 {
+		return noData(name, title, "no data: the analysis found no latencies to bucket")
+	}
+	p := newPlot(name, title, logScale(lo[0], hi[len(hi)-1]), linScale(0, maxN), "latency (µs, log)", "count")
+	p.bars("count", 0, lo, hi, n)
+	for i, m := range s.Modes {
+		if m.CenterUS > 0 {
+			p.vline(m.CenterUS, fmt.Sprintf("mode %s µs (%s)", fmtNum(m.CenterUS), fmtPct(m.Share)), 3+i)
+		}
+	}
+	return p.svg()
+}
+
+func cdfChart(s *analyzers.Summary) template.HTML {
+	const name, title = "cdf", "Latency CDF"
+	var total float64
+	for _, b := range s.Histogram {
+		if b.HighUS > 0 {
+			total += float64(b.Count)
+		}
+	}
+	if total == 0 {
+		return noData(name, title, "no data: the analysis found no latencies")
+	}
+	var xs, ys []float64
+	var cum float64
+	for _, b := range s.Histogram {
+		if !(b.HighUS > 0) {
+			continue
+		}
+		if len(xs) == 0 {
+			low := b.LowUS
+			if !(low > 0) {
+				low = b.HighUS / 2
+			}
+			xs, ys = append(xs, low), append(ys, 0)
+		}
+		cum += float64(b.Count)
+		xs, ys = append(xs, b.HighUS), append(ys, cum/total)
+	}
+	p := newPlot(name, title, logScale(xs[0], xs[len(xs)-1]), linScale(0, 1), "latency (µs, log)", "fraction ≤ latency")
+	p.line("CDF", 0, xs, ys, len(xs) <= 120)
+	if rt := s.RoundTrips; rt.Count > 0 {
+		p.vline(rt.RTTUS.P50, "p50 "+fmtNum(rt.RTTUS.P50), 2)
+		p.vline(rt.RTTUS.P99, "p99 "+fmtNum(rt.RTTUS.P99), 3)
+	}
+	return p.svg()
+}
+
+func batchChart(s *analyzers.Summary) template.HTML {
+	const name, title = "batch", "RTT against requests in flight (N)"
+	var ns, ts []float64
+	for _, r := range s.LittlesLaw {
+		if r.InFlight > 0 && r.RTTMeasuredUS > 0 {
+			ns, ts = append(ns, r.InFlight), append(ts, r.RTTMeasuredUS)
+		}
+	}
+	f := s.BatchFit
+	if len(ns) == 0 && f == nil {
+		return noData(name, title, "no data: no runs at several N and no batch fit")
+	}
+	nMax, tMax := 1.0, 0.0
+	for i := range ns {
+		nMax, tMax = math.Max(nMax, ns[i]), math.Max(tMax, ts[i])
+	}
+	if f != nil {
+		nMax = math.Max(nMax, 4)
+		tMax = math.Max(tMax, f.TFixedUS+f.TPerReqUS*nMax)
+		tMax = math.Max(tMax, f.TFixedCI[1]+f.TPerReqCI[1]*nMax)
+	}
+	p := newPlot(name, title, linScale(0, nMax), linScale(0, tMax), "requests in flight N", "RTT (µs)")
+	if f != nil {
+		const steps = 20
+		var xs, ys, lo, hi []float64
+		for i := 0; i <= steps; i++ {
+			n := nMax * float64(i) / steps
+			xs, ys = append(xs, n), append(ys, f.TFixedUS+f.TPerReqUS*n)
+			lo, hi = append(lo, f.TFixedCI[0]+f.TPerReqCI[0]*n), append(hi, f.TFixedCI[1]+f.TPerReqCI[1]*n)
+		}
+		if f.TFixedCI != ([2]float64{}) || f.TPerReqCI != ([2]float64{}) {
+			p.band(1, xs, lo, hi)
+		}
+		p.dashed("fit", 1, xs, ys)
+		p.note(fmt.Sprintf("T = %s µs + %s µs·N   R² = %s", fmtNum(f.TFixedUS), fmtNum(f.TPerReqUS), strconv.FormatFloat(f.R2, 'f', 3, 64)))
+	}
+	p.points("measured", 0, ns, ts, true)
+	return p.svg()
+}
+
+func timelineChart(s *analyzers.Summary) template.HTML {
+	return seriesChart("timeline", "Messages per second", "messages/s", s.Timeline, s.Phases)
+}
+
+func inflightChart(s *analyzers.Summary) template.HTML {
+	var pts []analyzers.TimePoint
+	if s.InFlight != nil {
+		pts = s.InFlight.Series
+	}
+	return seriesChart("inflight", "Requests in flight", "in flight", pts, s.Phases)
+}
+
+// seriesChart draws a value over time, with the phases marked.
+func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases []analyzers.PhaseStats) template.HTML {
+	if len(pts) == 0 {
+		return noData(name, title, "no data: no time series in this analysis")
+	}
+	xs, ys := make([]float64, len(pts)), make([]float64, len(pts))
+	t0, t1, yMax := pts[0].TS, pts[0].TS, 0.0
+	for i, pt := range pts {
+		xs[i], ys[i] = pt.TS, pt.Value
+		t0, t1, yMax = math.Min(t0, pt.TS), math.Max(t1, pt.TS), math.Max(yMax, pt.Value)
+	}
+	p := newPlot(name, title, linScale(t0, t1), linScale(0, yMax), "time (s)", yLabel)
+	for i, ph := range phases {
+		if ph.StartS >= t0 && ph.StartS <= t1 {
+			p.vline(ph.StartS, ph.Name, 4+i)
+		}
+	}
+	p.line(yLabel, 0, xs, ys, len(xs) <= 200)
+	return p.svg()
+}
+
+func unitsChart(s *analyzers.Summary) template.HTML {
+	var cats []string
+	wait, rest := []float64{}, []float64{}
+	for _, u := range s.Units {
+		if u.UnitTimeUS <= 0 {
+			continue
+		}
+		cats = append(cats, u.Name)
+		w := math.Min(math.Max(u.NetWaitUS, 0), u.UnitTimeUS)
+		wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
+	}
+	if len(cats) == 0 {
+		return noData("units", "Per-unit breakdown", "no data: no units of work (token markers) in the trace")
+	}
+	return stackedBars("units", "Per-unit breakdown", "mean time per unit (µs)", cats,
+		[]string{"blocked on round trips", "other"}, [][]float64{wait, rest})
+}
+
+// fmtNum formats a measured value with about four significant digits and no exponent.
+func fmtNum(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "–"
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// fmtPct formats a 0..1 share as a percentage.
+func fmtPct(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" }
+
+var htmlFuncs = template.FuncMap{
+	"num": fmtNum,
+	"pct": fmtPct,
+	"join": func(xs []string) string {
+		return strings.Join(xs, " ")
+	},
+	"pids": func(xs []uint32) string {
+		var b []string
+		for _, x := range xs {
+			b = append(b, strconv.FormatUint(uint64(x), 10))
+		}
+		return strings.Join(b, ", ")
+	},
+	"ci": func(r [2]float64) string {
+		if r == ([2]float64{}) {
+			return "–"
+		}
+		return fmtNum(r[0]) + " … " + fmtNum(r[1])
+	},
+}
+
+var htmlTmpl = template.Must(template.New("page").Funcs(htmlFuncs).Parse(htmlPageText))
+
+// htmlPageText is the page. It loads nothing: the CSS is inline and there is no script.
+const htmlPageText = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>perflab analyze{{range .S.Traces}} {{.}}{{end}}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1340px;padding:0 1em;color:#222;line-height:1.35}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ddd;padding:.2em .55em;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+.warnings{border:3px solid #d55e00;background:#fff3e8;padding:.6em 1em;margin:1em 0}
+.warnings h2{margin:0;border:0;color:#a03c00}
+.warnings li{font-weight:600}
+.charts{display:flex;flex-wrap:wrap;gap:1em}
+figure{margin:0;flex:1 1 640px;max-width:660px}
+figure svg{width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}
+.muted{color:#777}
+</style>
+</head>
+<body>
+<h1>perflab analyze</h1>
+<p>{{range $i, $t := .S.Traces}}{{if $i}}, {{end}}<code>{{$t}}</code>{{end}}
+— protocol <b>{{.S.Protocol}}</b>, {{.S.Events}} events, {{num .S.Duration}} s{{if .S.Lost}}, <b>{{.S.Lost}} lost</b>{{end}}</p>
+{{if or .S.Warnings .Notices}}
+<section class="warnings" id="warnings" role="alert">
+<h2>Warnings ({{len .S.Warnings}}{{if .Notices}} + {{len .Notices}}{{end}})</h2>
+<ul>
+{{range .Notices}}<li>{{.}}</li>
+{{end}}{{range .S.Warnings}}<li>{{.}}</li>
+{{end}}</ul>
+</section>
+{{else}}
+<p class="muted" id="warnings">No warnings.</p>
+{{end}}
+<h2>Charts</h2>
+<div class="charts">
+{{range .Charts}}<figure id="chart-{{.Name}}">
+{{.SVG}}
+<figcaption>{{.Caption}}</figcaption>
+</figure>
+{{end}}</div>
+
+<h2>Totals</h2>
+<table id="totals">
+<tr><th class="l">direction</th><th>calls</th><th>bytes</th><th>frames</th></tr>
+<tr><td class="l">send</td><td>{{.S.Totals.Send.Calls}}</td><td>{{.S.Totals.Send.Bytes}}</td><td>{{.S.Totals.Send.Frames}}</td></tr>
+<tr><td class="l">recv</td><td>{{.S.Totals.Recv.Calls}}</td><td>{{.S.Totals.Recv.Bytes}}</td><td>{{.S.Totals.Recv.Frames}}</td></tr>
+</table>
+{{if .S.Errors}}<table id="errors">
+<tr><th class="l">errno</th><th class="l">direction</th><th>failed calls</th></tr>
+{{range .S.Errors}}<tr><td class="l">{{.Name}} ({{.Errno}})</td><td class="l">{{.Dir}}</td><td>{{.Count}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2>Connections</h2>
+{{if .S.Connections}}<table id="connections">
+<tr><th>id</th><th class="l">family</th><th class="l">local</th><th class="l">remote</th><th>pid</th>
+<th>send calls</th><th>send bytes</th><th>send p50 µs</th><th>send p99 µs</th><th>send max µs</th>
+<th>recv calls</th><th>recv bytes</th><th>recv p50 µs</th><th>recv p99 µs</th><th>recv max µs</th></tr>
+{{range .S.Connections}}<tr><td>{{.ID}}</td><td class="l">{{.Family}}</td><td class="l">{{.Local}}</td><td class="l">{{.Remote}}</td><td>{{.PID}}</td>
+<td>{{.Send.Calls}}</td><td>{{.Send.Bytes}}</td><td>{{num .Send.LatencyUS.P50}}</td><td>{{num .Send.LatencyUS.P99}}</td><td>{{num .Send.LatencyUS.Max}}</td>
+<td>{{.Recv.Calls}}</td><td>{{.Recv.Bytes}}</td><td>{{num .Recv.LatencyUS.P50}}</td><td>{{num .Recv.LatencyUS.P99}}</td><td>{{num .Recv.LatencyUS.Max}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">No connections.</p>{{end}}
+
+<h2>Commands</h2>
+{{if .S.Commands}}<table id="commands">
+<tr><th class="l">protocol</th><th class="l">command</th><th class="l">direction</th><th>count</th><th>bytes</th><th>RTT p50 µs</th><th>RTT p99 µs</th><th>RTT max µs</th></tr>
+{{range .S.Commands}}<tr><td class="l">{{.Protocol}}</td><td class="l">{{.Name}}</td><td class="l">{{.Direction}}</td><td>{{.Count}}</td><td>{{.Bytes}}</td>
+{{with .RTTUS}}<td>{{num .P50}}</td><td>{{num .P99}}</td><td>{{num .Max}}</td>{{else}}<td>–</td><td>–</td><td>–</td>{{end}}</tr>
+{{end}}</table>{{else}}<p class="muted">No protocol commands decoded.</p>{{end}}
+
+<h2>Round trips</h2>
+{{with .S.RoundTrips}}<table id="round-trips">
+<tr><th>count</th><th>unanswered</th><th>blocked s</th><th>p50 µs</th><th>p50 CI µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>mean µs</th></tr>
+<tr><td>{{.Count}}</td><td>{{.Unanswered}}</td><td>{{num .BlockedS}}</td><td>{{num .RTTUS.P50}}</td><td>{{if .RTTUS.P50High}}{{num .RTTUS.P50Low}} … {{num .RTTUS.P50High}}{{else}}–{{end}}</td>
+<td>{{num .RTTUS.P90}}</td><td>{{num .RTTUS.P99}}</td><td>{{num .RTTUS.P999}}</td><td>{{num .RTTUS.Max}}</td><td>{{num .RTTUS.Mean}}</td></tr>
+</table>
+{{with .ServiceUS}}<p>Server service time: p50 {{num .P50}} µs, p99 {{num .P99}} µs, max {{num .Max}} µs.</p>{{end}}{{end}}
+
+<h2>Units of work</h2>
+{{if .S.Units}}<table id="units">
+<tr><th class="l">unit</th><th>count</th><th>messages/unit</th><th>round trips/unit</th><th>bytes sent/unit</th><th>bytes recv/unit</th><th>unit time µs</th><th>network wait µs</th><th>units/s</th><th>max speedup</th></tr>
+{{range .S.Units}}<tr><td class="l">{{.Name}}</td><td>{{.Count}}</td><td>{{num .MessagesPerUnit}}</td><td>{{num .RoundTripsPerUnit}}</td><td>{{num .BytesSentPerUnit}}</td><td>{{num .BytesRecvPerUnit}}</td><td>{{num .UnitTimeUS}}</td><td>{{num .NetWaitUS}}</td><td>{{num .UnitsPerS}}</td><td>{{num .MaxSpeedup}}×</td></tr>
+{{end}}</table>{{else}}<p class="muted">No units of work (no token markers).</p>{{end}}
+{{if .S.Phases}}<table id="phases">
+<tr><th class="l">phase</th><th>start s</th><th>duration s</th><th>messages</th><th>bytes</th></tr>
+{{range .S.Phases}}<tr><td class="l">{{.Name}}</td><td>{{num .StartS}}</td><td>{{num .DurationS}}</td><td>{{.Messages}}</td><td>{{.Bytes}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2>Little's law</h2>
+{{with .S.InFlight}}<p>Requests in flight: mean {{num .Mean}}, max {{.Max}}.</p>{{end}}
+{{if .S.LittlesLaw}}<table id="littles-law">
+<tr><th class="l">group</th><th>in flight L</th><th>throughput λ /s</th><th>RTT predicted L/λ µs</th><th>RTT measured µs</th><th>error</th></tr>
+{{range .S.LittlesLaw}}<tr><td class="l">{{.Label}}</td><td>{{num .InFlight}}</td><td>{{num .ThroughputPerS}}</td><td>{{num .RTTPredictedUS}}</td><td>{{num .RTTMeasuredUS}}</td><td>{{pct .Error}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">No Little's law check (no round trips).</p>{{end}}
+
+<h2>Batch model</h2>
+{{with .S.BatchFit}}<table id="batch-fit">
+<tr><th></th><th>estimate</th><th>confidence interval</th></tr>
+<tr><td class="l">T_fixed µs</td><td>{{num .TFixedUS}}</td><td>{{ci .TFixedCI}}</td></tr>
+<tr><td class="l">T_per_req µs</td><td>{{num .TPerReqUS}}</td><td>{{ci .TPerReqCI}}</td></tr>
+<tr><td class="l">R²</td><td>{{num .R2}}</td><td></td></tr>
+<tr><td class="l">points</td><td>{{.Points}}</td><td></td></tr>
+<tr><td class="l">max throughput /s</td><td>{{num .ThroughputMax}}</td><td></td></tr>
+</table>{{else}}<p class="muted">No batch model fit (needs runs at several N).</p>{{end}}
+
+<h2>Latency modes</h2>
+{{if .S.Modes}}<table id="modes">
+<tr><th>centre µs</th><th>share</th><th>from µs</th><th>to µs</th></tr>
+{{range .S.Modes}}<tr><td>{{num .CenterUS}}</td><td>{{pct .Share}}</td><td>{{num .LowUS}}</td><td>{{num .HighUS}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">No latency modes found.</p>{{end}}
+
+{{if .S.Windows}}<h2>Per-100-call windows</h2>
+<table id="windows">
+<tr><th class="l">direction</th><th>calls</th><th>avg µs</th><th>avg bytes</th><th>max µs</th></tr>
+{{range .S.Windows}}<tr><td class="l">{{.Dir}}</td><td>{{.Calls}}</td><td>{{num .AvgUS}}</td><td>{{num .AvgBytes}}</td><td>{{num .MaxUS}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2>Recordings</h2>
+{{if .S.Meta}}<table id="meta">
+<tr><th class="l">host</th><th class="l">kernel</th><th class="l">start</th><th class="l">source</th><th class="l">command</th><th class="l">pids</th><th class="l">labels</th><th class="l">version</th></tr>
+{{range .S.Meta}}<tr><td class="l">{{.Host}}</td><td class="l">{{.Kernel}}</td><td class="l">{{if not .Start.IsZero}}{{.Start.UTC.Format "2006-01-02 15:04:05.000 UTC"}}{{end}}</td><td class="l">{{.Source}}</td><td class="l">{{join .Command}}</td><td class="l">{{pids .PIDs}}</td>
+<td class="l">{{range $k, $v := .Labels}}{{$k}}={{$v}} {{end}}</td><td class="l">{{.Version}}</td></tr>
+{{end}}</table>{{end}}
+{{with .S.Recovery}}<p>Trace recovery: {{.String}}</p>{{end}}
+<p class="muted">Generated by perflab from the traces above; this page is self-contained.</p>
+</body>
+</html>
+`

@@ -1,0 +1,523 @@
+package reports
+
+import (
+	"bufio"
+	"container/heap"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/trace"
+)
+
+// Perfetto writes the traces at paths as one Chrome trace JSON timeline (the "traceEvents"
+// format) that ui.perfetto.dev and chrome://tracing open:
+//
+//   - a track per traced thread (pid/tid), named by metadata events ("ph":"M");
+//   - a complete slice ("ph":"X") per system call or tracer operation, with args bytes, conn,
+//     direction, errno and command;
+//   - an async slice ("ph":"b"/"e", category "round_trip") per round trip, on the thread that
+//     waited for the reply; async slices may overlap, as pipelined requests do;
+//   - a counter ("ph":"C", "requests in flight") per process;
+//   - an instant ("ph":"i") per marker (token, phase), and an async slice per marker span.
+//
+// Timestamps are the traces' monotonic clock in microseconds with nanosecond decimals. The
+// output is streamed: memory grows with the number of threads, connections and round trips
+// outstanding at once, not with the length of the traces. opt selects the protocol decoder
+// that finds round trips.
+func Perfetto(w io.Writer, paths []string, opt analyzers.Options) error {
+	if len(paths) == 0 {
+		return errors.New("write perfetto: no trace given")
+	}
+	for _, p := range paths {
+		if err := checkTrace(p); err != nil {
+			return err
+		}
+	}
+	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
+	pw.raw(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	var other []string
+	for i, p := range paths {
+		info, err := pw.events(i, p)
+		if err != nil {
+			return err
+		}
+		other = append(other, info)
+	}
+	if err := pw.roundTrips(paths, opt); err != nil {
+		return err
+	}
+	pw.raw("\n],\n" + `"otherData":{`)
+	for i, o := range other {
+		if i > 0 {
+			pw.raw(",")
+		}
+		pw.raw(`"trace` + strconv.Itoa(i) + `":`)
+		pw.str(o)
+	}
+	pw.raw("}}\n")
+	if pw.err != nil {
+		return fmt.Errorf("write perfetto: %w", pw.err)
+	}
+	if err := pw.w.Flush(); err != nil {
+		return fmt.Errorf("write perfetto: %w", err)
+	}
+	return nil
+}
+
+// checkTrace opens path and reads its header, so that a bad file is reported before any output
+// is written.
+func checkTrace(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	if _, err := trace.NewReader(bufio.NewReader(f)); err != nil {
+		return fmt.Errorf("read trace %s: %w", path, err)
+	}
+	return nil
+}
+
+// perfettoWriter streams trace events. The first write error sticks in err.
+type perfettoWriter struct {
+	w     *bufio.Writer
+	err   error
+	n     int             // events written
+	named map[uint64]bool // pid<<32|tid (and pid<<32|1<<31 for processes) already named
+	buf   []byte
+	ids   uint64 // async slice ids handed out
+}
+
+func (pw *perfettoWriter) raw(s string) {
+	if pw.err == nil {
+		_, pw.err = pw.w.WriteString(s)
+	}
+}
+
+// str writes s as a JSON string; invalid UTF-8 becomes U+FFFD, and <, >, & are escaped, so
+// hostile text from a trace stays inert.
+func (pw *perfettoWriter) str(s string) {
+	b, _ := json.Marshal(s) // a string always marshals
+	if pw.err == nil {
+		_, pw.err = pw.w.Write(b)
+	}
+}
+
+// begin starts a new element of traceEvents.
+func (pw *perfettoWriter) begin() {
+	if pw.n > 0 {
+		pw.raw(",\n")
+	}
+	pw.n++
+}
+
+// us writes ns as microseconds with three decimals.
+func (pw *perfettoWriter) us(ns int64) {
+	pw.buf = appendUS(pw.buf[:0], ns)
+	if pw.err == nil {
+		_, pw.err = pw.w.Write(pw.buf)
+	}
+}
+
+// appendUS appends ns in microseconds with exactly three decimals ("12.345").
+func appendUS(b []byte, ns int64) []byte {
+	u := uint64(ns)
+	if ns < 0 {
+		b = append(b, '-')
+		u = uint64(-ns)
+	}
+	b = strconv.AppendUint(b, u/1000, 10)
+	f := u % 1000
+	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+func (pw *perfettoWriter) int(v int64) {
+	pw.buf = strconv.AppendInt(pw.buf[:0], v, 10)
+	if pw.err == nil {
+		_, pw.err = pw.w.Write(pw.buf)
+	}
+}
+
+func (pw *perfettoWriter) uint(v uint64) {
+	pw.buf = strconv.AppendUint(pw.buf[:0], v, 10)
+	if pw.err == nil {
+		_, pw.err = pw.w.Write(pw.buf)
+	}
+}
+
+// head writes the fields every event has.
+func (pw *perfettoWriter) head(ph, cat, name string, pid, tid uint32, ts int64) {
+	pw.begin()
+	pw.raw(`{"ph":"` + ph + `","cat":"` + cat + `","name":`)
+	pw.str(name)
+	pw.raw(`,"pid":`)
+	pw.uint(uint64(pid))
+	pw.raw(`,"tid":`)
+	pw.uint(uint64(tid))
+	pw.raw(`,"ts":`)
+	pw.us(ts)
+}
+
+// traceState is what the writer keeps about one trace while streaming it.
+type traceState struct {
+	index int
+	meta  trace.Meta
+	conns map[uint64]string // id → "tcp 127.0.0.1:40000 → 127.0.0.1:5556"
+}
+
+// events streams the records of trace i: slices, markers, thread names. It returns a one-line
+// description of the trace for otherData.
+func (pw *perfettoWriter) events(i int, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 256<<10))
+	if err != nil {
+		return "", fmt.Errorf("read trace %s: %w", path, err)
+	}
+	st := &traceState{index: i, meta: r.Meta(), conns: map[uint64]string{}}
+	var rec trace.Record
+	var events, markers uint64
+	for {
+		err := r.Next(&rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("read trace %s: %w", path, err)
+		}
+		switch rec.Kind {
+		case trace.KindConnection:
+			c := rec.Conn
+			st.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
+		case trace.KindEvent:
+			pw.name(st, rec.Event.PID, rec.Event.TID)
+			pw.event(st, &rec.Event)
+			events++
+		case trace.KindMarker:
+			pw.name(st, rec.Marker.PID, rec.Marker.TID)
+			pw.marker(&rec.Marker)
+			markers++
+		}
+		if pw.err != nil {
+			return "", fmt.Errorf("write perfetto: %w", pw.err)
+		}
+	}
+	m := st.meta
+	info := fmt.Sprintf("%s: %d events, %d markers, %d connections; host %s, kernel %s, source %s, started %s",
+		filepath.Base(path), events, markers, len(st.conns), m.Host, m.Kernel, m.Source, m.Start.UTC().Format("2006-01-02T15:04:05.000Z"))
+	if len(m.Command) > 0 {
+		info += ", command " + strings.Join(m.Command, " ")
+	}
+	if l := labels(m.Labels); l != "" {
+		info += ", labels " + l
+	}
+	rc := r.Recovery()
+	if rc.Damaged() {
+		info += "; recovery: " + rc.String()
+	}
+	return info, nil
+}
+
+// labels formats labels as sorted K=V pairs.
+func labels(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}
+
+// name writes the metadata events naming pid and tid the first time they appear.
+func (pw *perfettoWriter) name(st *traceState, pid, tid uint32) {
+	pk := uint64(pid)<<32 | 1<<31
+	if !pw.named[pk] {
+		pw.named[pk] = true
+		n := "pid " + strconv.FormatUint(uint64(pid), 10)
+		if len(st.meta.Command) > 0 && (len(st.meta.PIDs) == 0 || containsPID(st.meta.PIDs, pid)) {
+			n = filepath.Base(st.meta.Command[0]) + " (" + n + ")"
+		} else if st.meta.Source != "" {
+			n = st.meta.Source + " (" + n + ")"
+		}
+		pw.meta("process_name", pid, 0, n)
+		if l := labels(st.meta.Labels); l != "" {
+			pw.begin()
+			pw.raw(`{"ph":"M","name":"process_labels","pid":`)
+			pw.uint(uint64(pid))
+			pw.raw(`,"args":{"labels":`)
+			pw.str(l)
+			pw.raw("}}")
+		}
+	}
+	tk := uint64(pid)<<32 | uint64(tid)
+	if !pw.named[tk] && tid&(1<<31) == 0 {
+		pw.named[tk] = true
+		n := "tid " + strconv.FormatUint(uint64(tid), 10)
+		if tid == pid {
+			n = "main " + n
+		}
+		pw.meta("thread_name", pid, tid, n)
+	}
+}
+
+func containsPID(ps []uint32, p uint32) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (pw *perfettoWriter) meta(kind string, pid, tid uint32, name string) {
+	pw.begin()
+	pw.raw(`{"ph":"M","name":"` + kind + `","pid":`)
+	pw.uint(uint64(pid))
+	pw.raw(`,"tid":`)
+	pw.uint(uint64(tid))
+	pw.raw(`,"args":{"name":`)
+	pw.str(name)
+	pw.raw("}}")
+}
+
+// event writes one system call or tracer operation. A tracer's round trip becomes an async
+// slice, because round trips of a pipelined client overlap; everything else is a complete
+// slice on its thread.
+func (pw *perfettoWriter) event(st *traceState, e *trace.Event) {
+	name := e.Op.String()
+	if e.Command != 0 {
+		name += " " + commandHex(e.Command)
+	}
+	if e.Op == trace.OpRoundTrip {
+		pw.async("tracer_round_trip", name, e.PID, e.TID, e.TS, e.Dur, func() { pw.eventArgs(st, e) })
+		return
+	}
+	pw.head("X", e.Source.String(), name, e.PID, e.TID, e.TS)
+	pw.raw(`,"dur":`)
+	pw.us(max(e.Dur, 0))
+	pw.raw(`,"args":{`)
+	pw.eventArgs(st, e)
+	pw.raw("}}")
+}
+
+func commandHex(c uint32) string { return "0x" + strconv.FormatUint(uint64(c), 16) }
+
+// eventArgs writes the args of an event (without braces).
+func (pw *perfettoWriter) eventArgs(st *traceState, e *trace.Event) {
+	pw.raw(`"bytes":`)
+	pw.int(e.Bytes)
+	pw.raw(`,"dir":"` + e.Dir.String() + `"`)
+	if e.Conn != 0 {
+		pw.raw(`,"conn":`)
+		pw.uint(e.Conn)
+		if c, ok := st.conns[e.Conn]; ok {
+			pw.raw(`,"peer":`)
+			pw.str(c)
+		}
+	}
+	if e.Errno != 0 {
+		pw.raw(`,"errno":`)
+		pw.uint(uint64(e.Errno))
+	}
+	if e.Command != 0 {
+		pw.raw(`,"command":`)
+		pw.uint(uint64(e.Command))
+	}
+	if e.ReqID != 0 {
+		pw.raw(`,"req_id":`)
+		pw.uint(e.ReqID)
+	}
+	if st.index > 0 {
+		pw.raw(`,"trace":`)
+		pw.int(int64(st.index))
+	}
+}
+
+// async writes a begin/end pair of an async slice with a fresh id; args writes the begin
+// event's args (without braces) and may be nil.
+func (pw *perfettoWriter) async(cat, name string, pid, tid uint32, ts, dur int64, args func()) {
+	pw.ids++
+	id := strconv.FormatUint(pw.ids, 10)
+	pw.head("b", cat, name, pid, tid, ts)
+	pw.raw(`,"id":` + id)
+	if args != nil {
+		pw.raw(`,"args":{`)
+		args()
+		pw.raw("}")
+	}
+	pw.raw("}")
+	pw.head("e", cat, name, pid, tid, ts+max(dur, 0))
+	pw.raw(`,"id":` + id + "}")
+}
+
+// marker writes a marker: an instant, or an async slice when it has a duration.
+func (pw *perfettoWriter) marker(m *trace.Marker) {
+	name := m.Name
+	switch {
+	case m.Text != "":
+		name += " " + m.Text
+	case m.Value != 0 || m.Name == "token":
+		name += " " + strconv.FormatInt(m.Value, 10)
+	}
+	args := func() {
+		pw.raw(`"value":`)
+		pw.int(m.Value)
+		if m.Text != "" {
+			pw.raw(`,"text":`)
+			pw.str(m.Text)
+		}
+	}
+	if m.Dur > 0 {
+		pw.async("marker", name, m.PID, m.TID, m.TS, m.Dur, args)
+		return
+	}
+	pw.head("i", "marker", name, m.PID, m.TID, m.TS)
+	pw.raw(`,"s":"t","args":{`)
+	args()
+	pw.raw("}}")
+}
+
+// roundTrips writes the round trips the protocol decoder pairs, and the requests in flight of
+// each process as a counter: up at a request that wants a reply, down at the end of its reply.
+func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) error {
+	counters := map[[2]uint64]*inflight{}
+	var last *inflight
+	err := analyzers.Messages(paths, opt, func(m *analyzers.Message) error {
+		k := [2]uint64{uint64(m.Trace), uint64(m.PID)}
+		c := last
+		if c == nil || c.key != k {
+			c = counters[k]
+			if c == nil {
+				c = &inflight{key: k, pid: m.PID, name: "requests in flight"}
+				if m.Trace > 0 {
+					// Traces may reuse pids: keep their counters apart.
+					c.name += " (trace " + strconv.Itoa(m.Trace) + ")"
+				}
+				counters[k] = c
+			}
+			last = c
+		}
+		if m.IsReply && m.RTT > 0 {
+			c.slack = max(c.slack, inflightMinSlack, 4*m.RTT, 4*(m.End-m.TS))
+			c.push(m.ReqTS, +1)
+			c.push(m.ReqTS+m.RTT, -1)
+			name := m.Name
+			if name == "" {
+				name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
+			}
+			pw.async("round_trip", name, m.PID, m.TID, m.ReqTS, m.RTT, func() {
+				pw.raw(`"conn":`)
+				pw.uint(m.Conn)
+				pw.raw(`,"command":`)
+				pw.uint(m.Command)
+				pw.raw(`,"reply_bytes":`)
+				pw.int(m.Size)
+				if m.ReqID != 0 {
+					pw.raw(`,"req_id":`)
+					pw.uint(m.ReqID)
+				}
+				pw.raw(`,"protocol":`)
+				pw.str(m.Protocol)
+			})
+		}
+		c.flush(pw, m.TS-c.slack)
+		return pw.err
+	})
+	if err != nil {
+		return fmt.Errorf("write perfetto: %w", err)
+	}
+	keys := make([][2]uint64, 0, len(counters))
+	for k := range counters {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+	})
+	for _, k := range keys {
+		counters[k].flush(pw, math.MaxInt64)
+	}
+	return pw.err
+}
+
+// inflightMinSlack is the least time a change of the in-flight counter is held back, ns: 10 ms
+// covers the round trips of every system the seeds describe without holding much in memory.
+const inflightMinSlack = 10_000_000
+
+// inflight turns answered requests into a counter of requests in flight: up at the request's
+// start, down at the end of its reply. A round trip is known only when its reply arrives, after
+// its start, so each change is held until the stream has moved past it by more than four times
+// the longest round trip seen (slack); memory holds the changes of that window only. A change
+// that comes later than that anyway is written at the last time written, so the counter never
+// runs backwards in time. Requests never answered are not counted.
+type inflight struct {
+	key     [2]uint64
+	pid     uint32
+	name    string
+	slack   int64
+	pending changeHeap
+	n       int64
+	lastTS  int64
+	written bool
+	seq     uint64
+}
+
+type change struct {
+	ts    int64
+	delta int64
+	seq   uint64 // arrival order, to keep equal times stable
+}
+
+type changeHeap []change
+
+func (h changeHeap) Len() int { return len(h) }
+func (h changeHeap) Less(i, j int) bool {
+	return h[i].ts < h[j].ts || h[i].ts == h[j].ts && h[i].seq < h[j].seq
+}
+func (h changeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *changeHeap) Push(x any)   { *h = append(*h, x.(change)) }
+func (h *changeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (c *inflight) push(ts, delta int64) {
+	c.seq++
+	heap.Push(&c.pending, change{ts, delta, c.seq})
+}
+
+// flush writes the changes at or before upTo, one counter event per distinct time.
+func (c *inflight) flush(pw *perfettoWriter, upTo int64) {
+	for len(c.pending) > 0 && c.pending[0].ts <= upTo {
+		ch := heap.Pop(&c.pending).(change)
+		c.n += ch.delta
+		ts := ch.ts
+		if c.written && ts < c.lastTS {
+			ts = c.lastTS
+		}
+		if len(c.pending) > 0 && c.pending[0].ts <= upTo && c.pending[0].ts <= ts {
+			continue // more changes at this instant: write the net value once
+		}
+		pw.head("C", "inflight", c.name, c.pid, 0, ts)
+		pw.raw(`,"args":{"n":`)
+		pw.int(max(c.n, 0))
+		pw.raw("}}")
+		c.lastTS, c.written = ts, true
+	}
+}

@@ -1,0 +1,252 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/internal/testutil"
+)
+
+// chromeTrace is the part of the Chrome trace JSON format the tests read.
+type chromeTrace struct {
+	DisplayTimeUnit string            `json:"displayTimeUnit"`
+	TraceEvents     []chromeEvent     `json:"traceEvents"`
+	OtherData       map[string]string `json:"otherData"`
+}
+
+type chromeEvent struct {
+	Ph   string         `json:"ph"`
+	Cat  string         `json:"cat"`
+	Name string         `json:"name"`
+	PID  *uint32        `json:"pid"`
+	TID  *uint32        `json:"tid"`
+	TS   *float64       `json:"ts"`
+	Dur  *float64       `json:"dur"`
+	ID   *uint64        `json:"id"`
+	S    string         `json:"s"`
+	Args map[string]any `json:"args"`
+}
+
+func perfetto(t *testing.T, paths []string, opt analyzers.Options) ([]byte, chromeTrace) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Perfetto(&buf, paths, opt); err != nil {
+		t.Fatalf("Perfetto: %v", err)
+	}
+	var ct chromeTrace
+	dec := json.NewDecoder(bytes.NewReader(buf.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ct); err != nil {
+		t.Fatalf("output is not valid Chrome trace JSON: %v\n%s", err, buf.String())
+	}
+	return buf.Bytes(), ct
+}
+
+// checkChrome checks the rules the Perfetto UI relies on: every event has a phase and a pid,
+// timed events have a ts, complete slices a non-negative dur, async begins and ends pair up by
+// id, and each process's counter runs forward in time. It returns the events counted by
+// phase, and by category for async begins.
+func checkChrome(t *testing.T, ct chromeTrace) (byPh, asyncByCat map[string]int) {
+	t.Helper()
+	byPh, asyncByCat = map[string]int{}, map[string]int{}
+	open := map[uint64]chromeEvent{}
+	lastCounter := map[string]float64{}
+	for i, e := range ct.TraceEvents {
+		byPh[e.Ph]++
+		if e.PID == nil {
+			t.Fatalf("event %d has no pid: %+v", i, e)
+		}
+		if e.Ph != "M" && e.TS == nil {
+			t.Fatalf("event %d has no ts: %+v", i, e)
+		}
+		switch e.Ph {
+		case "X":
+			if e.Dur == nil || *e.Dur < 0 || e.TID == nil {
+				t.Fatalf("complete event %d without dur/tid: %+v", i, e)
+			}
+		case "b":
+			if e.ID == nil {
+				t.Fatalf("async begin %d without id", i)
+			}
+			if _, dup := open[*e.ID]; dup {
+				t.Fatalf("async id %d begun twice", *e.ID)
+			}
+			open[*e.ID] = e
+			asyncByCat[e.Cat]++
+		case "e":
+			b, ok := open[*e.ID]
+			if !ok || b.Cat != e.Cat || b.Name != e.Name || *e.TS < *b.TS {
+				t.Fatalf("async end %d does not match its begin: %+v vs %+v", i, e, b)
+			}
+			delete(open, *e.ID)
+		case "C":
+			k := fmt.Sprint(*e.PID, e.Name)
+			if *e.TS < lastCounter[k] {
+				t.Fatalf("counter %q of pid %d runs backwards at event %d", e.Name, *e.PID, i)
+			}
+			lastCounter[k] = *e.TS
+			if n, ok := e.Args["n"].(float64); !ok || n < 0 {
+				t.Fatalf("counter event %d has no n >= 0: %+v", i, e)
+			}
+		case "i", "M":
+		default:
+			t.Fatalf("event %d has unexpected phase %q", i, e.Ph)
+		}
+	}
+	if len(open) != 0 {
+		t.Fatalf("%d async slices never end", len(open))
+	}
+	return byPh, asyncByCat
+}
+
+func TestPerfettoEventCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tracer bool
+	}{{"ebpf", false}, {"tracer", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const tokens = 4
+			path := synthTrace{tokens: tokens, tracer: tc.tracer}.write(t, t.TempDir(), "venus.plt")
+			_, ct := perfetto(t, []string{path}, analyzers.Options{Protocol: "venus"})
+			byPh, async := checkChrome(t, ct)
+			// 6 loads, tokens-1 synchronous waits and 2 pipelined ones.
+			const roundTrips = 6 + (tokens - 1) + 2
+			// Calls: each round trip is a send and a receive, each token adds a flush and a
+			// submit, plus one failed receive and one write on the second thread.
+			const calls = 2*roundTrips + 2*tokens + 2
+			if byPh["X"] != calls {
+				t.Errorf("complete slices = %d, want %d (one per call)", byPh["X"], calls)
+			}
+			if byPh["i"] != tokens {
+				t.Errorf("instants = %d, want %d token markers", byPh["i"], tokens)
+			}
+			if async["marker"] != 2 {
+				t.Errorf("marker spans = %d, want 2 phases", async["marker"])
+			}
+			if async["round_trip"] != roundTrips {
+				t.Errorf("round-trip slices = %d, want %d", async["round_trip"], roundTrips)
+			}
+			wantTracer := 0
+			if tc.tracer {
+				wantTracer = roundTrips
+			}
+			if async["tracer_round_trip"] != wantTracer {
+				t.Errorf("tracer round-trip slices = %d, want %d", async["tracer_round_trip"], wantTracer)
+			}
+			if byPh["b"] != byPh["e"] {
+				t.Errorf("async begins %d != ends %d", byPh["b"], byPh["e"])
+			}
+			// In-flight counter: peaks at 2 (the pipelined token), ends at 0.
+			peak, final := 0.0, -1.0
+			for _, e := range ct.TraceEvents {
+				if e.Ph == "C" {
+					n := e.Args["n"].(float64)
+					peak, final = max(peak, n), n
+				}
+			}
+			if peak != 2 || final != 0 {
+				t.Errorf("in-flight counter peak %v final %v, want 2 and 0", peak, final)
+			}
+			names := map[string]bool{}
+			for _, e := range ct.TraceEvents {
+				if e.Ph == "M" {
+					n, _ := e.Args["name"].(string)
+					names[e.Name+"="+n] = true
+				}
+			}
+			for _, n := range []string{"process_name=venus-client (pid 100)", "thread_name=main tid 100", "thread_name=tid 101"} {
+				if !names[n] {
+					t.Errorf("missing metadata %s; have %v", n, names)
+				}
+			}
+		})
+	}
+}
+
+func TestPerfettoGolden(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		tracer bool
+	}{{"perfetto_ebpf.json", false}, {"perfetto_tracer.json", true}} {
+		path := synthTrace{tokens: 2, tracer: tc.tracer}.write(t, t.TempDir(), "venus.plt")
+		got, ct := perfetto(t, []string{path}, analyzers.Options{Protocol: "venus"})
+		checkChrome(t, ct)
+		testutil.Golden(t, tc.golden, got)
+	}
+}
+
+func TestPerfettoTwoTraces(t *testing.T) {
+	dir := t.TempDir()
+	a := synthTrace{tokens: 2}.write(t, dir, "a.plt")
+	b := synthTrace{tokens: 3, tracer: true}.write(t, dir, "b.plt")
+	_, ct := perfetto(t, []string{a, b}, analyzers.Options{Protocol: "venus"})
+	byPh, _ := checkChrome(t, ct)
+	if len(ct.OtherData) != 2 {
+		t.Errorf("otherData has %d traces, want 2: %v", len(ct.OtherData), ct.OtherData)
+	}
+	if byPh["X"] == 0 {
+		t.Error("no slices")
+	}
+}
+
+func TestPerfettoBadInput(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.plt")
+	if err := os.WriteFile(junk, []byte("not a trace at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		paths []string
+	}{
+		{"none", nil},
+		{"missing", []string{filepath.Join(dir, "missing.plt")}},
+		{"junk", []string{junk}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := Perfetto(&buf, tc.paths, analyzers.Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if buf.Len() != 0 {
+				t.Errorf("wrote %d bytes before failing", buf.Len())
+			}
+		})
+	}
+}
+
+// failWriter fails every write after n bytes.
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		return 0, errors.New("disk full")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+func TestPerfettoWriteError(t *testing.T) {
+	path := synthTrace{tokens: 2}.write(t, t.TempDir(), "v.plt")
+	if err := Perfetto(&failWriter{n: 100}, []string{path}, analyzers.Options{}); err == nil {
+		t.Fatal("a failing writer gave no error")
+	}
+}
+
+func TestAppendUS(t *testing.T) {
+	for _, tc := range []struct {
+		ns   int64
+		want string
+	}{{0, "0.000"}, {1, "0.001"}, {999, "0.999"}, {1000, "1.000"}, {1234567, "1234.567"}, {-1500, "-1.500"}} {
+		if got := string(appendUS(nil, tc.ns)); got != tc.want {
+			t.Errorf("appendUS(%d) = %q, want %q", tc.ns, got, tc.want)
+		}
+	}
+}

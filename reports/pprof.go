@@ -1,0 +1,241 @@
+package reports
+
+import (
+	"bufio"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/trace"
+)
+
+// Sample types of the pprof profile, in value order. A message sample counts a protocol
+// message (frame) and the time and bytes of the calls that carried it; a round-trip sample
+// counts a reply paired with its request and the time from the request's start to the reply's
+// end.
+var pprofSampleTypes = []*profile.ValueType{
+	{Type: "messages", Unit: "count"},
+	{Type: "latency", Unit: "nanoseconds"},
+	{Type: "bytes", Unit: "bytes"},
+	{Type: "round_trips", Unit: "count"},
+	{Type: "rtt", Unit: "nanoseconds"},
+}
+
+// Pprof writes the messages of the traces at paths as a gzipped pprof profile that
+// `go tool pprof` opens. Each sample sits on a synthetic call stack
+// process → thread → connection → direction → command, so a flame graph shows which
+// processes, threads, connections and commands the messages and round trips belong to.
+// The sample types are messages/count, latency/nanoseconds (time of the calls that carried
+// each message), bytes/bytes, round_trips/count and rtt/nanoseconds; the default is rtt when
+// the traces have round trips, latency otherwise. opt selects the protocol decoder. Memory
+// grows with the number of distinct stacks, not with the traces' length.
+func Pprof(w io.Writer, paths []string, opt analyzers.Options) error {
+	p, err := buildProfile(paths, opt)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(w); err != nil {
+		return fmt.Errorf("write pprof: %w", err)
+	}
+	return nil
+}
+
+// stackKey identifies one synthetic call stack.
+type stackKey struct {
+	trace int
+	pid   uint32
+	tid   uint32
+	conn  uint64
+	dir   string // "send", "recv", "round trip"
+	cmd   string
+}
+
+// traceInfo is what the profile needs of a trace besides its messages: names for processes
+// and connections, and the time span.
+type traceInfo struct {
+	name       string
+	meta       trace.Meta
+	conns      map[uint64]string
+	first, end int64
+}
+
+func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("build pprof: no trace given")
+	}
+	infos := make([]*traceInfo, len(paths))
+	for i, p := range paths {
+		ti, err := readTraceInfo(p)
+		if err != nil {
+			return nil, err
+		}
+		infos[i] = ti
+	}
+	values := map[stackKey]*[5]int64{}
+	add := func(k stackKey, v [5]int64) {
+		a := values[k]
+		if a == nil {
+			a = new([5]int64)
+			values[k] = a
+		}
+		for i := range v {
+			a[i] += v[i]
+		}
+	}
+	var protocol string
+	rtts := false
+	err := analyzers.Messages(paths, opt, func(m *analyzers.Message) error {
+		protocol = m.Protocol
+		name := m.Name
+		if name == "" {
+			name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
+		}
+		if m.IsReply {
+			name += " reply"
+		}
+		add(stackKey{m.Trace, m.PID, m.TID, m.Conn, m.Dir.String(), name},
+			[5]int64{1, max(m.End-m.TS, 0), max(m.Size, 0), 0, 0})
+		if m.IsReply && m.RTT > 0 {
+			rtts = true
+			add(stackKey{m.Trace, m.PID, m.TID, m.Conn, "round trip", m.Name},
+				[5]int64{0, 0, 0, 1, m.RTT})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build pprof: %w", err)
+	}
+
+	p := &profile.Profile{
+		SampleType:        pprofSampleTypes,
+		DefaultSampleType: "latency",
+		PeriodType:        &profile.ValueType{Type: "messages", Unit: "count"},
+		Period:            1,
+	}
+	if rtts {
+		p.DefaultSampleType = "rtt"
+	}
+	first, end := int64(0), int64(0)
+	for i, ti := range infos {
+		p.Comments = append(p.Comments, "trace "+ti.name)
+		if protocol != "" && i == 0 {
+			p.Comments = append(p.Comments, "protocol "+protocol)
+		}
+		if i == 0 {
+			if !ti.meta.Start.IsZero() {
+				p.TimeNanos = ti.meta.Start.UnixNano()
+			}
+			first, end = ti.first, ti.end
+		}
+	}
+	p.DurationNanos = max(end-first, 0)
+
+	keys := make([]stackKey, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b stackKey) int {
+		return cmp.Or(cmp.Compare(a.trace, b.trace), cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid),
+			cmp.Compare(a.conn, b.conn), cmp.Compare(a.dir, b.dir), cmp.Compare(a.cmd, b.cmd))
+	})
+	locs := map[string]*profile.Location{}
+	loc := func(name, file string) *profile.Location {
+		key := file + "\x00" + name
+		if l, ok := locs[key]; ok {
+			return l
+		}
+		fn := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		p.Function = append(p.Function, fn)
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: fn}}}
+		p.Location = append(p.Location, l)
+		locs[key] = l
+		return l
+	}
+	for _, k := range keys {
+		ti := infos[k.trace]
+		file := ti.name
+		proc := processName(ti, k.pid)
+		if len(paths) > 1 {
+			proc = ti.name + ": " + proc
+		}
+		conn := "no connection"
+		if k.conn != 0 {
+			conn = "conn " + strconv.FormatUint(k.conn, 10)
+			if c, ok := ti.conns[k.conn]; ok {
+				conn += " " + c
+			}
+		}
+		// Leaf first, as pprof wants.
+		stack := []*profile.Location{
+			loc(k.cmd, file),
+			loc(k.dir, file),
+			loc(conn, file),
+			loc(proc+" tid "+strconv.FormatUint(uint64(k.tid), 10), file),
+			loc(proc, file),
+		}
+		v := values[k]
+		p.Sample = append(p.Sample, &profile.Sample{Location: stack, Value: v[:]})
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("build pprof: %w", err)
+	}
+	return p, nil
+}
+
+// processName names a process by the recorded command when it is one of the target pids.
+func processName(ti *traceInfo, pid uint32) string {
+	n := "pid " + strconv.FormatUint(uint64(pid), 10)
+	m := ti.meta
+	if len(m.Command) > 0 && (len(m.PIDs) == 0 || containsPID(m.PIDs, pid)) {
+		return filepath.Base(m.Command[0]) + " " + n
+	}
+	return n
+}
+
+// readTraceInfo reads a trace's metadata, connections and time span.
+func readTraceInfo(path string) (*traceInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 256<<10))
+	if err != nil {
+		return nil, fmt.Errorf("read trace %s: %w", path, err)
+	}
+	ti := &traceInfo{name: filepath.Base(path), meta: r.Meta(), conns: map[uint64]string{}}
+	var rec trace.Record
+	seen := false
+	for {
+		err := r.Next(&rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read trace %s: %w", path, err)
+		}
+		switch rec.Kind {
+		case trace.KindConnection:
+			c := rec.Conn
+			ti.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
+		case trace.KindEvent:
+			e := &rec.Event
+			if !seen || e.TS < ti.first {
+				ti.first = e.TS
+			}
+			if !seen || e.TS+e.Dur > ti.end {
+				ti.end = e.TS + e.Dur
+			}
+			seen = true
+		}
+	}
+	return ti, nil
+}
