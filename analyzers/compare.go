@@ -1,0 +1,403 @@
+package analyzers
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// CompareSchema is the schema name of `perflab compare --format json`.
+const CompareSchema = "perflab.compare/v1"
+
+// DefaultAlpha is the significance level of comparisons and gate rules: 0.05.
+const DefaultAlpha = 0.05
+
+// Comparison is a before/after comparison: what `perflab compare` prints.
+type Comparison struct {
+	Schema   string         `json:"schema"`
+	Before   []string       `json:"before"`
+	After    []string       `json:"after"`
+	Alpha    float64        `json:"alpha"`
+	Metrics  []MetricChange `json:"metrics"`
+	Shape    []ShapeChange  `json:"shape,omitempty"`
+	Dists    []DistPair     `json:"distributions,omitempty"`
+	Warnings []string       `json:"warnings"`
+}
+
+// MetricChange is one headline metric before and after.
+type MetricChange struct {
+	Name   string  `json:"name"`
+	Unit   string  `json:"unit,omitempty"`
+	Better string  `json:"better"` // "lower" or "higher"
+	Before float64 `json:"before"`
+	After  float64 `json:"after"`
+	// Change is after/before − 1 (0.25 = +25%); +Inf is reported as null.
+	Change *float64 `json:"change"`
+	// CILow and CIHigh bound after/before − 1 at DefaultConfidence (bootstrap of the ratio of
+	// medians, or of the metric's quantile), when there are samples.
+	CILow  *float64 `json:"ci_low,omitempty"`
+	CIHigh *float64 `json:"ci_high,omitempty"`
+	// PValue is the two-sided Mann-Whitney U p-value, null when there was nothing to test.
+	PValue  *float64 `json:"p_value"`
+	Verdict string   `json:"verdict"` // "better", "worse", "~"
+	N       [2]int   `json:"n"`       // samples before and after
+	Basis   string   `json:"basis"`   // what the samples are: "messages", "tokens", "runs", "counts", "none"
+	Note    string   `json:"note,omitempty"`
+}
+
+// ShapeChange is a change in the shape of a distribution: a mode's share or a tail.
+type ShapeChange struct {
+	Name   string  `json:"name"`
+	Before float64 `json:"before"`
+	After  float64 `json:"after"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// DistPair holds the before and after distributions of one latency, ready to draw: CDF points
+// and a histogram on shared logarithmic buckets.
+type DistPair struct {
+	Name   string     `json:"name"` // sample name, "rtt_us"
+	Before []CDFPoint `json:"before_cdf"`
+	After  []CDFPoint `json:"after_cdf"`
+	Hist   []HistPair `json:"histogram"`
+	N      [2]int     `json:"n"`
+}
+
+// CDFPoint is P(X ≤ Value) = Frac.
+type CDFPoint struct {
+	Value float64 `json:"value"`
+	Frac  float64 `json:"frac"`
+}
+
+// HistPair is one histogram bucket [LowUS, HighUS) with the share of each side in it (0..1).
+type HistPair struct {
+	LowUS  float64 `json:"low_us"`
+	HighUS float64 `json:"high_us"`
+	Before float64 `json:"before"`
+	After  float64 `json:"after"`
+}
+
+// headline is the order metrics are reported in; others follow by name.
+var headline = []string{MetricTokensPerS, MetricMessages, MetricRoundTrips, MetricBytesSent, MetricBytesRecv,
+	MetricRTTP50, MetricRTTP90, MetricRTTP99, "send_p50_us", "send_p99_us", "recv_p50_us", "recv_p99_us"}
+
+func metricOrder(names []string) []string {
+	rank := map[string]int{}
+	for i, n := range headline {
+		rank[n] = i + 1
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		ri, rj := rank[names[i]], rank[names[j]]
+		if ri == 0 {
+			ri = len(headline) + 1
+		}
+		if rj == 0 {
+			rj = len(headline) + 1
+		}
+		if ri != rj {
+			return ri < rj
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// Compare compares the before runs with the after runs at significance alpha (0 means
+// DefaultAlpha). A metric's samples are, in order of preference: per-message latencies (or
+// per-token times) pooled over the runs of a side, when both sides are traces; the runs'
+// values, when both sides have two runs or more; else none, and only exact counts get a
+// verdict. Per-message samples of one run are not independent (a slow phase slows its
+// neighbours), so their p-values are optimistic: the result says so in its warnings.
+func Compare(before, after []Run, alpha float64) *Comparison {
+	if alpha <= 0 || alpha >= 1 {
+		alpha = DefaultAlpha
+	}
+	c := &Comparison{Schema: CompareSchema, Alpha: alpha, Warnings: []string{}}
+	for _, r := range before {
+		c.Before = append(c.Before, r.Path)
+	}
+	for _, r := range after {
+		c.After = append(c.After, r.Path)
+	}
+	for _, side := range [][]Run{before, after} {
+		for _, r := range side {
+			if r.Lost > 0 {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: trace lost %d events: counts are low", r.Path, r.Lost))
+			}
+			if r.Damage != "" {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: damaged trace (%s)", r.Path, r.Damage))
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, r := range before {
+		for k := range r.Metrics {
+			if k != MetricLost && has(after, k) {
+				names[k] = true
+			}
+		}
+	}
+	list := make([]string, 0, len(names))
+	for k := range names {
+		list = append(list, k)
+	}
+	usedMessages := false
+	for _, name := range metricOrder(list) {
+		m := compareMetric(name, before, after, alpha)
+		if m.Basis == "messages" {
+			usedMessages = true
+		}
+		c.Metrics = append(c.Metrics, m)
+	}
+	if usedMessages {
+		c.Warnings = append(c.Warnings, "latency p-values treat messages as independent samples; messages of one run are correlated, so confirm a small change with several runs per side")
+	}
+	c.Shape = shapeChanges(before, after)
+	for _, s := range []string{"rtt_us", "send_us", "recv_us"} {
+		x, y := pooled(before, s), pooled(after, s)
+		if len(x) > 0 && len(y) > 0 {
+			c.Dists = append(c.Dists, distPair(s, x, y))
+		}
+	}
+	return c
+}
+
+func has(runs []Run, metric string) bool {
+	for _, r := range runs {
+		if _, ok := r.Metrics[metric]; !ok {
+			return false
+		}
+	}
+	return len(runs) > 0
+}
+
+func values(runs []Run, metric string) []float64 {
+	v := make([]float64, 0, len(runs))
+	for _, r := range runs {
+		if x, ok := r.Metrics[metric]; ok {
+			v = append(v, x)
+		}
+	}
+	return v
+}
+
+func pooled(runs []Run, sample string) []float64 {
+	var v []float64
+	for _, r := range runs {
+		s, ok := r.Samples[sample]
+		if !ok {
+			return nil
+		}
+		v = append(v, s...)
+	}
+	return v
+}
+
+func fptr(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func compareMetric(name string, before, after []Run, alpha float64) MetricChange {
+	mi := Info(name)
+	m := MetricChange{Name: name, Unit: mi.Unit, Better: "lower", Verdict: "~", Basis: "none"}
+	if mi.Higher {
+		m.Better = "higher"
+	}
+	bv, av := values(before, name), values(after, name)
+	m.Before, m.After = median(bv), median(av)
+	m.N = [2]int{len(bv), len(av)}
+	var x, y []float64 // the samples tested
+	if mi.Sample != "" {
+		x, y = pooled(before, mi.Sample), pooled(after, mi.Sample)
+	}
+	switch {
+	case len(x) >= 2 && len(y) >= 2:
+		m.Basis = "messages"
+		if name == MetricTokensPerS {
+			m.Basis = "tokens"
+		} else {
+			// The metric is the quantile of the pooled samples, so that value and interval agree.
+			m.Before, m.After = quantile(x, mi.Quantile), quantile(y, mi.Quantile)
+		}
+		m.N = [2]int{len(x), len(y)}
+	case len(bv) >= 2 && len(av) >= 2:
+		m.Basis = "runs"
+		x, y = bv, av
+	default:
+		x, y = nil, nil
+	}
+	m.Change = fptr(ratio(m.After, m.Before) - 1)
+	if x == nil {
+		if mi.Count {
+			m.Basis = "counts"
+			switch {
+			case m.After == m.Before:
+			case (m.After < m.Before) != mi.Higher:
+				m.Verdict = "better"
+			default:
+				m.Verdict = "worse"
+			}
+			m.Note = "exact counts of one run per side"
+		} else {
+			m.Note = "one run per side: no test (give traces or several runs)"
+		}
+		return m
+	}
+	_, p := MannWhitney(x, y, TwoSided)
+	m.PValue = fptr(p)
+	q := 0.5
+	if mi.Sample != "" && m.Basis != "runs" {
+		q = mi.Quantile
+	}
+	lo, hi := BootstrapRatio(x, y, q, DefaultConfidence)
+	if name == MetricTokensPerS && m.Basis == "tokens" {
+		// The samples are token times: tokens/s moves by the inverse ratio.
+		lo, hi = 1/hi, 1/lo
+	}
+	m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
+	ciExcludes := m.CILow == nil || m.CIHigh == nil || *m.CILow > 0 || *m.CIHigh < 0
+	if p < alpha && ciExcludes && m.After != m.Before {
+		if (m.After > m.Before) == mi.Higher {
+			m.Verdict = "better"
+		} else {
+			m.Verdict = "worse"
+		}
+	}
+	if mi.Count && allEqual(x) && allEqual(y) && m.After != m.Before && m.Verdict == "~" {
+		m.Note = "exact counts, too few runs for a test"
+	}
+	return m
+}
+
+func allEqual(v []float64) bool {
+	for _, x := range v {
+		if x != v[0] {
+			return false
+		}
+	}
+	return true
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		if a == 0 {
+			return 1
+		}
+		return math.Inf(1)
+	}
+	return a / b
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	return quantile(v, 0.5)
+}
+
+// shapeChanges reports the modes of the round-trip latency and the tail weight p99/p50.
+func shapeChanges(before, after []Run) []ShapeChange {
+	var out []ShapeChange
+	if len(before) == 1 && len(after) == 1 {
+		b, a := before[0].Modes, after[0].Modes
+		if len(b) > 0 || len(a) > 0 {
+			out = append(out, ShapeChange{Name: "modes", Before: float64(len(b)), After: float64(len(a)), Note: modesNote(b, a)})
+		}
+	}
+	for _, s := range []string{"rtt", "send", "recv"} {
+		p50, p99 := s+"_p50_us", s+"_p99_us"
+		if !has(before, p50) || !has(after, p50) || !has(before, p99) || !has(after, p99) {
+			continue
+		}
+		tb := ratio(median(values(before, p99)), median(values(before, p50)))
+		ta := ratio(median(values(after, p99)), median(values(after, p50)))
+		if math.IsInf(tb, 0) || math.IsInf(ta, 0) {
+			continue
+		}
+		note := "tail unchanged"
+		switch {
+		case ta > tb*1.25:
+			note = "heavier tail"
+		case ta < tb/1.25:
+			note = "lighter tail"
+		}
+		out = append(out, ShapeChange{Name: s + " p99/p50", Before: tb, After: ta, Note: note})
+	}
+	return out
+}
+
+func modesNote(b, a []Mode) string {
+	f := func(ms []Mode) string {
+		if len(ms) == 0 {
+			return "none"
+		}
+		parts := make([]string, len(ms))
+		for i, m := range ms {
+			parts[i] = fmt.Sprintf("%.3g µs (%.0f%%)", m.CenterUS, 100*m.Share)
+		}
+		return strings.Join(parts, ", ")
+	}
+	return "before: " + f(b) + "; after: " + f(a)
+}
+
+// cdfPoints is the number of points of a drawn CDF.
+const cdfPoints = 100
+
+// histBuckets is the number of shared log buckets of a drawn histogram.
+const histBuckets = 30
+
+func distPair(name string, x, y []float64) DistPair {
+	xs := append([]float64(nil), x...)
+	ys := append([]float64(nil), y...)
+	sort.Float64s(xs)
+	sort.Float64s(ys)
+	d := DistPair{Name: name, Before: cdf(xs), After: cdf(ys), N: [2]int{len(xs), len(ys)}}
+	lo := math.Min(xs[0], ys[0])
+	hi := math.Max(xs[len(xs)-1], ys[len(ys)-1])
+	if lo <= 0 {
+		lo = 0.1
+	}
+	if hi <= lo {
+		hi = lo * 2
+	}
+	step := math.Log(hi/lo) / histBuckets
+	for i := 0; i < histBuckets; i++ {
+		d.Hist = append(d.Hist, HistPair{LowUS: lo * math.Exp(step*float64(i)), HighUS: lo * math.Exp(step*float64(i+1))})
+	}
+	fill := func(s []float64, set func(h *HistPair, v float64)) {
+		counts := make([]float64, histBuckets)
+		for _, v := range s {
+			i := 0
+			if v > lo {
+				i = int(math.Log(v/lo) / step)
+			}
+			if i >= histBuckets {
+				i = histBuckets - 1
+			}
+			counts[i]++
+		}
+		for i := range d.Hist {
+			set(&d.Hist[i], counts[i]/float64(len(s)))
+		}
+	}
+	fill(xs, func(h *HistPair, v float64) { h.Before = v })
+	fill(ys, func(h *HistPair, v float64) { h.After = v })
+	return d
+}
+
+func cdf(s []float64) []CDFPoint {
+	n := cdfPoints
+	if len(s) < n {
+		n = len(s)
+	}
+	out := make([]CDFPoint, n)
+	for i := range out {
+		f := float64(i+1) / float64(n)
+		out[i] = CDFPoint{Value: quantileSorted(s, f), Frac: f}
+	}
+	return out
+}

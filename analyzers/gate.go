@@ -1,0 +1,453 @@
+package analyzers
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// GateSchema is the schema name of `perflab gate --format json`.
+const GateSchema = "perflab.gate/v1"
+
+// Gate defaults. MinSamples is 6 because with 5 runs per side no Mann-Whitney p-value can go
+// below 0.0079 two-sided (1/252 one-sided), so after a correction over several metrics no
+// regression could ever be shown; 6 per side reach 1/924. MaxCV is the noise above which a
+// sample cannot show a change of the size rules usually allow. MinEffect keeps a statistically
+// clear but tiny change from failing a build.
+const (
+	DefaultMinSamples = 6
+	DefaultMaxCV      = 0.10
+	DefaultMinEffect  = 0.02
+)
+
+// Rule is one gate rule: metric may not get worse (in Direction) by more than Allowed.
+type Rule struct {
+	Metric    string  `json:"metric"`
+	Direction string  `json:"direction"`            // "lower" (lower is better), "higher", or "zero" (must be 0)
+	Allowed   float64 `json:"allowed"`              // allowed change in the bad direction, fraction (0.1 = 10%)
+	Alpha     float64 `json:"alpha,omitempty"`      // significance after correction; 0 = the config's
+	MinEffect float64 `json:"min_effect,omitempty"` // smallest change that may fail; 0 = the config's
+	MaxCV     float64 `json:"max_cv,omitempty"`     // noise ceiling; 0 = the config's
+}
+
+// GateConfig is a gate's rules and policies.
+type GateConfig struct {
+	Rules          []Rule  `json:"rules"`
+	Alpha          float64 `json:"alpha"`
+	MinSamples     int     `json:"min_samples"`
+	MaxCV          float64 `json:"max_cv"`
+	MinEffect      float64 `json:"min_effect"`
+	AllowLost      bool    `json:"allow_lost"`      // lost events: a rule decides, instead of refusing the input
+	AllowDamaged   bool    `json:"allow_damaged"`   // damaged or cut traces are accepted
+	OnInconclusive string  `json:"on_inconclusive"` // "pass" or "fail"
+}
+
+// DefaultGateConfig returns the rules used without a config file: round-trip p50 and p99,
+// messages per token, tokens/s, and no lost events.
+func DefaultGateConfig() *GateConfig {
+	return &GateConfig{
+		Alpha: DefaultAlpha, MinSamples: DefaultMinSamples, MaxCV: DefaultMaxCV, MinEffect: DefaultMinEffect,
+		OnInconclusive: "pass",
+		Rules: []Rule{
+			{Metric: MetricRTTP50, Direction: "lower", Allowed: 0.10},
+			{Metric: MetricRTTP99, Direction: "lower", Allowed: 0.25},
+			{Metric: MetricMessages, Direction: "lower", Allowed: 0},
+			{Metric: MetricTokensPerS, Direction: "higher", Allowed: 0.10},
+			{Metric: MetricLost, Direction: "zero"},
+		},
+	}
+}
+
+// ParseGateConfig reads a gate config: one setting or rule per line, '#' starts a comment.
+//
+//	alpha 0.05               significance level, after Holm's correction over the rules
+//	min_samples 6            runs per side below which a rule is inconclusive (at least 6)
+//	max_cv 10%               noise ceiling: a side noisier than this is inconclusive
+//	min_effect 2%            smallest change that may fail
+//	allow_lost yes|no        lost events go to the "lost" rule instead of refusing the input
+//	allow_damaged yes|no     accept damaged or cut traces
+//	on_inconclusive pass|fail
+//	rule METRIC lower|higher ALLOWED [alpha=A] [min_effect=E] [max_cv=C]
+//	rule METRIC zero
+//
+// Percentages may be written as 10% or 0.10. A config with no rule lines uses the default rules.
+func ParseGateConfig(r io.Reader, name string) (*GateConfig, error) {
+	c := DefaultGateConfig()
+	c.Rules = nil
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		f := strings.Fields(text)
+		if len(f) == 0 {
+			continue
+		}
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, a...))
+		}
+		one := func() (string, error) {
+			if len(f) != 2 {
+				return "", bad("%s takes one value", f[0])
+			}
+			return f[1], nil
+		}
+		switch f[0] {
+		case "alpha", "max_cv", "min_effect":
+			v, err := one()
+			if err != nil {
+				return nil, err
+			}
+			x, err := parseFrac(v)
+			if err != nil || x <= 0 || x >= 1 {
+				return nil, bad("%s must be in (0, 1), got %q", f[0], v)
+			}
+			switch f[0] {
+			case "alpha":
+				c.Alpha = x
+			case "max_cv":
+				c.MaxCV = x
+			default:
+				c.MinEffect = x
+			}
+		case "min_samples":
+			v, err := one()
+			if err != nil {
+				return nil, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < DefaultMinSamples || n > 100000 {
+				return nil, bad("min_samples must be an integer ≥ %d, got %q", DefaultMinSamples, v)
+			}
+			c.MinSamples = n
+		case "allow_lost", "allow_damaged":
+			v, err := one()
+			if err != nil {
+				return nil, err
+			}
+			b, err := parseYes(v)
+			if err != nil {
+				return nil, bad("%s: %v", f[0], err)
+			}
+			if f[0] == "allow_lost" {
+				c.AllowLost = b
+			} else {
+				c.AllowDamaged = b
+			}
+		case "on_inconclusive":
+			v, err := one()
+			if err != nil {
+				return nil, err
+			}
+			if v != "pass" && v != "fail" {
+				return nil, bad("on_inconclusive must be pass or fail, got %q", v)
+			}
+			c.OnInconclusive = v
+		case "rule":
+			rl, err := parseRule(f[1:])
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			c.Rules = append(c.Rules, rl)
+		default:
+			return nil, bad("unknown setting %q", f[0])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(c.Rules) == 0 {
+		c.Rules = DefaultGateConfig().Rules
+	}
+	return c, nil
+}
+
+func parseRule(f []string) (Rule, error) {
+	if len(f) < 2 {
+		return Rule{}, errors.New("rule needs METRIC DIRECTION [ALLOWED]")
+	}
+	r := Rule{Metric: f[0], Direction: f[1]}
+	switch r.Direction {
+	case "zero":
+		if len(f) != 2 {
+			return Rule{}, errors.New("a zero rule takes no allowance")
+		}
+		return r, nil
+	case "lower", "higher":
+	default:
+		return Rule{}, fmt.Errorf("direction must be lower, higher or zero, got %q", f[1])
+	}
+	if len(f) < 3 {
+		return Rule{}, fmt.Errorf("rule %s %s needs an allowed change", r.Metric, r.Direction)
+	}
+	x, err := parseFrac(f[2])
+	if err != nil || x < 0 || x >= 10 {
+		return Rule{}, fmt.Errorf("allowed change must be a fraction or percentage ≥ 0, got %q", f[2])
+	}
+	r.Allowed = x
+	for _, opt := range f[3:] {
+		k, v, ok := strings.Cut(opt, "=")
+		if !ok {
+			return Rule{}, fmt.Errorf("option %q is not key=value", opt)
+		}
+		x, err := parseFrac(v)
+		if err != nil || x <= 0 || x >= 1 {
+			return Rule{}, fmt.Errorf("%s must be in (0, 1), got %q", k, v)
+		}
+		switch k {
+		case "alpha":
+			r.Alpha = x
+		case "min_effect":
+			r.MinEffect = x
+		case "max_cv":
+			r.MaxCV = x
+		default:
+			return Rule{}, fmt.Errorf("unknown rule option %q", k)
+		}
+	}
+	return r, nil
+}
+
+func parseFrac(s string) (float64, error) {
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("not a number: %q", s)
+	}
+	if pct {
+		v /= 100
+	}
+	return v, nil
+}
+
+func parseYes(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "yes", "true", "1", "on":
+		return true, nil
+	case "no", "false", "0", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("want yes or no, got %q", s)
+}
+
+// GateResult is the decision of a gate.
+type GateResult struct {
+	Schema         string       `json:"schema"`
+	Verdict        string       `json:"verdict"` // "pass", "regression", "inconclusive"
+	Baseline       []string     `json:"baseline"`
+	Current        []string     `json:"current"`
+	Relative       bool         `json:"relative"` // metrics are ratios to reference runs
+	Alpha          float64      `json:"alpha"`
+	OnInconclusive string       `json:"on_inconclusive"`
+	Rules          []RuleResult `json:"rules"`
+	Warnings       []string     `json:"warnings"`
+}
+
+// RuleResult is the verdict of one rule.
+type RuleResult struct {
+	Metric    string     `json:"metric"`
+	Direction string     `json:"direction"`
+	Allowed   float64    `json:"allowed"`
+	Verdict   string     `json:"verdict"` // "pass", "regression", "inconclusive"
+	Detail    string     `json:"detail"`
+	Baseline  *float64   `json:"baseline"` // median of the baseline runs
+	Current   *float64   `json:"current"`  // median of the current runs
+	Change    *float64   `json:"change"`   // current/baseline − 1
+	PValue    *float64   `json:"p_value"`  // one-sided Mann-Whitney U against the baseline moved by the allowance
+	PAdjusted *float64   `json:"p_adjusted"`
+	CV        [2]float64 `json:"cv"` // coefficient of variation of baseline and current
+	N         [2]int     `json:"n"`  // runs of baseline and current
+}
+
+// BadInputError is input a gate refuses: lost events, a damaged trace.
+type BadInputError struct{ Msg string }
+
+func (e *BadInputError) Error() string { return e.Msg }
+
+// CheckInputs returns a *BadInputError for the first run that the config does not allow: a
+// trace that lost events (unless AllowLost) or a damaged one (unless AllowDamaged).
+func CheckInputs(runs []Run, cfg *GateConfig) error {
+	for _, r := range runs {
+		if r.Lost > 0 && !cfg.AllowLost {
+			return &BadInputError{fmt.Sprintf("%s: trace lost %d events (set allow_lost in the gate config to let the lost rule decide)", r.Path, r.Lost)}
+		}
+		if r.Damage != "" && !cfg.AllowDamaged {
+			return &BadInputError{fmt.Sprintf("%s: damaged trace: %s (set allow_damaged in the gate config to accept it)", r.Path, r.Damage)}
+		}
+	}
+	return nil
+}
+
+// Gate decides whether current regressed against base under cfg. Each rule takes one value
+// per run on each side. A rule is tested when both sides have cfg.MinSamples runs and noise
+// under the ceiling: a one-sided Mann-Whitney U test of current against the baseline moved by
+// the allowance (so the null hypothesis is "no worse than allowed"); the p-values of all tested
+// rules are corrected with Holm's method. A rule is a regression when its corrected p is below
+// alpha and its median changed in the bad direction by more than both the allowance and the
+// minimum effect; inconclusive when it could not be tested, or changed that much without
+// significance; else pass. Same inputs, same result: there is no randomness.
+func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
+	if cfg == nil {
+		cfg = DefaultGateConfig()
+	}
+	res := &GateResult{Schema: GateSchema, Alpha: cfg.Alpha, OnInconclusive: cfg.OnInconclusive, Warnings: []string{}}
+	for _, r := range base {
+		res.Baseline = append(res.Baseline, r.Path)
+	}
+	for _, r := range cur {
+		res.Current = append(res.Current, r.Path)
+	}
+	type pending struct {
+		i       int
+		p       float64
+		alpha   float64
+		beyond  bool // changed in the bad direction by more than allowed and the minimum effect
+		summary string
+	}
+	var tested []pending
+	for _, rule := range cfg.Rules {
+		rr := RuleResult{Metric: rule.Metric, Direction: rule.Direction, Allowed: rule.Allowed}
+		bv, cv := values(base, rule.Metric), values(cur, rule.Metric)
+		rr.N = [2]int{len(bv), len(cv)}
+		if rule.Direction == "zero" {
+			worst := 0.0
+			for _, v := range cv {
+				worst = math.Max(worst, v)
+			}
+			rr.Current = fptr(worst)
+			if len(cv) == 0 {
+				rr.Verdict, rr.Detail = "inconclusive", "no current run reports "+rule.Metric
+			} else if worst > 0 {
+				rr.Verdict, rr.Detail = "regression", fmt.Sprintf("%s is %g in a current run, must be 0", rule.Metric, worst)
+			} else {
+				rr.Verdict, rr.Detail = "pass", fmt.Sprintf("%s is 0 in all %d current runs", rule.Metric, len(cv))
+			}
+			res.Rules = append(res.Rules, rr)
+			continue
+		}
+		higher := rule.Direction == "higher"
+		if len(bv) == 0 || len(cv) == 0 {
+			side := "baseline"
+			if len(bv) > 0 {
+				side = "current runs"
+			}
+			rr.Verdict, rr.Detail = "inconclusive", fmt.Sprintf("%s missing in the %s", rule.Metric, side)
+			res.Rules = append(res.Rules, rr)
+			continue
+		}
+		mb, mc := median(bv), median(cv)
+		rr.Baseline, rr.Current = fptr(mb), fptr(mc)
+		ch := ratio(mc, mb) - 1
+		rr.Change = fptr(ch)
+		_, cvb := meanCV(bv)
+		_, cvc := meanCV(cv)
+		rr.CV = [2]float64{cvb, cvc}
+		bad := ch // change in the bad direction, > 0 is worse
+		if higher {
+			bad = -ch
+		}
+		minEff := pick(rule.MinEffect, cfg.MinEffect)
+		beyond := bad > rule.Allowed && bad > minEff
+		maxCV := pick(rule.MaxCV, cfg.MaxCV)
+		alpha := pick(rule.Alpha, cfg.Alpha)
+		summary := fmt.Sprintf("%s → %s (%s, allowed %s)", num(mb), num(mc), pct(ch), allowed(rule.Allowed, higher))
+		switch {
+		case len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples:
+			rr.Verdict = "inconclusive"
+			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with 5 per side no test can reach p < 0.0079)", summary, cfg.MinSamples, len(bv), len(cv))
+		case cvb > maxCV || cvc > maxCV:
+			rr.Verdict = "inconclusive"
+			rr.Detail = fmt.Sprintf("%s; too noisy: CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)
+		default:
+			moved := make([]float64, len(bv))
+			alt := Greater
+			for j, v := range bv {
+				if higher {
+					moved[j] = v * (1 - rule.Allowed)
+				} else {
+					moved[j] = v * (1 + rule.Allowed)
+				}
+			}
+			if higher {
+				alt = Less
+			}
+			_, p := MannWhitney(cv, moved, alt)
+			rr.PValue = fptr(p)
+			tested = append(tested, pending{i: len(res.Rules), p: p, alpha: alpha, beyond: beyond, summary: summary})
+		}
+		res.Rules = append(res.Rules, rr)
+	}
+	if len(tested) > 0 {
+		ps := make([]float64, len(tested))
+		for j, t := range tested {
+			ps[j] = t.p
+		}
+		adj := Holm(ps)
+		m := len(tested)
+		for j, t := range tested {
+			rr := &res.Rules[t.i]
+			rr.PAdjusted = fptr(adj[j])
+			minP := MinPValue(rr.N[0], rr.N[1], Greater)
+			stats := fmt.Sprintf("p=%.3g, Holm-adjusted %.3g over %d rules, n=%d/%d, CV %.1f%%/%.1f%%", t.p, adj[j], m, rr.N[0], rr.N[1], 100*rr.CV[0], 100*rr.CV[1])
+			switch {
+			case adj[j] < t.alpha && t.beyond:
+				rr.Verdict = "regression"
+				rr.Detail = t.summary + "; " + stats
+			case t.beyond:
+				rr.Verdict = "inconclusive"
+				rr.Detail = t.summary + "; not significant: " + stats
+				if minP*float64(m) >= t.alpha {
+					rr.Detail += fmt.Sprintf("; with these n the smallest p is %.3g, too large for alpha %.3g over %d rules: add runs", minP, t.alpha, m)
+				}
+			default:
+				rr.Verdict = "pass"
+				rr.Detail = t.summary + "; " + stats
+			}
+		}
+	}
+	res.Verdict = "pass"
+	for _, r := range res.Rules {
+		if r.Verdict == "regression" {
+			res.Verdict = "regression"
+			break
+		}
+		if r.Verdict == "inconclusive" {
+			res.Verdict = "inconclusive"
+		}
+	}
+	if res.Verdict == "inconclusive" {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("INCONCLUSIVE: the gate could not decide every rule; treated as %s (on_inconclusive)", cfg.OnInconclusive))
+	}
+	return res
+}
+
+func pick(v, def float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+func pct(ch float64) string {
+	if math.IsInf(ch, 0) || math.IsNaN(ch) {
+		return "new"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*ch)
+}
+
+func allowed(a float64, higher bool) string {
+	if higher {
+		return fmt.Sprintf("-%.0f%%", 100*a)
+	}
+	return fmt.Sprintf("+%.0f%%", 100*a)
+}

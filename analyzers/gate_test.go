@@ -1,0 +1,252 @@
+package analyzers
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// synthRuns makes n runs whose metrics scatter around the given centres with relative noise cv.
+func synthRuns(seed uint64, n int, cv float64, centres map[string]float64) []Run {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	runs := make([]Run, n)
+	for i := range runs {
+		m := map[string]float64{}
+		for k, c := range centres {
+			m[k] = c * (1 + cv*rng.NormFloat64())
+		}
+		m[MetricLost] = 0
+		runs[i] = Run{Path: "run" + string(rune('a'+i%26)), Kind: "venus-run", Metrics: m}
+	}
+	return runs
+}
+
+var centre = map[string]float64{MetricTokensPerS: 500, MetricRTTP50: 100, MetricRTTP99: 180, MetricMessages: 40}
+
+func scaled(c map[string]float64, rtt float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c {
+		out[k] = v
+	}
+	out[MetricRTTP50] *= rtt
+	out[MetricRTTP99] *= rtt
+	out[MetricTokensPerS] /= rtt
+	return out
+}
+
+func TestGateVerdicts(t *testing.T) {
+	tests := []struct {
+		name     string
+		base     []Run
+		cur      []Run
+		want     string
+		ruleWant map[string]string
+		detail   string
+	}{
+		{"A/A", synthRuns(1, 10, 0.02, centre), synthRuns(2, 10, 0.02, centre), "pass", nil, ""},
+		{"+20% latency", synthRuns(1, 10, 0.02, centre), synthRuns(3, 10, 0.02, scaled(centre, 1.2)), "regression",
+			map[string]string{MetricRTTP50: "regression", MetricTokensPerS: "regression", MetricMessages: "pass"}, ""},
+		{"n=5 is never a regression", synthRuns(1, 5, 0.01, centre), synthRuns(3, 5, 0.01, scaled(centre, 2)), "inconclusive",
+			map[string]string{MetricRTTP50: "inconclusive"}, "need ≥ 6 runs per side, have 5 baseline and 5 current"},
+		{"noise ceiling", synthRuns(1, 10, 0.25, centre), synthRuns(3, 10, 0.25, centre), "inconclusive",
+			map[string]string{MetricRTTP50: "inconclusive"}, "too noisy: CV baseline"},
+		{"better is a pass", synthRuns(1, 8, 0.02, centre), synthRuns(3, 8, 0.02, scaled(centre, 0.5)), "pass", nil, ""},
+		{"one more message per token", synthRuns(1, 8, 0, centre), synthRuns(3, 8, 0, map[string]float64{MetricTokensPerS: 500, MetricRTTP50: 100, MetricRTTP99: 180, MetricMessages: 42}), "regression",
+			map[string]string{MetricMessages: "regression"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Gate(tc.base, tc.cur, DefaultGateConfig())
+			if r.Verdict != tc.want {
+				t.Errorf("verdict %s, want %s; rules: %+v", r.Verdict, tc.want, r.Rules)
+			}
+			found := tc.detail == ""
+			for _, rr := range r.Rules {
+				if w, ok := tc.ruleWant[rr.Metric]; ok && rr.Verdict != w {
+					t.Errorf("rule %s: %s (%s), want %s", rr.Metric, rr.Verdict, rr.Detail, w)
+				}
+				if tc.detail != "" && strings.Contains(rr.Detail, tc.detail) {
+					found = true
+				}
+				if rr.Detail == "" {
+					t.Errorf("rule %s has no detail", rr.Metric)
+				}
+			}
+			if !found {
+				t.Errorf("no rule detail mentions %q", tc.detail)
+			}
+			if again := Gate(tc.base, tc.cur, DefaultGateConfig()); !reflect.DeepEqual(r, again) {
+				t.Error("same inputs gave a different result")
+			}
+		})
+	}
+}
+
+// TestGateSampleSizeFloor is E3: with n < 6 per side no change, however large, is a regression.
+func TestGateSampleSizeFloor(t *testing.T) {
+	for _, n := range []int{3, 5, 6, 10} {
+		base := synthRuns(10, n, 0.01, centre)
+		cur := synthRuns(11, n, 0.01, scaled(centre, 3))
+		r := Gate(base, cur, DefaultGateConfig())
+		want := "regression"
+		if n < DefaultMinSamples {
+			want = "inconclusive"
+		}
+		if r.Verdict != want {
+			t.Errorf("n=%d: %s, want %s", n, r.Verdict, want)
+		}
+	}
+}
+
+// TestGateFalseAlarms is E1 on synthetic data: 200 A/A gates with 2% noise give no regression.
+func TestGateFalseAlarms(t *testing.T) {
+	alarms := 0
+	for i := uint64(0); i < 200; i++ {
+		r := Gate(synthRuns(100+2*i, 10, 0.02, centre), synthRuns(101+2*i, 10, 0.02, centre), DefaultGateConfig())
+		if r.Verdict == "regression" {
+			alarms++
+		}
+	}
+	if alarms > 2 {
+		t.Errorf("%d of 200 A/A gates failed, want ≤ 1%%", alarms)
+	}
+}
+
+func TestCheckInputs(t *testing.T) {
+	runs := synthRuns(1, 6, 0, centre)
+	runs[3].Lost, runs[3].Path = 17, "cut.plt"
+	cfg := DefaultGateConfig()
+	err := CheckInputs(runs, cfg)
+	var bad *BadInputError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "cut.plt: trace lost 17 events") {
+		t.Fatalf("lost events: %v, want a BadInputError naming the file", err)
+	}
+	cfg.AllowLost = true
+	if err := CheckInputs(runs, cfg); err != nil {
+		t.Fatalf("allow_lost: %v", err)
+	}
+	runs[3].Metrics[MetricLost] = 17
+	if r := Gate(synthRuns(2, 6, 0, centre), runs, cfg); r.Verdict != "regression" {
+		t.Errorf("lost events allowed in: verdict %s, want the lost rule to fail", r.Verdict)
+	}
+	runs[3].Lost = 0
+	runs[2].Damage = "3 chunks read, 1 bad"
+	if err := CheckInputs(runs, DefaultGateConfig()); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("damaged trace: %v", err)
+	}
+}
+
+func TestParseGateConfig(t *testing.T) {
+	good := `# perflab's own gate
+alpha 0.01
+min_samples 8
+max_cv 5%
+min_effect 0.03
+allow_lost yes
+on_inconclusive fail
+rule tokens_per_s higher 15% alpha=0.02
+rule messages_per_token lower 0
+rule lost zero
+`
+	c, err := ParseGateConfig(strings.NewReader(good), "gate.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &GateConfig{Alpha: 0.01, MinSamples: 8, MaxCV: 0.05, MinEffect: 0.03, AllowLost: true, OnInconclusive: "fail",
+		Rules: []Rule{{Metric: MetricTokensPerS, Direction: "higher", Allowed: 0.15, Alpha: 0.02}, {Metric: MetricMessages, Direction: "lower"}, {Metric: MetricLost, Direction: "zero"}}}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("config = %+v\nwant %+v", c, want)
+	}
+	for _, tc := range []struct{ in, msg string }{
+		{"alpha 2", "gate.conf:1: alpha must be in (0, 1)"},
+		{"min_samples 5", "min_samples must be an integer ≥ 6"},
+		{"\n\nrule x sideways 1%", "gate.conf:3: direction must be lower, higher or zero"},
+		{"rule x lower", "needs an allowed change"},
+		{"rule x lower 5% beta=1", "beta must be in (0, 1)"},
+		{"colour blue", "unknown setting"},
+		{"allow_lost maybe", "want yes or no"},
+	} {
+		_, err := ParseGateConfig(strings.NewReader(tc.in), "gate.conf")
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%q: %v, want %q", tc.in, err, tc.msg)
+		}
+	}
+	c, err = ParseGateConfig(strings.NewReader("alpha 0.05\n"), "x")
+	if err != nil || len(c.Rules) != len(DefaultGateConfig().Rules) {
+		t.Errorf("no rules: %v %+v, want the default rules", err, c)
+	}
+}
+
+func TestRatiosAndBaseline(t *testing.T) {
+	a := synthRuns(1, 3, 0, map[string]float64{MetricTokensPerS: 100})
+	b := synthRuns(2, 3, 0, map[string]float64{MetricTokensPerS: 250})
+	r, err := Ratios(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r[0].Metrics[MetricTokensPerS]-2.5) > 1e-12 {
+		t.Errorf("ratio %g, want 2.5", r[0].Metrics[MetricTokensPerS])
+	}
+	if _, err := Ratios(b, a[:2]); err == nil {
+		t.Error("unpaired runs: want an error")
+	}
+	data, err := MarshalBaseline(r, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, rel, err := parseRuns("base.json", data)
+	if err != nil || !rel || len(back) != 3 || back[1].Metrics[MetricTokensPerS] != r[1].Metrics[MetricTokensPerS] {
+		t.Errorf("baseline round trip: %v rel=%v %+v", err, rel, back)
+	}
+}
+
+func TestParseRuns(t *testing.T) {
+	venus := `{"schema":"perflab.venus.run/v1","mode":"baseline","tokens":64,"tokens_per_s":812.5,"per_token":{"frames":48,"round_trips":24,"bytes_sent":9000,"bytes_recv":4000}}
+{"schema":"perflab.venus.run/v1","mode":"baseline","tokens":64,"tokens_per_s":799,"per_token":{"frames":48,"round_trips":24,"bytes_sent":9000,"bytes_recv":4000}}
+`
+	runs, _, err := parseRuns("runs.jsonl", []byte(venus))
+	if err != nil || len(runs) != 2 || runs[1].Metrics[MetricTokensPerS] != 799 || runs[0].Metrics[MetricMessages] != 48 || runs[0].Path != "runs.jsonl#1" {
+		t.Fatalf("venus runs: %v %+v", err, runs)
+	}
+	for _, tc := range []struct{ in, msg string }{
+		{`{"schema":"other/v1"}`, "schema \"other/v1\" is none of"},
+		{`{"schema":"perflab.venus.run/v1"}`, "no tokens_per_s"},
+		{`{"schema":"perflab.venus.run/v1","tokens_per_s":-1}`, "metric tokens_per_s is -1"},
+		{`{"schema":`, "unexpected EOF"},
+	} {
+		if _, _, err := parseRuns("x.json", []byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want %q", tc.in, err, tc.msg)
+		}
+	}
+}
+
+func FuzzParseRuns(f *testing.F) {
+	f.Add([]byte(`{"schema":"perflab.venus.run/v1","tokens_per_s":1,"per_token":{"frames":2}}`))
+	f.Add([]byte(`{"schema":"perflab.gate.baseline/v1","relative":true,"runs":[{"path":"a","metrics":{"tokens_per_s":2}}]}`))
+	f.Add([]byte(`{"schema":"perflab.analyze/v1","units":[{"name":"token","count":3,"units_per_s":10}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runs, _, err := parseRuns("fuzz", data)
+		if err != nil && runs != nil {
+			t.Fatal("error with runs")
+		}
+		if err == nil {
+			Gate(runs, runs, DefaultGateConfig())
+			Compare(runs, runs, 0)
+		}
+	})
+}
+
+func FuzzParseGateConfig(f *testing.F) {
+	f.Add("alpha 0.05\nrule tokens_per_s higher 10%\n")
+	f.Add("rule lost zero\nallow_lost yes\n")
+	f.Add("max_cv 3%\nmin_samples 10\nrule rtt_p99_us lower 0.2 alpha=0.01 max_cv=5%\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseGateConfig(strings.NewReader(s), "fuzz")
+		if (err == nil) != (c != nil) {
+			t.Fatal("config and error disagree")
+		}
+	})
+}
