@@ -16,7 +16,7 @@ type sink interface {
 	event(ev *trace.Event)
 	connection(c *trace.Connection)
 	marker(m *trace.Marker)
-	lost(l *trace.Lost)
+	lostCount(l *trace.Lost)
 	message(m *Message)
 	end(i int, rec trace.Recovery, d *decoder)
 }
@@ -206,7 +206,7 @@ func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error 
 		case trace.KindMarker:
 			out.marker(&rec.Marker)
 		case trace.KindLost:
-			out.lost(&rec.Lost)
+			out.lostCount(&rec.Lost)
 		}
 	}
 	d.flush()
@@ -232,7 +232,7 @@ func (s *msgSink) begin(int, string, trace.Meta)     {}
 func (s *msgSink) event(*trace.Event)                {}
 func (s *msgSink) connection(*trace.Connection)      {}
 func (s *msgSink) marker(*trace.Marker)              {}
-func (s *msgSink) lost(*trace.Lost)                  {}
+func (s *msgSink) lostCount(*trace.Lost)             {}
 func (s *msgSink) end(int, trace.Recovery, *decoder) {}
 func (s *msgSink) message(m *Message) {
 	if s.err == nil {

@@ -45,7 +45,7 @@ func histLow(i int) int64 {
 	if i < histSub {
 		return int64(i)
 	}
-	e := i/histSub
+	e := i / histSub
 	m := i%histSub + histSub
 	return int64(m) << uint(e-1)
 }

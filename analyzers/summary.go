@@ -28,12 +28,15 @@ type Summary struct {
 	Phases      []PhaseStats `json:"phases,omitempty"`
 	Windows     []Window     `json:"windows,omitempty"` // per-100-call summaries, Venus Plus style
 
-	InFlight   *InFlight    `json:"inflight,omitempty"`
-	LittlesLaw []LittleRow  `json:"littles_law"`
-	BatchFit   *BatchFit    `json:"batch_fit,omitempty"`
-	Modes      []Mode       `json:"modes"`
-	Histogram  []HistBucket `json:"histogram,omitempty"` // round-trip (or, without pairs, call) latency, log buckets
-	Timeline   []TimePoint  `json:"timeline,omitempty"`  // messages per second over time
+	InFlight   *InFlight   `json:"inflight,omitempty"`
+	LittlesLaw []LittleRow `json:"littles_law"`
+	BatchFit   *BatchFit   `json:"batch_fit,omitempty"`
+	// BatchRefinement is the effective T_per_req at each N when the linear fit is curved
+	// (seed 003 §5.4: the per-request cost grows with load).
+	BatchRefinement []Refinement `json:"batch_refinement,omitempty"`
+	Modes           []Mode       `json:"modes"`
+	Histogram       []HistBucket `json:"histogram,omitempty"` // round-trip (or, without pairs, call) latency, log buckets
+	Timeline        []TimePoint  `json:"timeline,omitempty"`  // messages per second over time
 
 	Warnings []string `json:"warnings"`
 }

@@ -1,0 +1,615 @@
+package analyzers
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// maxSeries is the most points a time series keeps; past it, neighbouring points merge.
+const maxSeries = 256
+
+// series is a time series of bounded length: values are summed (or maxed) into buckets whose
+// width doubles whenever there would be more than maxSeries of them.
+type series struct {
+	origin int64 // ns
+	width  int64 // ns per bucket
+	vals   []float64
+	useMax bool
+}
+
+func (s *series) add(ts int64, v float64) {
+	if s.width == 0 {
+		s.width = 1e6
+	}
+	if ts < s.origin {
+		ts = s.origin
+	}
+	i := int((ts - s.origin) / s.width)
+	for i >= maxSeries {
+		merged := make([]float64, (len(s.vals)+1)/2, maxSeries)
+		for k, v := range s.vals {
+			if s.useMax {
+				merged[k/2] = math.Max(merged[k/2], v)
+			} else {
+				merged[k/2] += v
+			}
+		}
+		s.vals = merged
+		s.width *= 2
+		i = int((ts - s.origin) / s.width)
+	}
+	for len(s.vals) <= i {
+		s.vals = append(s.vals, 0)
+	}
+	if s.useMax {
+		s.vals[i] = math.Max(s.vals[i], v)
+	} else {
+		s.vals[i] += v
+	}
+}
+
+// points returns the series with times in s from base and, for sums, values per second.
+func (s *series) points(base int64) []TimePoint {
+	out := make([]TimePoint, len(s.vals))
+	for i, v := range s.vals {
+		t := float64(s.origin-base+int64(i)*s.width) / 1e9
+		if !s.useMax {
+			v = v / (float64(s.width) / 1e9)
+		}
+		out[i] = TimePoint{TS: round3(t*1e3) / 1e3, Value: round3(v)}
+	}
+	return out
+}
+
+type dirAgg struct {
+	calls, bytes, frames uint64
+	lat                  Hist
+}
+
+type connAgg struct {
+	trace int
+	id    uint64
+	info  trace.Connection
+	dirs  [3]dirAgg
+}
+
+type cmdKey struct {
+	proto, name string
+	id          uint64
+	dir         trace.Dir
+}
+
+type cmdAgg struct {
+	count, bytes uint64
+	rtt          Hist
+}
+
+type errKey struct {
+	errno uint32
+	dir   trace.Dir
+}
+
+type procAgg struct {
+	pending    int
+	blockStart int64
+	blocked    int64
+}
+
+type windowAgg struct {
+	calls   uint64
+	sumDur  float64
+	sumB    float64
+	maxDur  int64
+	stride  uint64
+	windows []Window
+}
+
+type phaseAgg struct {
+	name       string
+	start, end int64
+	messages   uint64
+	bytes      uint64
+}
+
+// unitAgg counts units of work in one trace. Two spans are kept: the unit phase (after the
+// load phase, from phase markers or the first unit), and the span between the first and the
+// latest unit boundary (snapshotted at each boundary).
+type unitAgg struct {
+	name        string
+	count       uint64
+	markerUnits bool // units come from markers, not protocol commands
+	firstSet    bool
+	first, last int64 // first and latest boundary, ns
+	spanDur     int64
+
+	msgs, rts, sent, recv uint64 // since the first boundary
+	wait                  int64  // ns blocked on round trips since the first boundary
+	snapMsgs, snapRTs     uint64 // the same, at the latest boundary
+	snapSent, snapRecv    uint64
+	snapWait              int64
+
+	inPhase             bool // inside the unit phase
+	phaseStart          int64
+	msgAll, rtAll       uint64 // over the unit phase
+	sentAll, recvAll    uint64
+	roundTripEvents     uint64 // tracer round-trip events in the unit phase
+	haveRoundTripEvents bool
+	durSum              int64 // marker spans' total duration
+	durN                uint64
+}
+
+// analyzer is the sink that builds a Summary in one pass, in memory bounded by the number of
+// connections, commands and processes, never by the number of events.
+type analyzer struct {
+	opt               Options
+	conf              float64
+	s                 *Summary
+	cur               int
+	first             int64
+	last              int64
+	haveTS            bool
+	durNS             int64
+	conns             map[[2]uint64]*connAgg
+	connOrd           [][2]uint64
+	cmds              map[cmdKey]*cmdAgg
+	errs              map[errKey]uint64
+	procs             map[uint64]*procAgg
+	rtt               Hist
+	service           Hist
+	calls             Hist // call latency, when there are no round trips
+	rttSum            float64
+	byN               map[int]*Hist // RTT by requests in flight at issue
+	inflMax           int
+	infl              series
+	tl                series
+	win               [3]windowAgg
+	phases            []phaseAgg
+	units             unitAgg
+	lost              map[string]uint64
+	lostSync, dropped uint64
+	truncated         uint64
+	frames            uint64
+	specs             map[string]*Spec // by name: the built-ins and the chosen spec
+	tokenMarkers      bool
+	warnings          []string
+}
+
+// Analyze reads the traces at paths once, streaming, and returns their Summary: totals,
+// connections, commands, round trips, units, phases, windows, in-flight and Little's law, the
+// batch fit, populations and warnings. A trace that cannot be read gives a *ReadError; a
+// damaged one is analysed as far as it goes, with Recovery set and a warning.
+func Analyze(paths []string, opt Options) (*Summary, error) {
+	a := &analyzer{opt: opt, conf: opt.Confidence, conns: map[[2]uint64]*connAgg{}, cmds: map[cmdKey]*cmdAgg{},
+		errs: map[errKey]uint64{}, procs: map[uint64]*procAgg{}, byN: map[int]*Hist{}, lost: map[string]uint64{}}
+	if a.conf <= 0 || a.conf >= 1 {
+		a.conf = DefaultConfidence
+	}
+	if a.opt.WindowCalls <= 0 {
+		a.opt.WindowCalls = DefaultWindowCalls
+	}
+	a.infl.useMax = true
+	a.specs = map[string]*Spec{}
+	for _, n := range Builtins() {
+		if sp, err := BuiltinSpec(n); err == nil {
+			a.specs[n] = sp
+		}
+	}
+	if sp, err := resolveSpec(opt); err != nil {
+		return nil, err
+	} else if sp != nil {
+		a.specs[sp.Name] = sp
+		a.opt.Spec = sp
+	}
+	a.s = &Summary{Schema: SummarySchema, Traces: []string{}, Meta: []trace.Meta{}, Connections: []ConnStats{},
+		Commands: []CmdStats{}, Units: []UnitStats{}, LittlesLaw: []LittleRow{}, Modes: []Mode{}, Warnings: []string{}}
+	for i := range a.win {
+		a.win[i].stride = uint64(a.opt.WindowCalls)
+	}
+	if err := scan(paths, a.opt, a); err != nil {
+		return nil, err
+	}
+	a.finish()
+	return a.s, nil
+}
+
+func (a *analyzer) warnf(format string, args ...any) {
+	a.warnings = append(a.warnings, fmt.Sprintf(format, args...))
+}
+
+func (a *analyzer) begin(i int, path string, meta trace.Meta) {
+	a.cur = i
+	a.s.Traces = append(a.s.Traces, filepath.Base(path))
+	a.s.Meta = append(a.s.Meta, meta)
+	a.units = unitAgg{}
+	a.haveTS = false
+	a.phases = a.phases[:0:0]
+	a.tokenMarkers = false
+	if a.lost == nil || i > 0 {
+		a.lost = map[string]uint64{}
+	}
+}
+
+func (a *analyzer) event(ev *trace.Event) {
+	a.s.Events++
+	end := ev.TS + ev.Dur
+	if !a.haveTS {
+		a.first, a.last, a.haveTS = ev.TS, end, true
+		a.tl.origin, a.infl.origin = ev.TS, ev.TS
+	} else {
+		a.first = min(a.first, ev.TS)
+		a.last = max(a.last, end)
+	}
+	if ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
+		if ev.Op == trace.OpRoundTrip && a.units.inPhase {
+			a.units.haveRoundTripEvents = true
+			a.units.roundTripEvents++
+		}
+		return
+	}
+	if ev.Errno != 0 {
+		a.errs[errKey{ev.Errno, ev.Dir}]++
+		return
+	}
+	if ev.Bytes <= 0 && ev.Op != trace.OpFrameSend && ev.Op != trace.OpFrameRecv {
+		return
+	}
+	t := &a.s.Totals.Send
+	if ev.Dir == trace.DirRecv {
+		t = &a.s.Totals.Recv
+	}
+	t.Calls++
+	t.Bytes += uint64(ev.Bytes)
+	c := a.connAgg(ev.Conn, ev.PID)
+	d := &c.dirs[ev.Dir]
+	d.calls++
+	d.bytes += uint64(ev.Bytes)
+	d.lat.Add(ev.Dur)
+	a.calls.Add(ev.Dur)
+	w := &a.win[ev.Dir]
+	w.calls++
+	w.sumDur += float64(ev.Dur)
+	w.sumB += float64(ev.Bytes)
+	w.maxDur = max(w.maxDur, ev.Dur)
+	if w.calls%w.stride == 0 {
+		w.windows = append(w.windows, Window{Dir: ev.Dir.String(), Calls: w.calls, AvgUS: us(w.sumDur / float64(w.calls)),
+			AvgBytes: math.Round(w.sumB / float64(w.calls)), MaxUS: us(float64(w.maxDur))})
+		if len(w.windows) >= 64 { // keep every other window: the cumulative summary at 2× the stride
+			kept := w.windows[:0]
+			for _, x := range w.windows {
+				if x.Calls%(2*w.stride) == 0 {
+					kept = append(kept, x)
+				}
+			}
+			w.windows = kept
+			w.stride *= 2
+		}
+	}
+}
+
+func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
+	key := [2]uint64{uint64(a.cur), id}
+	if id == 0 {
+		key[1] = 1<<63 | uint64(pid)
+	}
+	c := a.conns[key]
+	if c == nil {
+		c = &connAgg{trace: a.cur, id: id}
+		c.info.ID, c.info.PID = id, pid
+		a.conns[key] = c
+		a.connOrd = append(a.connOrd, key)
+	}
+	return c
+}
+
+func (a *analyzer) connection(c *trace.Connection) {
+	ca := a.connAgg(c.ID, c.PID)
+	pid := ca.info.PID
+	ca.info = *c
+	if ca.info.PID == 0 {
+		ca.info.PID = pid
+	}
+}
+
+func (a *analyzer) marker(m *trace.Marker) {
+	switch m.Name {
+	case "phase":
+		if n := len(a.phases); n > 0 && a.phases[n-1].end == 0 {
+			a.phases[n-1].end = m.TS
+		}
+		name := m.Text
+		if name == "" {
+			name = fmt.Sprint(m.Value)
+		}
+		p := phaseAgg{name: name, start: m.TS}
+		if m.Dur > 0 {
+			p.end = m.TS + m.Dur
+		}
+		a.phases = append(a.phases, p)
+		if !isLoadPhase(name) && !a.units.inPhase {
+			a.units.inPhase = true
+			a.units.phaseStart = m.TS
+		} else if isLoadPhase(name) {
+			a.units.inPhase = false
+		}
+	case "token", a.opt.Unit:
+		if a.opt.Unit != "" && m.Name != a.opt.Unit {
+			return
+		}
+		a.tokenMarkers = true
+		a.unitBoundary(m.Name, m.TS, true)
+		if m.Dur > 0 {
+			a.units.durSum += m.Dur
+			a.units.durN++
+		}
+	}
+}
+
+func isLoadPhase(name string) bool {
+	n := strings.ToLower(name)
+	return n == "load" || n == "init" || n == "setup" || n == "warmup" || n == "prefill-load"
+}
+
+// unitBoundary marks the start of a unit of work.
+func (a *analyzer) unitBoundary(name string, ts int64, marker bool) {
+	u := &a.units
+	if marker != u.markerUnits && u.count > 0 {
+		if !marker { // markers win over protocol commands
+			return
+		}
+		*u = unitAgg{inPhase: u.inPhase, phaseStart: u.phaseStart}
+	}
+	u.markerUnits = marker
+	u.name = name
+	u.count++
+	if !u.firstSet {
+		u.first, u.firstSet = ts, true
+		if !u.inPhase && len(a.phases) == 0 {
+			u.inPhase, u.phaseStart = true, ts
+		}
+		u.msgs, u.rts, u.sent, u.recv, u.wait = 0, 0, 0, 0, 0
+	}
+	u.last = ts
+	u.spanDur = u.last - u.first
+	u.snapMsgs, u.snapRTs, u.snapSent, u.snapRecv, u.snapWait = u.msgs, u.rts, u.sent, u.recv, u.wait
+}
+
+func (a *analyzer) lostCount(l *trace.Lost) { a.lost[l.Source] = l.Count }
+
+func (a *analyzer) message(m *Message) {
+	a.frames++
+	t := &a.s.Totals.Send
+	if m.Dir == trace.DirRecv {
+		t = &a.s.Totals.Recv
+	}
+	t.Frames++
+	if m.Truncated {
+		a.truncated++
+	}
+	c := a.connAgg(m.Conn, m.PID)
+	c.dirs[m.Dir].frames++
+	a.tl.add(m.TS, 1)
+	name := m.Name
+	if name == "" && m.Command != 0 {
+		name = fmt.Sprintf("cmd%d", m.Command)
+	}
+	if name == "" && m.Protocol == "raw" {
+		name = "(raw)"
+	}
+	if name == "" {
+		name = "(unknown)"
+	}
+	k := cmdKey{proto: m.Protocol, name: name, id: m.Command, dir: m.Dir}
+	ca := a.cmds[k]
+	if ca == nil {
+		ca = &cmdAgg{}
+		a.cmds[k] = ca
+	}
+	ca.count++
+	ca.bytes += uint64(m.Size)
+	if n := len(a.phases); n > 0 {
+		p := &a.phases[n-1]
+		p.messages++
+		p.bytes += uint64(m.Size)
+	}
+	// units opened by a protocol command (ggml-rpc GRAPH_COMPUTE): only without unit markers
+	if !m.IsReply && !a.tokenMarkers && m.Protocol != "" {
+		if sp := a.specFor(m.Protocol); sp != nil && sp.OpensUnit(m.Command) && (m.Dir == trace.DirSend || a.isServerSide(m)) {
+			a.unitBoundary(sp.UnitName, m.TS, false)
+		}
+	}
+	u := &a.units
+	if u.inPhase {
+		u.msgAll++
+		if m.Dir == trace.DirSend {
+			u.sentAll += uint64(m.Size)
+		} else {
+			u.recvAll += uint64(m.Size)
+		}
+	}
+	if u.firstSet {
+		u.msgs++
+		if m.Dir == trace.DirSend {
+			u.sent += uint64(m.Size)
+		} else {
+			u.recv += uint64(m.Size)
+		}
+	}
+	pk := uint64(a.cur)<<32 | uint64(m.PID)
+	p := a.procs[pk]
+	if p == nil {
+		p = &procAgg{}
+		a.procs[pk] = p
+	}
+	switch {
+	case m.WantsReply && m.Dir == trace.DirSend: // a client's request
+		if p.pending == 0 {
+			p.blockStart = m.TS
+		}
+		p.pending++
+		a.inflMax = max(a.inflMax, p.pending)
+		a.infl.add(m.TS, float64(p.pending))
+	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
+		a.rtt.Add(m.RTT)
+		a.rttSum += float64(m.RTT)
+		ca.rtt.Add(m.RTT)
+		// the request's own slot plus what else was outstanding when it completed
+		n := p.pending
+		if n < 1 {
+			n = 1
+		}
+		h := a.byN[n]
+		if h == nil {
+			h = &Hist{}
+			a.byN[n] = h
+		}
+		h.Add(m.RTT)
+		if p.pending > 0 {
+			p.pending--
+			if p.pending == 0 {
+				w := m.End - p.blockStart
+				p.blocked += w
+				if u.firstSet {
+					u.wait += w
+				}
+			}
+		}
+		a.infl.add(m.End, float64(p.pending))
+		if u.inPhase {
+			u.rtAll++
+		}
+		if u.firstSet {
+			u.rts++
+		}
+	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
+		a.service.Add(m.RTT)
+		ca.rtt.Add(m.RTT)
+	}
+}
+
+func (a *analyzer) isServerSide(m *Message) bool { return m.Dir == trace.DirRecv }
+
+func (a *analyzer) specFor(proto string) *Spec {
+	if a.opt.Spec != nil && a.opt.Spec.Name == proto {
+		return a.opt.Spec
+	}
+	return a.specs[proto]
+}
+
+func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
+	ls, dr := d.stats()
+	a.lostSync += ls
+	a.dropped += dr
+	if a.haveTS {
+		a.durNS += a.last - a.first
+	}
+	for _, v := range a.lost {
+		a.s.Lost += v
+	}
+	if rec.Damaged() {
+		if a.s.Recovery == nil {
+			r := rec
+			a.s.Recovery = &r
+		} else {
+			a.s.Recovery.ChunksRead += rec.ChunksRead
+			a.s.Recovery.ChunksBad += rec.ChunksBad
+			a.s.Recovery.BytesSkipped += rec.BytesSkipped
+			a.s.Recovery.TruncatedBytes += rec.TruncatedBytes
+			a.s.Recovery.Clean = a.s.Recovery.Clean && rec.Clean
+		}
+		a.warnf("%s: trace damaged or cut (%s); results cover what was readable", a.s.Traces[i], rec.String())
+	}
+	// phases
+	for _, p := range a.phases {
+		end := p.end
+		if end == 0 {
+			end = a.last
+		}
+		a.s.Phases = append(a.s.Phases, PhaseStats{Name: p.name, StartS: round3(float64(p.start-a.first)/1e6) / 1e3,
+			DurationS: round3(float64(end-p.start)/1e6) / 1e3, Messages: p.messages, Bytes: p.bytes})
+	}
+	a.finishUnits(i)
+	var protos []string
+	for p := range d.protos {
+		protos = append(protos, p)
+	}
+	sort.Strings(protos)
+	if a.s.Protocol == "" {
+		a.s.Protocol = strings.Join(protos, ",")
+	} else if j := strings.Join(protos, ","); j != "" && j != a.s.Protocol {
+		a.s.Protocol += "," + j
+	}
+}
+
+// finishUnits turns one trace's unit counters into a UnitStats. Per-unit figures come from the
+// span between the first and the last unit boundary (units-1 whole units), so that what comes
+// before the first unit (loading) and after the last one does not blur them; with a single
+// unit they come from the whole unit phase.
+func (a *analyzer) finishUnits(i int) {
+	u := &a.units
+	if u.count == 0 {
+		return
+	}
+	us := UnitStats{Name: u.name, Count: u.count}
+	if u.markerUnits && u.inPhaseSeen() {
+		// marker units: the client counts the whole token phase, load excluded
+		n := float64(u.count)
+		us.MessagesPerUnit = float64(u.msgAll) / n
+		rt := u.rtAll
+		if u.haveRoundTripEvents {
+			rt = u.roundTripEvents
+		}
+		us.RoundTripsPerUnit = float64(rt) / n
+		us.BytesSentPerUnit = float64(u.sentAll) / n
+		us.BytesRecvPerUnit = float64(u.recvAll) / n
+	} else if u.count >= 2 {
+		n := float64(u.count - 1)
+		us.MessagesPerUnit = float64(u.snapMsgs) / n
+		us.RoundTripsPerUnit = float64(u.snapRTs) / n
+		us.BytesSentPerUnit = float64(u.snapSent) / n
+		us.BytesRecvPerUnit = float64(u.snapRecv) / n
+	} else {
+		us.MessagesPerUnit = float64(u.msgs)
+		us.RoundTripsPerUnit = float64(u.rts)
+		us.BytesSentPerUnit = float64(u.sent)
+		us.BytesRecvPerUnit = float64(u.recv)
+	}
+	if u.durN > 0 {
+		us.UnitTimeUS = float64(u.durSum) / float64(u.durN) / 1e3
+	} else if u.count >= 2 {
+		us.UnitTimeUS = float64(u.spanDur) / float64(u.count-1) / 1e3
+	}
+	if u.count >= 2 {
+		us.NetWaitUS = float64(u.snapWait) / float64(u.count-1) / 1e3
+	}
+	if us.UnitTimeUS > 0 {
+		us.UnitsPerS = 1e6 / us.UnitTimeUS
+		if us.NetWaitUS < us.UnitTimeUS {
+			us.MaxSpeedup = us.UnitTimeUS / (us.UnitTimeUS - us.NetWaitUS)
+		}
+	}
+	us.MessagesPerUnit = round3(us.MessagesPerUnit)
+	us.RoundTripsPerUnit = round3(us.RoundTripsPerUnit)
+	us.BytesSentPerUnit = math.Round(us.BytesSentPerUnit)
+	us.BytesRecvPerUnit = math.Round(us.BytesRecvPerUnit)
+	us.UnitTimeUS = round3(us.UnitTimeUS)
+	us.NetWaitUS = round3(us.NetWaitUS)
+	us.UnitsPerS = round3(us.UnitsPerS)
+	us.MaxSpeedup = round3(us.MaxSpeedup)
+	a.s.Units = append(a.s.Units, us)
+}
+
+func (u *unitAgg) inPhaseSeen() bool { return u.msgAll > 0 }
+
+func errnoName(e uint32) string {
+	if e == 11 {
+		return "EAGAIN"
+	}
+	s := syscall.Errno(e).Error()
+	return strings.ToUpper(strings.ReplaceAll(s, " ", "_"))
+}

@@ -1,0 +1,174 @@
+package analyzers
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// minCISamples is the fewest samples for which a percentile's confidence interval is given.
+const minCISamples = 6
+
+func (a *analyzer) finish() {
+	s := a.s
+	s.Duration = round3(float64(a.durNS)/1e6) / 1e3
+	for _, key := range a.connOrd {
+		c := a.conns[key]
+		cs := ConnStats{ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
+		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
+			ag := &c.dirs[d]
+			ds := DirStats{Calls: ag.calls, Bytes: ag.bytes, Frames: ag.frames, LatencyUS: ag.lat.latency(a.conf)}
+			if d == trace.DirSend {
+				cs.Send = ds
+			} else {
+				cs.Recv = ds
+			}
+		}
+		if cs.Send.Calls+cs.Recv.Calls+cs.Send.Frames+cs.Recv.Frames == 0 {
+			continue
+		}
+		s.Connections = append(s.Connections, cs)
+	}
+	for k, c := range a.cmds {
+		cs := CmdStats{Protocol: k.proto, Name: k.name, ID: k.id, Direction: k.dir.String(), Count: c.count, Bytes: c.bytes}
+		if c.rtt.N() > 0 {
+			l := c.rtt.latency(a.conf)
+			cs.RTTUS = &l
+		}
+		s.Commands = append(s.Commands, cs)
+	}
+	sort.Slice(s.Commands, func(i, j int) bool {
+		x, y := s.Commands[i], s.Commands[j]
+		if x.Count != y.Count {
+			return x.Count > y.Count
+		}
+		if x.Name != y.Name {
+			return x.Name < y.Name
+		}
+		return x.Direction > y.Direction
+	})
+	for k, n := range a.errs {
+		s.Errors = append(s.Errors, ErrnoCount{Errno: k.errno, Name: errnoName(k.errno), Dir: k.dir.String(), Count: n})
+	}
+	sort.Slice(s.Errors, func(i, j int) bool {
+		if s.Errors[i].Errno != s.Errors[j].Errno {
+			return s.Errors[i].Errno < s.Errors[j].Errno
+		}
+		return s.Errors[i].Dir > s.Errors[j].Dir
+	})
+
+	// round trips
+	rt := &s.RoundTrips
+	rt.Count = a.rtt.N()
+	rt.RTTUS = a.rtt.latency(a.conf)
+	var blocked int64
+	var pending int
+	for _, p := range a.procs {
+		blocked += p.blocked
+		pending += p.pending
+	}
+	rt.BlockedS = round3(float64(blocked)/1e6) / 1e3
+	rt.Unanswered = uint64(pending) + a.dropped
+	if a.service.N() > 0 {
+		l := a.service.latency(a.conf)
+		rt.ServiceUS = &l
+	}
+	if rt.Count > 0 && rt.Count < minCISamples {
+		a.warnf("round trips: %d samples, too few for a confidence interval of the median (need %d)", rt.Count, minCISamples)
+	}
+	if rt.Count > 0 && rt.Count < 1000 {
+		a.warnf("round trips: %d samples; p99.9 needs at least 1000 to mean anything", rt.Count)
+	}
+
+	// windows
+	for d := range a.win {
+		s.Windows = append(s.Windows, a.win[d].windows...)
+	}
+
+	// in flight and Little's law
+	dur := float64(a.durNS) / 1e9
+	if rt.Count > 0 && dur > 0 {
+		L := a.rttSum / 1e9 / dur // time-average of requests in flight: Σ W_i / T
+		s.InFlight = &InFlight{Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
+		lambda := float64(rt.Count) / dur
+		rows := LittleFromTable([]LittlePoint{{Label: "trace", InFlight: L, ThroughputPerS: lambda, RTTMeasuredUS: rt.RTTUS.Mean}})
+		for i := range rows {
+			rows[i] = roundLittle(rows[i])
+		}
+		s.LittlesLaw = append(s.LittlesLaw, rows...)
+	}
+
+	// batch fit over RTT by requests in flight
+	if len(a.byN) >= 2 {
+		var pts []BatchPoint
+		for n, h := range a.byN {
+			if h.N() >= 3 {
+				pts = append(pts, BatchPoint{N: float64(n), TUS: h.Mean() / 1e3, Weight: float64(h.N())})
+			}
+		}
+		sort.Slice(pts, func(i, j int) bool { return pts[i].N < pts[j].N })
+		if fit, warns, err := FitBatchModel(pts, a.conf); err == nil {
+			s.BatchFit = roundFit(fit)
+			a.warnings = append(a.warnings, warns...)
+			if curved(fit.Residuals) {
+				s.BatchRefinement = RefineBatch(pts, fit.TFixedUS)
+			}
+		}
+	}
+
+	// populations and histogram
+	h := &a.rtt
+	if h.N() == 0 {
+		h = &a.calls
+	}
+	if h.N() > 0 {
+		s.Histogram = h.buckets(40)
+		vs, cs := h.values()
+		for _, m := range FindModes(vs, cs) {
+			s.Modes = append(s.Modes, Mode{CenterUS: round3(m.CenterUS / 1e3), Share: round3(m.Share),
+				LowUS: round3(m.LowUS / 1e3), HighUS: round3(m.HighUS / 1e3)})
+		}
+	}
+	s.Timeline = a.tl.points(a.tl.origin)
+
+	// caveats
+	if s.Lost > 0 {
+		a.warnf("the producers lost %d events; counts are lower bounds", s.Lost)
+	}
+	if a.lostSync > 0 {
+		a.warnf("the decoder lost frame boundaries %d times (headers past the captured payload); frames there are not counted", a.lostSync)
+	}
+	if a.truncated > 0 {
+		a.warnf("%d frames were cut off by the end of the trace", a.truncated)
+	}
+	if a.dropped > 0 {
+		a.warnf("%d requests were never answered in the trace and dropped from pairing", a.dropped)
+	}
+	if s.Events == 0 {
+		a.warnf("the trace holds no events")
+	}
+	s.Warnings = append(s.Warnings, a.warnings...)
+}
+
+func roundLittle(r LittleRow) LittleRow {
+	r.InFlight = round3(r.InFlight)
+	r.ThroughputPerS = round3(r.ThroughputPerS)
+	r.RTTPredictedUS = round3(r.RTTPredictedUS)
+	r.RTTMeasuredUS = round3(r.RTTMeasuredUS)
+	r.Error = round3(r.Error)
+	return r
+}
+
+func roundFit(f *BatchFit) *BatchFit {
+	f.TFixedUS, f.TPerReqUS, f.R2 = round3(f.TFixedUS), round3(f.TPerReqUS), round3(f.R2)
+	f.TFixedCI = [2]float64{round3(f.TFixedCI[0]), round3(f.TFixedCI[1])}
+	f.TPerReqCI = [2]float64{round3(f.TPerReqCI[0]), round3(f.TPerReqCI[1])}
+	if !math.IsInf(f.ThroughputMax, 0) {
+		f.ThroughputMax = math.Round(f.ThroughputMax)
+	}
+	return f
+}
+
+var _ = fmt.Sprint
