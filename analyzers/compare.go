@@ -309,12 +309,19 @@ func shapeChanges(before, after []Run) []ShapeChange {
 		}
 	}
 	for _, s := range []string{"rtt", "send", "recv"} {
+		var tb, ta float64
+		x, y := pooled(before, s+"_us"), pooled(after, s+"_us")
 		p50, p99 := s+"_p50_us", s+"_p99_us"
-		if !has(before, p50) || !has(after, p50) || !has(before, p99) || !has(after, p99) {
+		switch {
+		case len(x) > 0 && len(y) > 0:
+			tb = ratio(quantile(x, 0.99), quantile(x, 0.5))
+			ta = ratio(quantile(y, 0.99), quantile(y, 0.5))
+		case has(before, p50) && has(after, p50) && has(before, p99) && has(after, p99):
+			tb = ratio(median(values(before, p99)), median(values(before, p50)))
+			ta = ratio(median(values(after, p99)), median(values(after, p50)))
+		default:
 			continue
 		}
-		tb := ratio(median(values(before, p99)), median(values(before, p50)))
-		ta := ratio(median(values(after, p99)), median(values(after, p50)))
 		if math.IsInf(tb, 0) || math.IsInf(ta, 0) {
 			continue
 		}

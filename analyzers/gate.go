@@ -362,7 +362,7 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		switch {
 		case len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples:
 			rr.Verdict = "inconclusive"
-			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with 5 per side no test can reach p < 0.0079)", summary, cfg.MinSamples, len(bv), len(cv))
+			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
 		case cvb > maxCV || cvc > maxCV:
 			rr.Verdict = "inconclusive"
 			rr.Detail = fmt.Sprintf("%s; too noisy: CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -15,8 +16,13 @@ func synthRuns(seed uint64, n int, cv float64, centres map[string]float64) []Run
 	runs := make([]Run, n)
 	for i := range runs {
 		m := map[string]float64{}
-		for k, c := range centres {
-			m[k] = c * (1 + cv*rng.NormFloat64())
+		keys := make([]string, 0, len(centres))
+		for k := range centres {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			m[k] = centres[k] * (1 + cv*rng.NormFloat64())
 		}
 		m[MetricLost] = 0
 		runs[i] = Run{Path: "run" + string(rune('a'+i%26)), Kind: "venus-run", Metrics: m}
@@ -101,18 +107,43 @@ func TestGateSampleSizeFloor(t *testing.T) {
 	}
 }
 
-// TestGateFalseAlarms is E1 on synthetic data: 200 A/A gates with 2% noise give no regression.
+// TestGateFalseAlarms is E1 on synthetic data: A/A gates with 2% noise on the timed metrics
+// and exact message counts. With allowances, no metric may alarm in more than 1% of gates; a
+// noisy metric gated with no allowance at all stays under the suite's 5% (Holm).
 func TestGateFalseAlarms(t *testing.T) {
-	alarms := 0
-	for i := uint64(0); i < 200; i++ {
-		r := Gate(synthRuns(100+2*i, 10, 0.02, centre), synthRuns(101+2*i, 10, 0.02, centre), DefaultGateConfig())
-		if r.Verdict == "regression" {
-			alarms++
+	const gates = 400
+	exact := func(runs []Run) []Run {
+		for _, r := range runs {
+			r.Metrics[MetricMessages] = 40
+		}
+		return runs
+	}
+	perMetric := map[string]int{}
+	suite := 0
+	strict := DefaultGateConfig()
+	strict.Rules = append(strict.Rules, Rule{Metric: "rtt_p90_us", Direction: "lower"})
+	noisy := map[string]float64{MetricTokensPerS: 500, MetricRTTP50: 100, MetricRTTP99: 180, "rtt_p90_us": 150}
+	for i := uint64(0); i < gates; i++ {
+		r := Gate(exact(synthRuns(100+2*i, 10, 0.02, centre)), exact(synthRuns(101+2*i, 10, 0.02, centre)), DefaultGateConfig())
+		for _, rr := range r.Rules {
+			if rr.Verdict == "regression" {
+				perMetric[rr.Metric]++
+				t.Logf("false alarm %d: %s: %s", i, rr.Metric, rr.Detail)
+			}
+		}
+		if Gate(synthRuns(5000+2*i, 10, 0.02, noisy), synthRuns(5001+2*i, 10, 0.02, noisy), strict).Verdict == "regression" {
+			suite++
 		}
 	}
-	if alarms > 2 {
-		t.Errorf("%d of 200 A/A gates failed, want ≤ 1%%", alarms)
+	for m, n := range perMetric {
+		if n > gates/100 {
+			t.Errorf("%s alarmed in %d of %d A/A gates, want ≤ 1%%", m, n, gates)
+		}
 	}
+	if suite > gates/20 {
+		t.Errorf("a suite with a zero-allowance noisy rule alarmed in %d of %d A/A gates, want ≤ 5%%", suite, gates)
+	}
+	t.Logf("per-metric alarms %v; zero-allowance suite alarms %d of %d", perMetric, suite, gates)
 }
 
 func TestCheckInputs(t *testing.T) {

@@ -1,0 +1,256 @@
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/perflab/perflab/analyzers"
+)
+
+// CompareFormats are the formats of `perflab compare --format`.
+var CompareFormats = []string{"table", "markdown", "json", "html"}
+
+// Compare writes c in format: "table" (aligned text), "markdown", "json" or "html".
+func Compare(w io.Writer, c *analyzers.Comparison, format string) error {
+	if c == nil {
+		return fmt.Errorf("render comparison: no comparison")
+	}
+	switch format {
+	case "table", "":
+		return compareTable(w, c)
+	case "markdown":
+		return compareMarkdown(w, c)
+	case "json":
+		return writeJSON(w, c)
+	case "html":
+		return compareHTML(w, c)
+	}
+	return fmt.Errorf("render comparison: unknown format %q (want %s)", format, strings.Join(CompareFormats, ", "))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("render json: %w", err)
+	}
+	return nil
+}
+
+// cmpValue formats a metric value with 4 significant digits.
+func cmpValue(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	if v != 0 && (math.Abs(v) >= 1e6 || math.Abs(v) < 1e-3) {
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	s := strconv.FormatFloat(v, 'f', 4-digitsBefore(v), 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+func digitsBefore(v float64) int {
+	d := int(math.Floor(math.Log10(math.Abs(v)))) + 1
+	if v == 0 || d < 1 {
+		d = 1
+	}
+	if d > 4 {
+		d = 4
+	}
+	return d
+}
+
+func cmpPct(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100**p)
+}
+
+func cmpCI(m analyzers.MetricChange) string {
+	if m.CILow == nil || m.CIHigh == nil {
+		return "-"
+	}
+	return fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100**m.CILow, 100**m.CIHigh)
+}
+
+func cmpP(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	if *p < 0.001 {
+		return "<0.001"
+	}
+	return strconv.FormatFloat(*p, 'f', 3, 64)
+}
+
+func cmpName(m analyzers.MetricChange) string {
+	if m.Unit == "" {
+		return m.Name
+	}
+	return m.Name + " (" + m.Unit + ")"
+}
+
+func cmpRows(c *analyzers.Comparison) [][]string {
+	rows := [][]string{{"metric", "before", "after", "change", "95% CI", "p", "n", "verdict"}}
+	for _, m := range c.Metrics {
+		rows = append(rows, []string{cmpName(m), cmpValue(m.Before), cmpValue(m.After), cmpPct(m.Change),
+			cmpCI(m), cmpP(m.PValue), fmt.Sprintf("%d/%d", m.N[0], m.N[1]), m.Verdict})
+	}
+	return rows
+}
+
+func compareTable(w io.Writer, c *analyzers.Comparison) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "before: %s\nafter:  %s\n\n", strings.Join(c.Before, ", "), strings.Join(c.After, ", "))
+	for _, r := range cmpRows(c) {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("render comparison: %w", err)
+	}
+	cmpFootnotes(w, c, "")
+	return nil
+}
+
+func cmpFootnotes(w io.Writer, c *analyzers.Comparison, bullet string) {
+	if len(c.Shape) > 0 {
+		fmt.Fprintf(w, "\nshape:\n")
+		for _, s := range c.Shape {
+			fmt.Fprintf(w, "%s  %s: %s → %s", bullet, s.Name, cmpValue(s.Before), cmpValue(s.After))
+			if s.Note != "" {
+				fmt.Fprintf(w, " (%s)", s.Note)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	var notes []string
+	for _, m := range c.Metrics {
+		if m.Note != "" {
+			notes = append(notes, m.Name+": "+m.Note)
+		}
+	}
+	fmt.Fprintf(w, "\n%s  ~: no significant change at α=%g (two-sided Mann-Whitney U); CI: bootstrap of the ratio, fixed seed\n", bullet, c.Alpha)
+	for _, n := range notes {
+		fmt.Fprintf(w, "%s  %s\n", bullet, n)
+	}
+	for _, s := range c.Warnings {
+		fmt.Fprintf(w, "%s  warning: %s\n", bullet, s)
+	}
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func compareMarkdown(w io.Writer, c *analyzers.Comparison) error {
+	fmt.Fprintf(w, "### perflab compare\n\nbefore: `%s` · after: `%s`\n\n", strings.Join(c.Before, "`, `"), strings.Join(c.After, "`, `"))
+	for i, r := range cmpRows(c) {
+		for j := range r {
+			r[j] = mdCell(r[j])
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+		if i == 0 {
+			fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(r)))
+		}
+	}
+	cmpFootnotes(w, c, "-")
+	return nil
+}
+
+type comparePage struct {
+	C      *analyzers.Comparison
+	Rows   [][]string
+	Charts []chart
+}
+
+func compareHTML(w io.Writer, c *analyzers.Comparison) error {
+	p := comparePage{C: c, Rows: cmpRows(c)}
+	for _, d := range c.Dists {
+		p.Charts = append(p.Charts,
+			chart{Name: "cdf-" + d.Name, Caption: "CDF of " + d.Name + ", before and after.", SVG: compareCDF(d)},
+			chart{Name: "hist-" + d.Name, Caption: "Histogram of " + d.Name + " (share of messages per log bucket), before and after.", SVG: compareHist(d)})
+	}
+	if err := compareTmpl.Execute(w, p); err != nil {
+		return fmt.Errorf("render comparison html: %w", err)
+	}
+	return nil
+}
+
+func compareCDF(d analyzers.DistPair) template.HTML {
+	name, title := "cdf-"+d.Name, "CDF: "+d.Name
+	if len(d.Before) == 0 || len(d.After) == 0 {
+		return noData(name, title, "no data")
+	}
+	lo := math.Min(d.Before[0].Value, d.After[0].Value)
+	hi := math.Max(d.Before[len(d.Before)-1].Value, d.After[len(d.After)-1].Value)
+	if !(lo > 0) {
+		lo = 0.1
+	}
+	if hi <= lo {
+		hi = lo * 2
+	}
+	p := newPlot(name, title, logScale(lo, hi), linScale(0, 1), "latency (µs, log)", "fraction ≤ latency")
+	for i, side := range [][]analyzers.CDFPoint{d.Before, d.After} {
+		xs, ys := make([]float64, len(side)), make([]float64, len(side))
+		for j, pt := range side {
+			xs[j], ys[j] = math.Max(pt.Value, lo), pt.Frac
+		}
+		p.step([]string{"before", "after"}[i], i, xs, ys)
+	}
+	return p.svg()
+}
+
+func compareHist(d analyzers.DistPair) template.HTML {
+	name, title := "hist-"+d.Name, "Histogram: "+d.Name
+	if len(d.Hist) == 0 {
+		return noData(name, title, "no data")
+	}
+	var maxV float64
+	for _, h := range d.Hist {
+		maxV = math.Max(maxV, math.Max(h.Before, h.After))
+	}
+	p := newPlot(name, title, logScale(d.Hist[0].LowUS, d.Hist[len(d.Hist)-1].HighUS), linScale(0, maxV), "latency (µs, log)", "share")
+	for i := 0; i < 2; i++ {
+		var lo, hi, v []float64
+		for _, h := range d.Hist {
+			// Two bars side by side in each bucket, split at the geometric middle.
+			mid := math.Sqrt(h.LowUS * h.HighUS)
+			if i == 0 {
+				lo, hi, v = append(lo, h.LowUS), append(hi, mid), append(v, h.Before)
+			} else {
+				lo, hi, v = append(lo, mid), append(hi, h.HighUS), append(v, h.After)
+			}
+		}
+		p.bars([]string{"before", "after"}[i], i, lo, hi, v)
+	}
+	return p.svg()
+}
+
+var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>perflab compare</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+td:first-child,th:first-child{text-align:left}.better{background:#e3f4e3}.worse{background:#fbe3e0}
+.warn{background:#fff4d6;border:1px solid #e0b84a;padding:.5em 1em;margin:.5em 0}
+figure{display:inline-block;margin:.5em}figcaption{font-size:.85em;color:#555;max-width:640px}
+</style></head><body>
+<h1>perflab compare</h1>
+<p>before: {{range $i, $p := .C.Before}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}} · after: {{range $i, $p := .C.After}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}}</p>
+{{range .C.Warnings}}<div class="warn">{{.}}</div>
+{{end}}<table>
+{{range $i, $r := .Rows}}{{if eq $i 0}}<tr>{{range $r}}<th>{{.}}</th>{{end}}</tr>{{else}}<tr class="{{index $r 7}}">{{range $r}}<td>{{.}}</td>{{end}}</tr>{{end}}
+{{end}}</table>
+<p>~: no significant change at α={{.C.Alpha}} (two-sided Mann-Whitney U); CI: 95% bootstrap of the ratio, fixed seed.</p>
+{{if .C.Shape}}<h2>Shape</h2><ul>{{range .C.Shape}}<li>{{.Name}}: {{printf "%.3g" .Before}} → {{printf "%.3g" .After}}{{if .Note}} ({{.Note}}){{end}}</li>{{end}}</ul>{{end}}
+{{range .Charts}}<figure id="{{.Name}}">{{.SVG}}<figcaption>{{.Caption}}</figcaption></figure>
+{{end}}</body></html>
+`))

@@ -1,0 +1,57 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/xml"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/internal/testutil"
+)
+
+func gateRuns(seed uint64, n int, scale float64) []analyzers.Run {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	runs := make([]analyzers.Run, n)
+	for i := range runs {
+		j := func() float64 { return 1 + 0.02*rng.NormFloat64() }
+		runs[i] = analyzers.Run{Path: "run", Kind: "venus-run", Metrics: map[string]float64{
+			analyzers.MetricTokensPerS: 500 / scale * j(), analyzers.MetricRTTP50: 100 * scale * j(),
+			analyzers.MetricRTTP99: 200 * scale * j(), analyzers.MetricMessages: 40, analyzers.MetricLost: 0,
+		}}
+	}
+	return runs
+}
+
+func TestGateGolden(t *testing.T) {
+	cases := map[string]*analyzers.GateResult{
+		"pass":         analyzers.Gate(gateRuns(1, 8, 1), gateRuns(2, 8, 1), nil),
+		"regression":   analyzers.Gate(gateRuns(1, 8, 1), gateRuns(2, 8, 1.3), nil),
+		"inconclusive": analyzers.Gate(gateRuns(1, 5, 1), gateRuns(2, 5, 1.3), nil),
+	}
+	for name, r := range cases {
+		if r.Verdict != name {
+			t.Fatalf("%s: verdict %s", name, r.Verdict)
+		}
+		for _, f := range GateFormats {
+			var buf bytes.Buffer
+			if err := Gate(&buf, r, f); err != nil {
+				t.Fatal(err)
+			}
+			ext := map[string]string{"table": "txt", "markdown": "md", "json": "json"}[f]
+			testutil.Golden(t, "gate-"+name+"."+ext, buf.Bytes())
+		}
+		var buf bytes.Buffer
+		if err := GateJUnit(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+		}
+		if err := xml.Unmarshal(buf.Bytes(), &v); err != nil || v.Tests != len(r.Rules) || (v.Failures > 0) != (name == "regression") {
+			t.Errorf("%s junit: %v %+v", name, err, v)
+		}
+		testutil.Golden(t, "gate-"+name+".junit.xml", buf.Bytes())
+	}
+}
