@@ -1,0 +1,7 @@
+package probes
+
+// The eBPF objects are generated from bpf/*.bpf.c and committed, so that building and testing
+// perflab needs no C compiler. `make generate` regenerates them (it installs clang when missing).
+// The probes read x86-64 system call registers, so only the amd64 object is built.
+
+//go:generate go tool bpf2go -tags linux -target amd64 -type event -type conn record bpf/record.bpf.c -- -O2 -g -Wall

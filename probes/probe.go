@@ -1,0 +1,88 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultPayloadBytes is how many bytes of each message's data an event keeps.
+	DefaultPayloadBytes = 64
+	// DefaultRingBytes is the ring buffer size: 16 MiB holds about 0.15 s of events at 1M
+	// events/s (about 100 bytes each with a 64-byte payload head), over ten drain periods.
+	DefaultRingBytes = 16 << 20
+	// DefaultDrainEvery is how often user space drains the ring. The probes submit without a
+	// wakeup (a wakeup costs about 1.6 µs, five times an event), so this timer bounds how
+	// stale the ring gets; 10 ms is 100 wakeups/s, negligible, and at 1M events/s fills about
+	// 6% of the default ring between drains.
+	DefaultDrainEvery = 10 * time.Millisecond
+)
+
+// ProgramPrefix starts the name of every eBPF program and map perflab loads, so that leftovers
+// can be recognised.
+const ProgramPrefix = "perflab_"
+
+// LostSource names the ring buffer in trace Lost records and footers.
+const LostSource = "ringbuf"
+
+// Config describes a socket probe to open.
+type Config struct {
+	// PayloadBytes is how many bytes of data each event keeps, 0..256 (DefaultPayloadBytes
+	// when negative).
+	PayloadBytes int
+	// RingBytes is the ring buffer size in bytes: a power of two, at least one page
+	// (DefaultRingBytes when 0).
+	RingBytes int
+	// WakeupBytes: a record that finds this many bytes waiting in the ring wakes the reader at
+	// once (RingBytes/4 when 0).
+	WakeupBytes int
+	// DrainEvery is how often the ring is drained without a wakeup (DefaultDrainEvery when 0).
+	DrainEvery time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.PayloadBytes < 0 {
+		c.PayloadBytes = DefaultPayloadBytes
+	}
+	if c.PayloadBytes > 256 {
+		return c, fmt.Errorf("payload bytes %d over 256", c.PayloadBytes)
+	}
+	if c.RingBytes == 0 {
+		c.RingBytes = DefaultRingBytes
+	}
+	if c.RingBytes < 4096 || c.RingBytes&(c.RingBytes-1) != 0 {
+		return c, fmt.Errorf("ring size %d is not a power of two of at least 4096 bytes", c.RingBytes)
+	}
+	if c.WakeupBytes <= 0 {
+		c.WakeupBytes = c.RingBytes / 4
+	}
+	if c.DrainEvery <= 0 {
+		c.DrainEvery = DefaultDrainEvery
+	}
+	return c, nil
+}
+
+// ErrUnsupported reports that eBPF socket probes cannot run on this platform or kernel.
+var ErrUnsupported = errors.New("eBPF socket probes are not supported here")
+
+// PrivilegeError reports the capabilities that opening probes needs and the process lacks.
+type PrivilegeError struct {
+	Missing []string // "CAP_BPF", "CAP_PERFMON"
+}
+
+func (e *PrivilegeError) Error() string {
+	return fmt.Sprintf("missing %s: run as root (sudo perflab record ...) or grant them with "+
+		"'sudo setcap cap_bpf,cap_perfmon+ep $(command -v perflab)'; without eBPF, venusd "+
+		"records itself with its in-process tracer: perflab venus run --trace FILE",
+		strings.Join(e.Missing, " and "))
+}
+
+// Counts are the probe's own counters, summed over CPUs.
+type Counts struct {
+	Produced   uint64 // event records the probes produced (written to the ring or lost)
+	LostEvents uint64 // event records that found the ring full
+	LostConns  uint64 // connection records that found the ring full (sent again with the next event)
+}

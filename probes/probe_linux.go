@@ -1,0 +1,384 @@
+//go:build linux && amd64
+
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// bpfStatsRunTime is BPF_STATS_RUN_TIME (linux/bpf.h).
+const bpfStatsRunTime = 0
+
+// Probe is a loaded and attached socket probe. Its links are tied to its file descriptors:
+// if perflab dies, the kernel detaches every program.
+type Probe struct {
+	cfg    Config
+	objs   recordObjects
+	links  []link.Link
+	names  []string
+	reader *ringbuf.Reader
+	stats  io.Closer // BPF_ENABLE_STATS descriptor; nil when run-time statistics are unavailable
+
+	// Connection ids: socket cookie -> state, in first-seen order.
+	conns   map[uint64]*connState
+	order   []*connState
+	lastErr error
+}
+
+type connState struct {
+	conn trace.Connection
+	seen bool // identity received from the kernel
+}
+
+// Open checks privileges and kernel features, loads the probes and attaches them. No process
+// is traced until AddPID or FollowChildren. Close detaches everything.
+func Open(cfg Config) (*Probe, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("open probes: %w", err)
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
+	}
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return nil, fmt.Errorf("%w: the kernel has no BPF ring buffer (Linux 5.8+ needed)", ErrUnsupported)
+		}
+		return nil, fmt.Errorf("probe ring buffer support: %w", err)
+	}
+	spec, err := loadRecord()
+	if err != nil {
+		return nil, fmt.Errorf("load probe spec: %w", err)
+	}
+	spec.Maps["perflab_events"].MaxEntries = uint32(cfg.RingBytes)
+	if err := spec.Variables["payload_bytes"].Set(uint32(cfg.PayloadBytes)); err != nil {
+		return nil, fmt.Errorf("set payload bytes: %w", err)
+	}
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(cfg.WakeupBytes)); err != nil {
+		return nil, fmt.Errorf("set wakeup bytes: %w", err)
+	}
+	p := &Probe{cfg: cfg, conns: map[uint64]*connState{}}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) && os.Getenv("PERFLAB_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "%+v\n", ve)
+		}
+		return nil, fmt.Errorf("load probes: %w", err)
+	}
+	// Statistics first, so that the programs' run time counts from their first run.
+	if st, err := ebpf.EnableStats(bpfStatsRunTime); err == nil {
+		p.stats = st
+	}
+	progs := []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"perflab_enter", p.objs.PerflabEnter},
+		{"perflab_send", p.objs.PerflabSend},
+		{"perflab_recv", p.objs.PerflabRecv},
+		{"perflab_exit", p.objs.PerflabExit},
+		{"perflab_fork", p.objs.PerflabFork},
+		{"perflab_pexit", p.objs.PerflabPexit},
+	}
+	for _, pr := range progs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: pr.prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("attach %s: %w", pr.name, err)
+		}
+		p.links = append(p.links, l)
+		p.names = append(p.names, pr.name)
+	}
+	p.reader, err = ringbuf.NewReader(p.objs.PerflabEvents)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	return p, nil
+}
+
+// Probes names the attached programs and their hooks, for trace metadata.
+func (p *Probe) Probes() []string {
+	return []string{
+		"tp_btf/sys_enter", "tp_btf/sock_send_length", "tp_btf/sock_recv_length",
+		"tp_btf/sys_exit", "tp_btf/sched_process_fork", "tp_btf/sched_process_exit",
+	}
+}
+
+// AddPID makes process pid (all its threads, and the children it forks from now on) a target.
+func (p *Probe) AddPID(pid uint32) error {
+	if err := p.objs.PerflabTargets.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("add target %d: %w", pid, err)
+	}
+	return nil
+}
+
+// FollowChildren makes every process that pid forks from now on a target, without tracing pid
+// itself; perflab calls it on itself around starting a command so that the command's first
+// message is seen. The returned function stops it.
+func (p *Probe) FollowChildren(pid uint32) (stop func() error, err error) {
+	if err := p.objs.PerflabSpawners.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+		return nil, fmt.Errorf("follow children of %d: %w", pid, err)
+	}
+	return func() error {
+		if err := p.objs.PerflabSpawners.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("stop following children of %d: %w", pid, err)
+		}
+		return nil
+	}, nil
+}
+
+// Targets returns the target processes still alive (the kernel side drops a process when its
+// last thread exits).
+func (p *Probe) Targets() ([]uint32, error) {
+	var (
+		k   uint32
+		v   uint8
+		out []uint32
+	)
+	it := p.objs.PerflabTargets.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, k)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list targets: %w", err)
+	}
+	return out, nil
+}
+
+// Counts reads the probes' produced and lost counters.
+func (p *Probe) Counts() (Counts, error) {
+	var c Counts
+	read := func(slot uint32) (uint64, error) {
+		var per []uint64
+		if err := p.objs.PerflabCounts.Lookup(slot, &per); err != nil {
+			return 0, fmt.Errorf("read counter %d: %w", slot, err)
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		return sum, nil
+	}
+	var err error
+	if c.LostEvents, err = read(0); err != nil {
+		return c, err
+	}
+	if c.LostConns, err = read(1); err != nil {
+		return c, err
+	}
+	if c.Produced, err = read(2); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Run drains the ring into emit until ctx is done or every target process has exited, then
+// drains what is left
+// and emits the final lost count and the connections with their last-seen times. The ring is
+// read on a DrainEvery timer; the kernel side wakes the reader early when the ring fills past
+// WakeupBytes. It returns nil on a normal stop, or the first error of emit.
+func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
+	var (
+		rec      ringbuf.Record
+		out      trace.Record
+		lastLost uint64
+		sentLost bool
+	)
+	emitLost := func(force bool) error {
+		c, err := p.Counts()
+		if err != nil {
+			return err
+		}
+		if !force && sentLost && c.LostEvents == lastLost {
+			return nil
+		}
+		lastLost, sentLost = c.LostEvents, true
+		out = trace.Record{Kind: trace.KindLost, Lost: trace.Lost{Source: LostSource, Count: c.LostEvents}}
+		return emit(&out)
+	}
+	finish := func() error {
+		// Drain what is in the ring now, then close the account.
+		p.reader.SetDeadline(time.Now().Add(-time.Second))
+		for {
+			err := p.reader.ReadInto(&rec)
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					return fmt.Errorf("drain ring buffer: %w", err)
+				}
+				break
+			}
+			if err := p.handle(rec.RawSample, &out, emit); err != nil {
+				return err
+			}
+		}
+		for _, cs := range p.order {
+			out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
+			if err := emit(&out); err != nil {
+				return err
+			}
+		}
+		return emitLost(true)
+	}
+	p.reader.SetDeadline(time.Now().Add(p.cfg.DrainEvery))
+	for {
+		err := p.reader.ReadInto(&rec)
+		if err == nil {
+			if err := p.handle(rec.RawSample, &out, emit); err != nil {
+				return err
+			}
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		// A drain tick: the ring is empty now.
+		if ctx.Err() != nil {
+			return finish()
+		}
+		if t, err := p.Targets(); err != nil {
+			return err
+		} else if len(t) == 0 {
+			return finish()
+		}
+		if err := emitLost(false); err != nil {
+			return err
+		}
+		p.reader.SetDeadline(time.Now().Add(p.cfg.DrainEvery))
+	}
+}
+
+// handle converts one ring-buffer record and emits it.
+func (p *Probe) handle(b []byte, out *trace.Record, emit func(*trace.Record) error) error {
+	kind, err := decodeKind(b)
+	if err != nil {
+		return nil
+	}
+	switch kind {
+	case kindConn:
+		var rc rawConn
+		if err := decodeConn(b, &rc); err != nil {
+			p.lastErr = err
+			return nil
+		}
+		cs := p.conns[rc.Cookie]
+		if cs == nil {
+			cs = p.newConn(rc.Cookie, int64(rc.TS))
+		}
+		first, last := cs.conn.FirstSeen, cs.conn.LastSeen
+		toConnection(&rc, cs.conn.ID, &cs.conn)
+		cs.conn.FirstSeen, cs.conn.LastSeen = min(first, int64(rc.TS)), max(last, int64(rc.TS))
+		cs.seen = true
+		*out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
+		return emit(out)
+	case kindEvent:
+		var re rawEvent
+		if err := decodeEvent(b, &re); err != nil {
+			p.lastErr = err
+			return nil
+		}
+		cs := p.conns[re.Cookie]
+		if cs == nil {
+			// The identity record was lost with a full ring; it is sent again with the next
+			// event of this socket. Until then the connection is known by its family only.
+			cs = p.newConn(re.Cookie, int64(re.TS))
+			cs.conn.Family = familyOf(re.Family, 0, 0)
+			cs.conn.PID = re.PID
+			*out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
+			if err := emit(out); err != nil {
+				return err
+			}
+		}
+		if end := int64(re.TS + re.Dur); end > cs.conn.LastSeen {
+			cs.conn.LastSeen = end
+		}
+		out.Kind = trace.KindEvent
+		toEvent(&re, cs.conn.ID, &out.Event)
+		return emit(out)
+	}
+	return nil
+}
+
+func (p *Probe) newConn(cookie uint64, ts int64) *connState {
+	cs := &connState{conn: trace.Connection{ID: uint64(len(p.order) + 1), FirstSeen: ts, LastSeen: ts}}
+	p.conns[cookie] = cs
+	p.order = append(p.order, cs)
+	return cs
+}
+
+// Stats returns the probes' counters and costs for the trace footer: events produced and lost,
+// and, when the kernel's BPF run-time statistics could be enabled, the run count and total run
+// time of each program and the kernel time per event (all programs' time over events produced:
+// it includes the filtering of other processes' system calls).
+func (p *Probe) Stats() map[string]int64 {
+	st := map[string]int64{}
+	if c, err := p.Counts(); err == nil {
+		st["probe_events"] = int64(c.Produced)
+		st["probe_lost_events"] = int64(c.LostEvents)
+		st["probe_lost_connections"] = int64(c.LostConns)
+	}
+	if p.stats == nil {
+		return st
+	}
+	var total time.Duration
+	var runs uint64
+	progs := []*ebpf.Program{p.objs.PerflabEnter, p.objs.PerflabSend, p.objs.PerflabRecv,
+		p.objs.PerflabExit, p.objs.PerflabFork, p.objs.PerflabPexit}
+	for i, pr := range progs {
+		s, err := pr.Stats()
+		if err != nil {
+			continue
+		}
+		name := strings.TrimPrefix(p.names[i], ProgramPrefix)
+		st["probe_"+name+"_runs"] = int64(s.RunCount)
+		st["probe_"+name+"_ns"] = int64(s.Runtime)
+		total += s.Runtime
+		runs += s.RunCount
+	}
+	st["probe_runs"] = int64(runs)
+	st["probe_run_ns"] = int64(total)
+	if runs > 0 {
+		st["probe_ns_per_run"] = int64(total) / int64(runs)
+	}
+	if ev := st["probe_events"]; ev > 0 {
+		st["probe_ns_per_event"] = int64(total) / ev
+	}
+	return st
+}
+
+// Close detaches the programs and frees the maps. It is safe to call more than once.
+func (p *Probe) Close() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	if p.reader != nil {
+		errs = append(errs, p.reader.Close())
+		p.reader = nil
+	}
+	if p.stats != nil {
+		errs = append(errs, p.stats.Close())
+		p.stats = nil
+	}
+	errs = append(errs, p.objs.Close())
+	p.objs = recordObjects{}
+	return errors.Join(errs...)
+}
