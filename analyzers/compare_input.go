@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -43,16 +42,10 @@ type Baseline struct {
 // maxInputBytes bounds a JSON input file read whole (analyze json, venus run json, baselines).
 const maxInputBytes = 256 << 20
 
-// ErrTraceInput is returned by LoadRuns for a trace when no trace analyser is linked in.
-var ErrTraceInput = errors.New("trace inputs need the trace analyser")
-
-// TraceLoader turns a trace file into a Run. LoadRuns uses it for inputs that are not JSON.
-type TraceLoader func(path string, opt Options) (Run, error)
-
 // LoadRuns reads the runs in path: an analyze json, a venus run json (one object, or several as
-// JSON lines), a gate baseline, or — through load — a trace. It names the file and what is
-// wrong on error.
-func LoadRuns(path string, opt Options, load TraceLoader) ([]Run, bool, error) {
+// JSON lines), a gate baseline, or a trace (LoadTrace). It also reports whether the runs are
+// ratios (a relative baseline). It names the file and what is wrong on error.
+func LoadRuns(path string, opt Options) ([]Run, bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, fmt.Errorf("open %s: %w", path, err)
@@ -62,10 +55,7 @@ func LoadRuns(path string, opt Options, load TraceLoader) ([]Run, bool, error) {
 	n, _ := io.ReadFull(f, head)
 	head = head[:n]
 	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		if load == nil {
-			return nil, false, fmt.Errorf("%s: %w", path, ErrTraceInput)
-		}
-		r, err := load(path, opt)
+		r, err := LoadTrace(path, opt)
 		if err != nil {
 			return nil, false, err
 		}
@@ -154,12 +144,16 @@ func venusRun(name string, raw []byte) (Run, error) {
 			BytesSent  *float64 `json:"bytes_sent"`
 			BytesRecv  *float64 `json:"bytes_recv"`
 		} `json:"per_token"`
-		RTT *Latency `json:"rtt_us"`
+		RTT  *Latency `json:"rtt_us"`
+		Ping *struct {
+			P50 float64 `json:"rtt_p50_us"`
+			P99 float64 `json:"rtt_p99_us"`
+		} `json:"ping"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return Run{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if v.TokensPerS == nil {
+	if v.TokensPerS == nil && v.Ping == nil {
 		return Run{}, fmt.Errorf("%s: no tokens_per_s", name)
 	}
 	r := Run{Path: name, Kind: "venus-run", Mode: v.Mode, Metrics: map[string]float64{}, Lost: v.Lost}
@@ -173,6 +167,10 @@ func venusRun(name string, raw []byte) (Run, error) {
 	set(MetricRoundTrips, v.PerToken.RoundTrips)
 	set(MetricBytesSent, v.PerToken.BytesSent)
 	set(MetricBytesRecv, v.PerToken.BytesRecv)
+	if v.Ping != nil && v.Ping.P50 > 0 {
+		r.Metrics[MetricRTTP50] = v.Ping.P50
+		r.Metrics[MetricRTTP99] = v.Ping.P99
+	}
 	if v.RTT != nil && v.RTT.P50 > 0 {
 		r.Metrics[MetricRTTP50] = v.RTT.P50
 		r.Metrics[MetricRTTP90] = v.RTT.P90

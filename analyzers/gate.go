@@ -32,6 +32,9 @@ type Rule struct {
 	Alpha     float64 `json:"alpha,omitempty"`      // significance after correction; 0 = the config's
 	MinEffect float64 `json:"min_effect,omitempty"` // smallest change that may fail; 0 = the config's
 	MaxCV     float64 `json:"max_cv,omitempty"`     // noise ceiling; 0 = the config's
+	// Optional rules (the defaults) are skipped, with a warning, when neither side measures
+	// their metric; a configured rule whose metric is missing is inconclusive.
+	Optional bool `json:"-"`
 }
 
 // GateConfig is a gate's rules and policies.
@@ -53,11 +56,11 @@ func DefaultGateConfig() *GateConfig {
 		Alpha: DefaultAlpha, MinSamples: DefaultMinSamples, MaxCV: DefaultMaxCV, MinEffect: DefaultMinEffect,
 		OnInconclusive: "pass",
 		Rules: []Rule{
-			{Metric: MetricRTTP50, Direction: "lower", Allowed: 0.10},
-			{Metric: MetricRTTP99, Direction: "lower", Allowed: 0.25},
-			{Metric: MetricMessages, Direction: "lower", Allowed: 0},
-			{Metric: MetricTokensPerS, Direction: "higher", Allowed: 0.10},
-			{Metric: MetricLost, Direction: "zero"},
+			{Metric: MetricRTTP50, Direction: "lower", Allowed: 0.10, Optional: true},
+			{Metric: MetricRTTP99, Direction: "lower", Allowed: 0.25, Optional: true},
+			{Metric: MetricMessages, Direction: "lower", Allowed: 0, Optional: true},
+			{Metric: MetricTokensPerS, Direction: "higher", Allowed: 0.10, Optional: true},
+			{Metric: MetricLost, Direction: "zero", Optional: true},
 		},
 	}
 }
@@ -317,6 +320,10 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		rr := RuleResult{Metric: rule.Metric, Direction: rule.Direction, Allowed: rule.Allowed}
 		bv, cv := values(base, rule.Metric), values(cur, rule.Metric)
 		rr.N = [2]int{len(bv), len(cv)}
+		if rule.Optional && len(bv) == 0 && len(cv) == 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: not measured by these inputs; default rule skipped", rule.Metric))
+			continue
+		}
 		if rule.Direction == "zero" {
 			worst := 0.0
 			for _, v := range cv {

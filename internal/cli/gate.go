@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/reports"
+)
+
+func init() {
+	Register(&Command{
+		Name:    "gate",
+		Summary: "gate CI on performance: compare current runs with a baseline; exit 0 pass, 1 regression, 2 bad input",
+		Usage: "--baseline FILE [--config FILE] [--relative-to REF,...] [--runs N] [--format table|markdown|json] [-o FILE] " +
+			"[--junit FILE] [--on-inconclusive pass|fail] [--update] CURRENT...  (traces, analyze json, venus run json or JSON lines of runs)",
+		Run: runGate,
+	})
+}
+
+// writer is where a report goes.
+type writer = io.Writer
+
+// writeOutput renders to the file path, or to stdout when path is "".
+func writeOutput(env *Env, path string, render func(writer) error) error {
+	if path == "" {
+		if err := render(env.Stdout); err != nil {
+			return BadInput("%v", err)
+		}
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := render(&buf); err != nil {
+		return BadInput("%v", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return BadInput("write %s: %v", path, err)
+	}
+	return nil
+}
+
+func runGate(ctx context.Context, env *Env, args []string) error {
+	c := commands["gate"]
+	fs := NewFlagSet(env, c)
+	baseline := fs.String("baseline", "", "baseline `FILE`: a gate baseline (written by --update) or runs, comma-separated")
+	config := fs.String("config", "", "rules `FILE` (default: p50 and p99 round trip, messages per token, tokens/s, no lost events)")
+	relTo := fs.String("relative-to", "", "reference runs measured alongside CURRENT (comma-separated, paired in order): gate current/reference ratios")
+	runs := fs.Int("runs", analyzers.DefaultMinSamples, "runs per side needed for a verdict (at least 6)")
+	format := fs.String("format", "table", "output `format`: "+strings.Join(reports.GateFormats, ", "))
+	out := fs.String("o", "", "write the report to `FILE` instead of stdout")
+	junit := fs.String("junit", "", "also write a JUnit XML report to `FILE`")
+	onInc := fs.String("on-inconclusive", "", "what an inconclusive gate does: pass (default, with a warning) or fail")
+	update := fs.Bool("update", false, "write CURRENT (as ratios with --relative-to) to the --baseline file instead of gating")
+	protocol := fs.String("protocol", "auto", "protocol decoder for traces: auto, venus, ggml-rpc, resp, raw")
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *baseline == "" {
+		return BadInput("--baseline is required")
+	}
+	if len(pos) == 0 {
+		return BadInput("want at least one CURRENT file")
+	}
+	if *runs < analyzers.DefaultMinSamples {
+		return BadInput("-runs must be at least %d (with fewer runs no Mann-Whitney test can reach p < 0.0079), got %d", analyzers.DefaultMinSamples, *runs)
+	}
+	if !validFormat(*format, reports.GateFormats) {
+		return BadInput("-format must be one of %s, got %q", strings.Join(reports.GateFormats, ", "), *format)
+	}
+	cfg := analyzers.DefaultGateConfig()
+	if *config != "" {
+		f, err := os.Open(*config)
+		if err != nil {
+			return BadInput("open %s: %v", *config, err)
+		}
+		cfg, err = analyzers.ParseGateConfig(f, *config)
+		f.Close()
+		if err != nil {
+			return BadInput("%v", err)
+		}
+	}
+	if *runs > cfg.MinSamples {
+		cfg.MinSamples = *runs
+	}
+	switch *onInc {
+	case "":
+	case "pass", "fail":
+		cfg.OnInconclusive = *onInc
+	default:
+		return BadInput("-on-inconclusive must be pass or fail, got %q", *onInc)
+	}
+	opt := analyzers.Options{Protocol: *protocol}
+	cur, _, err := loadSide(strings.Join(pos, ","), opt)
+	if err != nil {
+		return err
+	}
+	if *relTo != "" {
+		refs, _, err := loadSide(*relTo, opt)
+		if err != nil {
+			return err
+		}
+		if err := analyzers.CheckInputs(refs, cfg); err != nil {
+			return BadInput("%v", err)
+		}
+		if cur, err = analyzers.Ratios(cur, refs); err != nil {
+			return BadInput("--relative-to: %v", err)
+		}
+	}
+	if err := analyzers.CheckInputs(cur, cfg); err != nil {
+		return BadInput("%v", err)
+	}
+	if *update {
+		data, err := analyzers.MarshalBaseline(cur, *relTo != "")
+		if err != nil {
+			return BadInput("%v", err)
+		}
+		if err := os.WriteFile(*baseline, data, 0o644); err != nil {
+			return BadInput("write %s: %v", *baseline, err)
+		}
+		fmt.Fprintf(env.Stderr, "perflab gate: wrote %s with %d runs\n", *baseline, len(cur))
+		return nil
+	}
+	base, rel, err := loadSide(*baseline, opt)
+	if err != nil {
+		return err
+	}
+	if rel != (*relTo != "") {
+		if rel {
+			return BadInput("%s holds ratios to reference runs: give the reference runs with --relative-to", *baseline)
+		}
+		return BadInput("--relative-to gives ratios but %s holds absolute runs", *baseline)
+	}
+	if err := analyzers.CheckInputs(base, cfg); err != nil {
+		return BadInput("baseline: %v", err)
+	}
+	res := analyzers.Gate(base, cur, cfg)
+	res.Relative = rel
+	if err := writeOutput(env, *out, func(w writer) error { return reports.Gate(w, res, *format) }); err != nil {
+		return err
+	}
+	if *junit != "" {
+		if err := writeOutput(env, *junit, func(w writer) error { return reports.GateJUnit(w, res) }); err != nil {
+			return err
+		}
+	}
+	switch res.Verdict {
+	case "regression":
+		fmt.Fprintf(env.Stderr, "perflab gate: REGRESSION\n")
+		return Exit(ExitFailed)
+	case "inconclusive":
+		fmt.Fprintf(env.Stderr, "perflab gate: WARNING: INCONCLUSIVE — %s\n", inconclusiveWhy(res))
+		if cfg.OnInconclusive == "fail" {
+			return Exit(ExitFailed)
+		}
+		fmt.Fprintf(env.Stderr, "perflab gate: WARNING: passing anyway (--on-inconclusive pass); this gate did not check those rules\n")
+	}
+	return nil
+}
+
+func inconclusiveWhy(r *analyzers.GateResult) string {
+	var parts []string
+	for _, rr := range r.Rules {
+		if rr.Verdict == "inconclusive" {
+			parts = append(parts, rr.Metric+": "+rr.Detail)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
