@@ -99,6 +99,18 @@ type procAgg struct {
 	pending    int
 	blockStart int64
 	blocked    int64
+	lastTS     int64   // time of the last change of pending, ns
+	area       float64 // ∫ pending dt, request·ns
+}
+
+// advance integrates the requests in flight up to ts.
+func (p *procAgg) advance(ts int64) {
+	if ts > p.lastTS {
+		if p.lastTS > 0 {
+			p.area += float64(p.pending) * float64(ts-p.lastTS)
+		}
+		p.lastTS = ts
+	}
 }
 
 type windowAgg struct {
@@ -110,39 +122,22 @@ type windowAgg struct {
 	windows []Window
 }
 
-type phaseAgg struct {
-	name       string
-	start, end int64
-	messages   uint64
-	bytes      uint64
+// msgRec is what the unit and phase attribution keeps of a message: 16 bytes, so a trace's
+// messages fit in well under the 64 bytes per event that analyze may use.
+type msgRec struct {
+	ts   int64
+	size uint32
+	kind uint8
 }
 
-// unitAgg counts units of work in one trace. Two spans are kept: the unit phase (after the
-// load phase, from phase markers or the first unit), and the span between the first and the
-// latest unit boundary (snapshotted at each boundary).
-type unitAgg struct {
-	name        string
-	count       uint64
-	markerUnits bool // units come from markers, not protocol commands
-	firstSet    bool
-	first, last int64 // first and latest boundary, ns
-	spanDur     int64
+const (
+	recSend      = 1 << iota // the message was sent (else received)
+	recRoundTrip             // a client's reply completing a round trip
+	recUnit                  // a request that opens a unit of work (spec unit command)
+	recRTEvent               // a tracer's round-trip event (not a message)
+)
 
-	msgs, rts, sent, recv uint64 // since the first boundary
-	wait                  int64  // ns blocked on round trips since the first boundary
-	snapMsgs, snapRTs     uint64 // the same, at the latest boundary
-	snapSent, snapRecv    uint64
-	snapWait              int64
-
-	inPhase             bool // inside the unit phase
-	phaseStart          int64
-	msgAll, rtAll       uint64 // over the unit phase
-	sentAll, recvAll    uint64
-	roundTripEvents     uint64 // tracer round-trip events in the unit phase
-	haveRoundTripEvents bool
-	durSum              int64 // marker spans' total duration
-	durN                uint64
-}
+type interval struct{ from, to int64 }
 
 // analyzer is the sink that builds a Summary in one pass, in memory bounded by the number of
 // connections, commands and processes, never by the number of events.
@@ -169,14 +164,15 @@ type analyzer struct {
 	infl              series
 	tl                series
 	win               [3]windowAgg
-	phases            []phaseAgg
-	units             unitAgg
 	lost              map[string]uint64
 	lostSync, dropped uint64
 	truncated         uint64
 	frames            uint64
 	specs             map[string]*Spec // by name: the built-ins and the chosen spec
-	tokenMarkers      bool
+	recs              []msgRec         // this trace's messages, for units and phases
+	marks             []trace.Marker   // this trace's phase and unit markers
+	blocks            []interval       // this trace's intervals with a client blocked on a reply
+	unitSpec          string           // unit name of the spec unit commands seen
 	warnings          []string
 }
 
@@ -226,10 +222,8 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.cur = i
 	a.s.Traces = append(a.s.Traces, filepath.Base(path))
 	a.s.Meta = append(a.s.Meta, meta)
-	a.units = unitAgg{}
 	a.haveTS = false
-	a.phases = a.phases[:0:0]
-	a.tokenMarkers = false
+	a.recs, a.marks, a.blocks, a.unitSpec = a.recs[:0], a.marks[:0], a.blocks[:0], ""
 	if a.lost == nil || i > 0 {
 		a.lost = map[string]uint64{}
 	}
@@ -246,9 +240,8 @@ func (a *analyzer) event(ev *trace.Event) {
 		a.last = max(a.last, end)
 	}
 	if ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
-		if ev.Op == trace.OpRoundTrip && a.units.inPhase {
-			a.units.haveRoundTripEvents = true
-			a.units.roundTripEvents++
+		if ev.Op == trace.OpRoundTrip {
+			a.recs = append(a.recs, msgRec{ts: ev.TS, kind: recRTEvent})
 		}
 		return
 	}
@@ -317,66 +310,19 @@ func (a *analyzer) connection(c *trace.Connection) {
 }
 
 func (a *analyzer) marker(m *trace.Marker) {
-	switch m.Name {
-	case "phase":
-		if n := len(a.phases); n > 0 && a.phases[n-1].end == 0 {
-			a.phases[n-1].end = m.TS
-		}
-		name := m.Text
-		if name == "" {
-			name = fmt.Sprint(m.Value)
-		}
-		p := phaseAgg{name: name, start: m.TS}
-		if m.Dur > 0 {
-			p.end = m.TS + m.Dur
-		}
-		a.phases = append(a.phases, p)
-		if !isLoadPhase(name) && !a.units.inPhase {
-			a.units.inPhase = true
-			a.units.phaseStart = m.TS
-		} else if isLoadPhase(name) {
-			a.units.inPhase = false
-		}
-	case "token", a.opt.Unit:
-		if a.opt.Unit != "" && m.Name != a.opt.Unit {
-			return
-		}
-		a.tokenMarkers = true
-		a.unitBoundary(m.Name, m.TS, true)
-		if m.Dur > 0 {
-			a.units.durSum += m.Dur
-			a.units.durN++
-		}
+	unit := a.opt.Unit
+	if unit == "" {
+		unit = "token"
+	}
+	if m.Name == "phase" || m.Name == unit {
+		mk := *m
+		a.marks = append(a.marks, mk)
 	}
 }
 
 func isLoadPhase(name string) bool {
 	n := strings.ToLower(name)
-	return n == "load" || n == "init" || n == "setup" || n == "warmup" || n == "prefill-load"
-}
-
-// unitBoundary marks the start of a unit of work.
-func (a *analyzer) unitBoundary(name string, ts int64, marker bool) {
-	u := &a.units
-	if marker != u.markerUnits && u.count > 0 {
-		if !marker { // markers win over protocol commands
-			return
-		}
-		*u = unitAgg{inPhase: u.inPhase, phaseStart: u.phaseStart}
-	}
-	u.markerUnits = marker
-	u.name = name
-	u.count++
-	if !u.firstSet {
-		u.first, u.firstSet = ts, true
-		if !u.inPhase && len(a.phases) == 0 {
-			u.inPhase, u.phaseStart = true, ts
-		}
-		u.msgs, u.rts, u.sent, u.recv, u.wait = 0, 0, 0, 0, 0
-	}
-	u.last = ts
-	u.spanDur = u.last - u.first
-	u.snapMsgs, u.snapRTs, u.snapSent, u.snapRecv, u.snapWait = u.msgs, u.rts, u.sent, u.recv, u.wait
+	return n == "load" || n == "init" || n == "setup" || n == "warmup"
 }
 
 func (a *analyzer) lostCount(l *trace.Lost) { a.lost[l.Source] = l.Count }
@@ -412,32 +358,14 @@ func (a *analyzer) message(m *Message) {
 	}
 	ca.count++
 	ca.bytes += uint64(m.Size)
-	if n := len(a.phases); n > 0 {
-		p := &a.phases[n-1]
-		p.messages++
-		p.bytes += uint64(m.Size)
+	rec := msgRec{ts: m.TS, size: uint32(min(m.Size, math.MaxUint32))}
+	if m.Dir == trace.DirSend {
+		rec.kind |= recSend
 	}
-	// units opened by a protocol command (ggml-rpc GRAPH_COMPUTE): only without unit markers
-	if !m.IsReply && !a.tokenMarkers && m.Protocol != "" {
-		if sp := a.specFor(m.Protocol); sp != nil && sp.OpensUnit(m.Command) && (m.Dir == trace.DirSend || a.isServerSide(m)) {
-			a.unitBoundary(sp.UnitName, m.TS, false)
-		}
-	}
-	u := &a.units
-	if u.inPhase {
-		u.msgAll++
-		if m.Dir == trace.DirSend {
-			u.sentAll += uint64(m.Size)
-		} else {
-			u.recvAll += uint64(m.Size)
-		}
-	}
-	if u.firstSet {
-		u.msgs++
-		if m.Dir == trace.DirSend {
-			u.sent += uint64(m.Size)
-		} else {
-			u.recv += uint64(m.Size)
+	if !m.IsReply {
+		if sp := a.specs[m.Protocol]; sp != nil && sp.OpensUnit(m.Command) {
+			rec.kind |= recUnit
+			a.unitSpec = sp.UnitName
 		}
 	}
 	pk := uint64(a.cur)<<32 | uint64(m.PID)
@@ -448,6 +376,7 @@ func (a *analyzer) message(m *Message) {
 	}
 	switch {
 	case m.WantsReply && m.Dir == trace.DirSend: // a client's request
+		p.advance(m.TS)
 		if p.pending == 0 {
 			p.blockStart = m.TS
 		}
@@ -469,36 +398,21 @@ func (a *analyzer) message(m *Message) {
 			a.byN[n] = h
 		}
 		h.Add(m.RTT)
+		p.advance(m.End)
 		if p.pending > 0 {
 			p.pending--
 			if p.pending == 0 {
-				w := m.End - p.blockStart
-				p.blocked += w
-				if u.firstSet {
-					u.wait += w
-				}
+				p.blocked += m.End - p.blockStart
+				a.blocks = append(a.blocks, interval{p.blockStart, m.End})
 			}
 		}
 		a.infl.add(m.End, float64(p.pending))
-		if u.inPhase {
-			u.rtAll++
-		}
-		if u.firstSet {
-			u.rts++
-		}
+		rec.kind |= recRoundTrip
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
 		a.service.Add(m.RTT)
 		ca.rtt.Add(m.RTT)
 	}
-}
-
-func (a *analyzer) isServerSide(m *Message) bool { return m.Dir == trace.DirRecv }
-
-func (a *analyzer) specFor(proto string) *Spec {
-	if a.opt.Spec != nil && a.opt.Spec.Name == proto {
-		return a.opt.Spec
-	}
-	return a.specs[proto]
+	a.recs = append(a.recs, rec)
 }
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
@@ -524,16 +438,7 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		}
 		a.warnf("%s: trace damaged or cut (%s); results cover what was readable", a.s.Traces[i], rec.String())
 	}
-	// phases
-	for _, p := range a.phases {
-		end := p.end
-		if end == 0 {
-			end = a.last
-		}
-		a.s.Phases = append(a.s.Phases, PhaseStats{Name: p.name, StartS: round3(float64(p.start-a.first)/1e6) / 1e3,
-			DurationS: round3(float64(end-p.start)/1e6) / 1e3, Messages: p.messages, Bytes: p.bytes})
-	}
-	a.finishUnits(i)
+	a.phasesAndUnits(i)
 	var protos []string
 	for p := range d.protos {
 		protos = append(protos, p)
@@ -545,66 +450,6 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		a.s.Protocol += "," + j
 	}
 }
-
-// finishUnits turns one trace's unit counters into a UnitStats. Per-unit figures come from the
-// span between the first and the last unit boundary (units-1 whole units), so that what comes
-// before the first unit (loading) and after the last one does not blur them; with a single
-// unit they come from the whole unit phase.
-func (a *analyzer) finishUnits(i int) {
-	u := &a.units
-	if u.count == 0 {
-		return
-	}
-	us := UnitStats{Name: u.name, Count: u.count}
-	if u.markerUnits && u.inPhaseSeen() {
-		// marker units: the client counts the whole token phase, load excluded
-		n := float64(u.count)
-		us.MessagesPerUnit = float64(u.msgAll) / n
-		rt := u.rtAll
-		if u.haveRoundTripEvents {
-			rt = u.roundTripEvents
-		}
-		us.RoundTripsPerUnit = float64(rt) / n
-		us.BytesSentPerUnit = float64(u.sentAll) / n
-		us.BytesRecvPerUnit = float64(u.recvAll) / n
-	} else if u.count >= 2 {
-		n := float64(u.count - 1)
-		us.MessagesPerUnit = float64(u.snapMsgs) / n
-		us.RoundTripsPerUnit = float64(u.snapRTs) / n
-		us.BytesSentPerUnit = float64(u.snapSent) / n
-		us.BytesRecvPerUnit = float64(u.snapRecv) / n
-	} else {
-		us.MessagesPerUnit = float64(u.msgs)
-		us.RoundTripsPerUnit = float64(u.rts)
-		us.BytesSentPerUnit = float64(u.sent)
-		us.BytesRecvPerUnit = float64(u.recv)
-	}
-	if u.durN > 0 {
-		us.UnitTimeUS = float64(u.durSum) / float64(u.durN) / 1e3
-	} else if u.count >= 2 {
-		us.UnitTimeUS = float64(u.spanDur) / float64(u.count-1) / 1e3
-	}
-	if u.count >= 2 {
-		us.NetWaitUS = float64(u.snapWait) / float64(u.count-1) / 1e3
-	}
-	if us.UnitTimeUS > 0 {
-		us.UnitsPerS = 1e6 / us.UnitTimeUS
-		if us.NetWaitUS < us.UnitTimeUS {
-			us.MaxSpeedup = us.UnitTimeUS / (us.UnitTimeUS - us.NetWaitUS)
-		}
-	}
-	us.MessagesPerUnit = round3(us.MessagesPerUnit)
-	us.RoundTripsPerUnit = round3(us.RoundTripsPerUnit)
-	us.BytesSentPerUnit = math.Round(us.BytesSentPerUnit)
-	us.BytesRecvPerUnit = math.Round(us.BytesRecvPerUnit)
-	us.UnitTimeUS = round3(us.UnitTimeUS)
-	us.NetWaitUS = round3(us.NetWaitUS)
-	us.UnitsPerS = round3(us.UnitsPerS)
-	us.MaxSpeedup = round3(us.MaxSpeedup)
-	a.s.Units = append(a.s.Units, us)
-}
-
-func (u *unitAgg) inPhaseSeen() bool { return u.msgAll > 0 }
 
 func errnoName(e uint32) string {
 	if e == 11 {

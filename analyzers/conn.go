@@ -182,6 +182,8 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	if c.byID == nil {
 		c.byID = map[uint64]pendingReq{}
 	}
+	// The payload head, when it holds the frame's flags, says whether a reply is wanted.
+	wants, known := c.headFlags(ev)
 	if ev.ReqID != 0 {
 		if p, ok := c.byID[ev.ReqID]; ok {
 			delete(c.byID, ev.ReqID)
@@ -190,7 +192,7 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 				m.Command, m.Name = p.cmd, p.name
 			}
 			m.ReqTS, m.RTT = p.ts, m.End-p.ts
-		} else {
+		} else if wants || !known {
 			m.WantsReply = true
 			if len(c.byID) >= maxPending {
 				for k := range c.byID { // drop one: requests whose replies never came
@@ -203,6 +205,38 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 		}
 	}
 	c.d.deliver(m)
+}
+
+// headFlags reads the "wants a reply" flag from a tracer frame's payload head, when the spec
+// has one and the head holds it.
+func (c *connDecoder) headFlags(ev *trace.Event) (wants, known bool) {
+	h := c.spec.Request
+	if c.spec.Kind != "binary" || h == nil || h.Flags == nil || h.Flags.Mask == 0 {
+		return false, false
+	}
+	f := h.Flags
+	if len(ev.Payload) < f.Offset+f.Size {
+		return false, false
+	}
+	if h.Magic != nil {
+		if len(ev.Payload) < h.Magic.Offset+h.Magic.Size {
+			return false, false
+		}
+		var tmp framer
+		tmp.spec, tmp.hdr, tmp.order = c.spec, h, le
+		tmp.have = copy(tmp.buf[:], ev.Payload)
+		if v, _ := tmp.field(h.Magic); v != h.Magic.Value {
+			return false, false
+		}
+	}
+	var tmp framer
+	tmp.spec, tmp.hdr, tmp.order = c.spec, h, le
+	if c.spec.Endian == "big" {
+		tmp.order = binary.BigEndian
+	}
+	tmp.have = copy(tmp.buf[:], ev.Payload)
+	v, _ := tmp.field(f)
+	return v&f.Mask != 0, true
 }
 
 // respCall decodes Redis RESP: a call that starts with a RESP type byte starts a message (its

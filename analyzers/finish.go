@@ -13,7 +13,7 @@ const minCISamples = 6
 
 func (a *analyzer) finish() {
 	s := a.s
-	s.Duration = round3(float64(a.durNS)/1e6) / 1e3
+	s.Duration = secs(a.durNS)
 	for _, key := range a.connOrd {
 		c := a.conns[key]
 		cs := ConnStats{ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
@@ -65,11 +65,13 @@ func (a *analyzer) finish() {
 	rt.RTTUS = a.rtt.latency(a.conf)
 	var blocked int64
 	var pending int
+	var area float64
 	for _, p := range a.procs {
 		blocked += p.blocked
 		pending += p.pending
+		area += p.area
 	}
-	rt.BlockedS = round3(float64(blocked)/1e6) / 1e3
+	rt.BlockedS = secs(blocked)
 	rt.Unanswered = uint64(pending) + a.dropped
 	if a.service.N() > 0 {
 		l := a.service.latency(a.conf)
@@ -90,7 +92,7 @@ func (a *analyzer) finish() {
 	// in flight and Little's law
 	dur := float64(a.durNS) / 1e9
 	if rt.Count > 0 && dur > 0 {
-		L := a.rttSum / 1e9 / dur // time-average of requests in flight: Σ W_i / T
+		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
 		s.InFlight = &InFlight{Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
 		lambda := float64(rt.Count) / dur
 		rows := LittleFromTable([]LittlePoint{{Label: "trace", InFlight: L, ThroughputPerS: lambda, RTTMeasuredUS: rt.RTTUS.Mean}})

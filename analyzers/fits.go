@@ -134,4 +134,7 @@ func curved(res []float64) bool {
 	return res[0] > 0 && res[len(res)-1] > 0 || res[0] < 0 && res[len(res)-1] < 0
 }
 
-func round3(v float64) float64 { return math.Round(v*1e3) / 1e3 }
+func round3(v float64) float64 { return math.Round(v*1e3)/1e3 + 0 }
+
+// secs converts ns to seconds, rounded to the microsecond.
+func secs(ns int64) float64 { return math.Round(float64(ns)/1e3) / 1e6 }

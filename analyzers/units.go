@@ -1,0 +1,206 @@
+package analyzers
+
+import (
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/perflab/perflab/trace"
+)
+
+type span struct {
+	name     string
+	from, to int64
+	load     bool
+}
+
+// phasesAndUnits attributes the trace's messages to its phases and units of work, once the
+// whole trace (and so every marker, whenever it was written) has been read.
+func (a *analyzer) phasesAndUnits(i int) {
+	unitName := a.opt.Unit
+	if unitName == "" {
+		unitName = "token"
+	}
+	var phases []span
+	var tokens []trace.Marker
+	for _, m := range a.marks {
+		if m.Name == "phase" {
+			name := m.Text
+			if name == "" {
+				name = "phase"
+			}
+			to := int64(0)
+			if m.Dur > 0 {
+				to = m.TS + m.Dur
+			}
+			phases = append(phases, span{name: name, from: m.TS, to: to, load: isLoadPhase(name)})
+		} else if m.Name == unitName {
+			tokens = append(tokens, m)
+		}
+	}
+	sort.SliceStable(phases, func(x, y int) bool { return phases[x].from < phases[y].from })
+	for k := range phases {
+		if phases[k].to == 0 {
+			if k+1 < len(phases) {
+				phases[k].to = phases[k+1].from
+			} else {
+				phases[k].to = a.last + 1
+			}
+		}
+	}
+	type acc struct {
+		msgs, rts, rtev, sent, recv, bytes uint64
+	}
+	pacc := make([]acc, len(phases))
+	var unitAcc acc // messages in the unit phase
+	var spanAcc acc // messages between the first and the last unit command
+	var unitTS []int64
+	for _, r := range a.recs {
+		if r.kind&recUnit != 0 {
+			unitTS = append(unitTS, r.ts)
+		}
+	}
+	// the unit phase: non-load phases; without phase markers, the span of the unit markers
+	var unitPhase []span
+	for _, p := range phases {
+		if !p.load {
+			unitPhase = append(unitPhase, p)
+		}
+	}
+	if len(unitPhase) == 0 && len(tokens) > 0 {
+		from, to := tokens[0].TS, int64(0)
+		for _, t := range tokens {
+			from = min(from, t.TS)
+			to = max(to, t.TS+t.Dur)
+		}
+		if to <= from || allInstants(tokens) {
+			to = a.last + 1
+		}
+		unitPhase = []span{{name: unitName, from: from, to: to}}
+	}
+	var uFirst, uLast int64
+	if len(unitTS) > 0 {
+		uFirst, uLast = unitTS[0], unitTS[0]
+		for _, t := range unitTS {
+			uFirst, uLast = min(uFirst, t), max(uLast, t)
+		}
+	}
+	add := func(c *acc, r msgRec) {
+		if r.kind&recRTEvent != 0 {
+			c.rtev++
+			return
+		}
+		c.msgs++
+		c.bytes += uint64(r.size)
+		if r.kind&recSend != 0 {
+			c.sent += uint64(r.size)
+		} else {
+			c.recv += uint64(r.size)
+		}
+		if r.kind&recRoundTrip != 0 {
+			c.rts++
+		}
+	}
+	for _, r := range a.recs {
+		for k := range phases {
+			if r.ts >= phases[k].from && r.ts < phases[k].to {
+				add(&pacc[k], r)
+				break
+			}
+		}
+		for _, p := range unitPhase {
+			if r.ts >= p.from && r.ts < p.to {
+				add(&unitAcc, r)
+				break
+			}
+		}
+		if len(unitTS) >= 2 && r.ts >= uFirst && r.ts < uLast {
+			add(&spanAcc, r)
+		}
+	}
+	for k, p := range phases {
+		a.s.Phases = append(a.s.Phases, PhaseStats{Name: p.name, StartS: secs(p.from - a.first),
+			DurationS: secs(min(p.to, a.last) - p.from), Messages: pacc[k].msgs, Bytes: pacc[k].bytes})
+	}
+	wait := func(from, to int64) int64 {
+		var w int64
+		for _, b := range a.blocks {
+			lo, hi := max(b.from, from), min(b.to, to)
+			if hi > lo {
+				w += hi - lo
+			}
+		}
+		return w
+	}
+	var u UnitStats
+	switch {
+	case len(tokens) > 0:
+		n := float64(len(tokens))
+		rts := unitAcc.rts
+		if unitAcc.rtev > 0 {
+			rts = unitAcc.rtev // the tracer's own round-trip events: what the client counted
+		}
+		u = UnitStats{Name: unitName, Count: uint64(len(tokens)), MessagesPerUnit: float64(unitAcc.msgs) / n,
+			RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
+		var dur, w int64
+		spans := 0
+		for _, t := range tokens {
+			if t.Dur > 0 {
+				dur += t.Dur
+				spans++
+			}
+		}
+		var phaseDur int64
+		for _, p := range unitPhase {
+			phaseDur += min(p.to, a.last) - p.from
+			w += wait(p.from, p.to)
+		}
+		if spans == len(tokens) {
+			u.UnitTimeUS = float64(dur) / n / 1e3
+		} else {
+			u.UnitTimeUS = float64(phaseDur) / n / 1e3
+		}
+		u.NetWaitUS = float64(w) / n / 1e3
+	case len(unitTS) >= 2:
+		n := float64(len(unitTS) - 1)
+		name := a.unitSpec
+		if name == "" {
+			name = "unit"
+		}
+		u = UnitStats{Name: name, Count: uint64(len(unitTS)), MessagesPerUnit: float64(spanAcc.msgs) / n,
+			RoundTripsPerUnit: float64(spanAcc.rts) / n, BytesSentPerUnit: float64(spanAcc.sent) / n,
+			BytesRecvPerUnit: float64(spanAcc.recv) / n, UnitTimeUS: float64(uLast-uFirst) / n / 1e3,
+			NetWaitUS: float64(wait(uFirst, uLast)) / n / 1e3}
+	case len(unitTS) == 1:
+		a.warnf("%s: one %s only; per-unit figures need two", a.s.Traces[i], a.unitSpec)
+		return
+	default:
+		return
+	}
+	if u.UnitTimeUS > 0 {
+		u.UnitsPerS = 1e6 / u.UnitTimeUS
+		if u.NetWaitUS < u.UnitTimeUS {
+			u.MaxSpeedup = u.UnitTimeUS / (u.UnitTimeUS - u.NetWaitUS)
+		}
+	}
+	u.MessagesPerUnit = round3(u.MessagesPerUnit)
+	u.RoundTripsPerUnit = round3(u.RoundTripsPerUnit)
+	u.BytesSentPerUnit = math.Round(u.BytesSentPerUnit)
+	u.BytesRecvPerUnit = math.Round(u.BytesRecvPerUnit)
+	u.UnitTimeUS = round3(u.UnitTimeUS)
+	u.NetWaitUS = round3(u.NetWaitUS)
+	u.UnitsPerS = round3(u.UnitsPerS)
+	u.MaxSpeedup = round3(u.MaxSpeedup)
+	a.s.Units = append(a.s.Units, u)
+}
+
+func allInstants(ms []trace.Marker) bool {
+	for _, m := range ms {
+		if m.Dur > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+var _ = strings.ToLower

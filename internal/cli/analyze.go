@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/reports"
+)
+
+// analyzeFormat renders one output format of analyze: from the Summary, or (pprof, perfetto)
+// from the traces themselves.
+type analyzeFormat struct {
+	summary func(w io.Writer, s *analyzers.Summary) error
+	traces  func(w io.Writer, paths []string, opt analyzers.Options) error
+}
+
+var analyzeFormats = map[string]analyzeFormat{
+	"table":    {summary: reports.Table},
+	"markdown": {summary: reports.Markdown},
+	"json":     {summary: reports.JSON},
+	"html":     {summary: reports.HTML},
+	"pprof":    {traces: reports.Pprof},
+	"perfetto": {traces: reports.Perfetto},
+}
+
+func formatNames() string {
+	var names []string
+	for n := range analyzeFormats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "|")
+}
+
+func init() {
+	c := &Command{
+		Name:    "analyze",
+		Summary: "decode, pair and explain the messages of one or more traces",
+		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|ggml-rpc|resp|raw] [--protocol-spec FILE] [--unit NAME] TRACE...",
+	}
+	c.Run = func(ctx context.Context, env *Env, args []string) error { return runAnalyze(env, c, args) }
+	Register(c)
+}
+
+func runAnalyze(env *Env, c *Command, args []string) error {
+	fs := NewFlagSet(env, c)
+	format := fs.String("format", "table", "output `format`: "+formatNames())
+	out := fs.String("o", "", "write the report to `FILE` instead of stdout")
+	proto := fs.String("protocol", "auto", "protocol `decoder`: auto, venus, ggml-rpc, resp or raw")
+	spec := fs.String("protocol-spec", "", "load the protocol from a spec `FILE` (JSON, docs/protocol-spec.md) instead")
+	unit := fs.String("unit", "", "marker `NAME` of the unit of work (default: token markers, else the protocol's unit command)")
+	paths, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return BadInput("no trace given (usage: perflab analyze %s)", c.Usage)
+	}
+	f, ok := analyzeFormats[*format]
+	if !ok {
+		return BadInput("--format %q unknown (want %s)", *format, formatNames())
+	}
+	if f.summary == nil && f.traces == nil {
+		return BadInput("--format %s is not available in this build", *format)
+	}
+	opt := analyzers.Options{Protocol: *proto, Unit: *unit}
+	if *spec != "" {
+		s, err := analyzers.LoadSpec(*spec)
+		if err != nil {
+			return BadInput("--protocol-spec: %v", err)
+		}
+		opt.Spec = s
+	} else if *proto != "auto" && *proto != "" {
+		if _, err := analyzers.BuiltinSpec(*proto); err != nil {
+			return BadInput("--protocol: %v", err)
+		}
+	}
+
+	var s *analyzers.Summary
+	if f.summary != nil {
+		s, err = analyzers.Analyze(paths, opt)
+		if err != nil {
+			return analyzeError(err)
+		}
+		for _, w := range s.Warnings {
+			if s.Recovery != nil && strings.Contains(w, "damaged or cut") {
+				fmt.Fprintf(env.Stderr, "perflab analyze: warning: %s\n", w)
+			}
+		}
+	}
+
+	var w io.Writer = env.Stdout
+	var file *os.File
+	if *out != "" {
+		file, err = os.Create(*out)
+		if err != nil {
+			return BadInput("create %s: %v", *out, errors.Unwrap(err))
+		}
+		w = file
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	if f.summary != nil {
+		err = f.summary(bw, s)
+	} else {
+		err = f.traces(bw, paths, opt)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if file != nil {
+		if cerr := file.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		var re *analyzers.ReadError
+		if errors.As(err, &re) {
+			return analyzeError(err)
+		}
+		return BadInput("write %s report: %v", *format, err)
+	}
+	return nil
+}
+
+func analyzeError(err error) error {
+	var re *analyzers.ReadError
+	if errors.As(err, &re) {
+		return BadInput("%v", re)
+	}
+	return BadInput("%v", err)
+}

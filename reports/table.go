@@ -1,0 +1,305 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/perflab/perflab/analyzers"
+)
+
+// section is one titled table of an analyze report, shared by the table and markdown formats so
+// that both show the same numbers.
+type section struct {
+	title  string
+	header []string
+	rows   [][]string
+	notes  []string // lines printed under the table
+}
+
+// maxCommandRows bounds the commands listed; the rest are summed in one row.
+const maxCommandRows = 30
+
+// sections lays a Summary out as report sections.
+func sections(s *analyzers.Summary) []section {
+	var out []section
+	ov := section{title: "Overview", header: []string{"what", "value"}}
+	ov.rows = append(ov.rows,
+		[]string{"traces", strings.Join(s.Traces, ", ")},
+		[]string{"protocol", orDash(s.Protocol)},
+		[]string{"events", u64(s.Events)},
+		[]string{"lost events", u64(s.Lost)},
+		[]string{"duration", fmt.Sprintf("%s s", tnum(s.Duration))},
+		[]string{"send", fmt.Sprintf("%s calls, %s bytes, %s frames", u64(s.Totals.Send.Calls), u64(s.Totals.Send.Bytes), u64(s.Totals.Send.Frames))},
+		[]string{"recv", fmt.Sprintf("%s calls, %s bytes, %s frames", u64(s.Totals.Recv.Calls), u64(s.Totals.Recv.Bytes), u64(s.Totals.Recv.Frames))},
+	)
+	if s.Recovery != nil {
+		ov.rows = append(ov.rows, []string{"recovery", s.Recovery.String()})
+	}
+	out = append(out, ov)
+
+	if len(s.Connections) > 0 {
+		c := section{title: "Connections", header: []string{"id", "family", "local", "remote", "pid",
+			"send calls", "send bytes", "send p50 µs", "send p99 µs", "recv calls", "recv bytes", "recv p50 µs", "recv p99 µs"}}
+		for _, x := range s.Connections {
+			c.rows = append(c.rows, []string{u64(x.ID), x.Family, orDash(x.Local), orDash(x.Remote), u64(uint64(x.PID)),
+				u64(x.Send.Calls), u64(x.Send.Bytes), tnum(x.Send.LatencyUS.P50), tnum(x.Send.LatencyUS.P99),
+				u64(x.Recv.Calls), u64(x.Recv.Bytes), tnum(x.Recv.LatencyUS.P50), tnum(x.Recv.LatencyUS.P99)})
+		}
+		out = append(out, c)
+	}
+
+	if len(s.Commands) > 0 {
+		c := section{title: "Commands", header: []string{"protocol", "command", "dir", "count", "rate /s", "bytes", "mean bytes",
+			"RTT p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max"}}
+		var restN, restB uint64
+		for i, x := range s.Commands {
+			if i >= maxCommandRows {
+				restN += x.Count
+				restB += x.Bytes
+				continue
+			}
+			row := []string{x.Protocol, x.Name, x.Direction, u64(x.Count), rate(x.Count, s.Duration), u64(x.Bytes), mean(x.Bytes, x.Count)}
+			if l := x.RTTUS; l != nil {
+				row = append(row, tnum(l.P50), ci(*l), tnum(l.P90), tnum(l.P99), tnum(l.P999), tnum(l.Max))
+			} else {
+				row = append(row, "", "", "", "", "", "")
+			}
+			c.rows = append(c.rows, row)
+		}
+		if restN > 0 {
+			c.rows = append(c.rows, []string{"", fmt.Sprintf("(%d more)", len(s.Commands)-maxCommandRows), "", u64(restN), rate(restN, s.Duration), u64(restB), mean(restB, restN), "", "", "", "", "", ""})
+		}
+		out = append(out, c)
+	}
+
+	rt := s.RoundTrips
+	if rt.Count > 0 || rt.Unanswered > 0 {
+		r := section{title: "Round trips", header: []string{"count", "RTT p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max", "mean", "blocked s", "unanswered", "server service p50 µs"}}
+		svc := ""
+		if rt.ServiceUS != nil {
+			svc = tnum(rt.ServiceUS.P50)
+		}
+		l := rt.RTTUS
+		r.rows = append(r.rows, []string{u64(rt.Count), tnum(l.P50), ci(l), tnum(l.P90), tnum(l.P99), tnum(l.P999), tnum(l.Max), tnum(l.Mean), tnum(rt.BlockedS), u64(rt.Unanswered), svc})
+		out = append(out, r)
+	}
+
+	if len(s.Units) > 0 {
+		u := section{title: "Per unit of work", header: []string{"unit", "count", "messages", "round trips", "bytes sent", "bytes recv", "time µs", "network wait µs", "units/s", "max speedup"}}
+		for _, x := range s.Units {
+			u.rows = append(u.rows, []string{x.Name, u64(x.Count), tnum(x.MessagesPerUnit), tnum(x.RoundTripsPerUnit), tnum(x.BytesSentPerUnit), tnum(x.BytesRecvPerUnit),
+				tnum(x.UnitTimeUS), tnum(x.NetWaitUS), tnum(x.UnitsPerS), speedup(x.MaxSpeedup)})
+		}
+		u.notes = append(u.notes, "max speedup = unit time / (unit time - network wait): the bound from removing every round trip")
+		out = append(out, u)
+	}
+
+	if len(s.Phases) > 0 {
+		p := section{title: "Phases", header: []string{"phase", "start s", "duration s", "messages", "bytes"}}
+		for _, x := range s.Phases {
+			p.rows = append(p.rows, []string{x.Name, tnum(x.StartS), tnum(x.DurationS), u64(x.Messages), u64(x.Bytes)})
+		}
+		out = append(out, p)
+	}
+
+	if s.InFlight != nil || len(s.LittlesLaw) > 0 {
+		l := section{title: "In flight and Little's law (L = λ·W)", header: []string{"group", "L in flight", "λ per s", "W predicted µs (L/λ)", "W measured µs", "error"}}
+		for _, x := range s.LittlesLaw {
+			l.rows = append(l.rows, []string{x.Label, tnum(x.InFlight), tnum(x.ThroughputPerS), tnum(x.RTTPredictedUS), tnum(x.RTTMeasuredUS), pct(x.Error)})
+		}
+		if s.InFlight != nil {
+			l.notes = append(l.notes, fmt.Sprintf("requests in flight: mean %s, max %d", tnum(s.InFlight.Mean), s.InFlight.Max))
+		}
+		out = append(out, l)
+	}
+
+	if f := s.BatchFit; f != nil {
+		b := section{title: "Batch model T = T_fixed + T_per_req·N", header: []string{"T_fixed µs", "95% CI", "T_per_req µs", "95% CI", "R²", "points", "max throughput /s"}}
+		b.rows = append(b.rows, []string{tnum(f.TFixedUS), interval(f.TFixedCI), tnum(f.TPerReqUS), interval(f.TPerReqCI), tnum(f.R2), strconv.Itoa(f.Points), tnum(f.ThroughputMax)})
+		if len(f.Residuals) > 0 {
+			var rs []string
+			for _, r := range f.Residuals {
+				rs = append(rs, tnum(r))
+			}
+			b.notes = append(b.notes, "residuals µs: "+strings.Join(rs, ", "))
+		}
+		if len(s.BatchRefinement) > 0 {
+			var rs []string
+			for _, r := range s.BatchRefinement {
+				rs = append(rs, fmt.Sprintf("N=%s: %s µs", tnum(r.N), tnum(r.TPerReqUS)))
+			}
+			b.notes = append(b.notes, "load-dependent T_per_req (T_fixed held): "+strings.Join(rs, ", "))
+		}
+		out = append(out, b)
+	}
+
+	if len(s.Modes) > 0 {
+		m := section{title: "Latency populations", header: []string{"population", "centre µs", "share", "range µs"}}
+		for i, x := range s.Modes {
+			m.rows = append(m.rows, []string{strconv.Itoa(i + 1), tnum(x.CenterUS), pct(x.Share), tnum(x.LowUS) + " – " + tnum(x.HighUS)})
+		}
+		out = append(out, m)
+	}
+
+	if len(s.Windows) > 0 {
+		w := section{title: "Per-call summaries (Venus Plus format)", header: []string{"dir", "summary at calls", "avg_us", "avg_bytes", "max_us"}}
+		for _, x := range lastWindows(s.Windows, 5) {
+			w.rows = append(w.rows, []string{x.Dir, u64(x.Calls), tnum(x.AvgUS), tnum(x.AvgBytes), tnum(x.MaxUS)})
+		}
+		out = append(out, w)
+	}
+
+	if len(s.Errors) > 0 {
+		e := section{title: "Failed calls", header: []string{"errno", "name", "dir", "count"}}
+		for _, x := range s.Errors {
+			e.rows = append(e.rows, []string{u64(uint64(x.Errno)), x.Name, x.Dir, u64(x.Count)})
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// lastWindows keeps the last k windows of each direction.
+func lastWindows(ws []analyzers.Window, k int) []analyzers.Window {
+	byDir := map[string][]analyzers.Window{}
+	var order []string
+	for _, w := range ws {
+		if _, ok := byDir[w.Dir]; !ok {
+			order = append(order, w.Dir)
+		}
+		byDir[w.Dir] = append(byDir[w.Dir], w)
+	}
+	var out []analyzers.Window
+	for _, d := range order {
+		l := byDir[d]
+		if len(l) > k {
+			l = l[len(l)-k:]
+		}
+		out = append(out, l...)
+	}
+	return out
+}
+
+// Table writes the Summary as plain-text tables for a terminal, warnings last.
+func Table(w io.Writer, s *analyzers.Summary) error {
+	for i, sec := range sections(s) {
+		if i > 0 {
+			if _, err := fmt.Fprintln(w); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(w, "%s\n", sec.title); err != nil {
+			return err
+		}
+		t := tablewriter.NewTable(w,
+			tablewriter.WithRendition(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)}),
+			tablewriter.WithHeaderAutoFormat(tw.Off),
+			tablewriter.WithHeaderAlignment(tw.AlignLeft),
+			tablewriter.WithRowAlignment(tw.AlignLeft),
+			tablewriter.WithRowAutoWrap(tw.WrapNone),
+			tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		)
+		t.Header(toAny(sec.header)...)
+		for _, r := range sec.rows {
+			if err := t.Append(toAny(r)...); err != nil {
+				return fmt.Errorf("render table %s: %w", sec.title, err)
+			}
+		}
+		if err := t.Render(); err != nil {
+			return fmt.Errorf("render table %s: %w", sec.title, err)
+		}
+		for _, n := range sec.notes {
+			if _, err := fmt.Fprintf(w, "  %s\n", n); err != nil {
+				return err
+			}
+		}
+	}
+	return writeWarnings(w, s.Warnings, "warning: ")
+}
+
+func writeWarnings(w io.Writer, warns []string, prefix string) error {
+	if len(warns) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	for _, x := range warns {
+		if _, err := fmt.Fprintf(w, "%s%s\n", prefix, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// num formats a measurement with a precision that suits its size.
+func tnum(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case v == 0:
+		return "0"
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
+
+func ci(l analyzers.Latency) string {
+	if l.P50Low == 0 && l.P50High == 0 {
+		return "n/a"
+	}
+	return tnum(l.P50Low) + " – " + tnum(l.P50High)
+}
+
+func interval(c [2]float64) string { return tnum(c[0]) + " – " + tnum(c[1]) }
+
+func rate(n uint64, durS float64) string {
+	if durS <= 0 {
+		return "-"
+	}
+	return tnum(float64(n) / durS)
+}
+
+func mean(total, n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return tnum(float64(total) / float64(n))
+}
+
+func speedup(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return tnum(v) + "×"
+}
