@@ -1,0 +1,130 @@
+package collectors
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteSummary prints the recording's totals, its connections (the busiest first, at most
+// maxConns), the lost events, and the source's cost when it reported one, as aligned plain
+// text.
+func (r *Result) WriteSummary(out io.Writer, maxConns int) error {
+	secs := r.Elapsed.Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(r.Events) / secs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "recorded %.1f s: %d events (%.0f/s), %d lost", secs, r.Events, rate, r.LostTotal())
+	if len(r.Lost) > 0 {
+		b.WriteString(" (")
+		for i, k := range sortedKeys(r.Lost) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %d", k, r.Lost[k])
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "direction\tcalls\tbytes\terrors")
+	fmt.Fprintf(tw, "send\t%d\t%d\t%s\n", r.Send.Calls, r.Send.Bytes, errnos(r.Send.Errors))
+	fmt.Fprintf(tw, "recv\t%d\t%d\t%s\n", r.Recv.Calls, r.Recv.Bytes, errnos(r.Recv.Errors))
+	tw.Flush()
+
+	conns := append([]ConnStats(nil), r.Conns...)
+	sort.SliceStable(conns, func(i, j int) bool {
+		return conns[i].Send.Calls+conns[i].Recv.Calls > conns[j].Send.Calls+conns[j].Recv.Calls
+	})
+	fmt.Fprintf(&b, "\n%d connections", len(conns))
+	if maxConns > 0 && len(conns) > maxConns {
+		fmt.Fprintf(&b, " (the %d busiest)", maxConns)
+		conns = conns[:maxConns]
+	}
+	b.WriteString("\n")
+	if len(conns) > 0 {
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "id\tfamily\tpid\tlocal\tremote\tsend calls\tsend bytes\trecv calls\trecv bytes\terrors")
+		for _, c := range conns {
+			errs := errnos(merge(c.Send.Errors, c.Recv.Errors))
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", c.Conn.ID, c.Conn.Family, c.Conn.PID,
+				orDash(c.Conn.Local), orDash(c.Conn.Remote), c.Send.Calls, c.Send.Bytes, c.Recv.Calls, c.Recv.Bytes, errs)
+		}
+		tw.Flush()
+	}
+	if cost := probeCost(r.Stats); cost != "" {
+		b.WriteString("\n" + cost + "\n")
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// probeCost describes the kernel cost a probe reported in its stats, or "" when it did not.
+func probeCost(st map[string]int64) string {
+	perEvent, ok := st["probe_ns_per_event"]
+	if !ok {
+		if _, has := st["probe_events"]; has {
+			return "probe cost: unknown (the kernel's BPF run-time statistics could not be enabled)"
+		}
+		return ""
+	}
+	return fmt.Sprintf("probe cost: %d ns of kernel time per event (%d program runs, %d ns per run, %.3f s in all)",
+		perEvent, st["probe_runs"], st["probe_ns_per_run"], float64(st["probe_run_ns"])/1e9)
+}
+
+func errnos(m map[uint32]uint64) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	keys := make([]uint32, 0, len(m))
+	var total uint64
+	for k, v := range m {
+		keys = append(keys, k)
+		total += v
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", errnoName(k), m[k])
+	}
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}
+
+var errnoNames = map[uint32]string{
+	4: "EINTR", 9: "EBADF", 11: "EAGAIN", 14: "EFAULT", 32: "EPIPE", 104: "ECONNRESET",
+	107: "ENOTCONN", 110: "ETIMEDOUT", 111: "ECONNREFUSED", 512: "ERESTARTSYS",
+}
+
+func errnoName(e uint32) string {
+	if n, ok := errnoNames[e]; ok {
+		return n
+	}
+	return fmt.Sprintf("errno %d", e)
+}
+
+func merge(a, b map[uint32]uint64) map[uint32]uint64 {
+	if len(a) == 0 {
+		return b
+	}
+	out := map[uint32]uint64{}
+	for k, v := range a {
+		out[k] += v
+	}
+	for k, v := range b {
+		out[k] += v
+	}
+	return out
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
