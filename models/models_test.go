@@ -96,44 +96,72 @@ func TestMVA(t *testing.T) {
 	}
 }
 
+// token is a small token loop: two groups of async calls each closed by a submit, then a wait
+// that joins the read of the results.
+func token() []Call {
+	a := Call{Name: "vkCmdDispatch", Kind: Async, SendBytes: 100, RecvBytes: 0}
+	return []Call{a, a, {Name: "vkQueueSubmit", Kind: Submit, SendBytes: 1000}, a, a, {Name: "vkQueueSubmit", Kind: Submit, SendBytes: 1000},
+		{Name: "vkWaitForFences", Kind: Sync, JoinNext: true}, {Name: "vnReadMemoryData", Kind: Sync, RecvBytes: 4000}}
+}
+
 func TestPredict(t *testing.T) {
-	// A token: 3 segments of 4 calls (the last of each is a wait), 1 ms of compute, a round
-	// trip of 100 µs of which 10 µs is server work, on a 1 ms link.
-	segs := []Segment{{Calls: 4, PerToken: 3}}
-	link := Link{RTTUS: 1000}
-	rtt := 1100.0
-	token := 1000 + 12*rtt
-	l, err := Calibrate(segs, token, rtt, 10, link, 100, 50, 8)
-	if err != nil {
+	l := Loop{Calls: token(), ComputeUS: 800, MessageUS: 50, Link: Link{RTTUS: 1000}, FrameBytes: 8, ReplyRecordBytes: 16}
+	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	base := l.Predict(WhatIf{Coalesce: 1, Pipeline: 1})
-	if !near(base.TokenTimeUS, token, 1e-9) || base.MessagesPerToken != 24 || base.RoundTripsPerToken != 12 {
-		t.Errorf("baseline = %+v, want token %g µs, 24 messages, 12 round trips", base, token)
+	// 8 calls, each a round trip of 1050 µs, plus 800 µs of compute.
+	if base.MessagesPerToken != 16 || base.RoundTripsPerToken != 8 || base.WaitsPerToken != 8 || !near(base.TokenTimeUS, 800+8*1050, 1e-9) {
+		t.Errorf("baseline = %+v, want 16 messages, 8 round trips, %g µs", base, 800+8*1050.0)
 	}
 	co := l.Predict(WhatIf{Coalesce: 0, Pipeline: 1})
-	// One round trip per segment carrying 4 calls: 90 + 1000 + 4·10 µs.
-	if co.MessagesPerToken != 6 || co.RoundTripsPerToken != 3 || !near(co.TokenTimeUS, 1000+3*1130, 1e-9) {
-		t.Errorf("coalesce = %+v, want 6 messages, 3 round trips, %g µs", co, 1000+3*1130.0)
+	// Frames: [a a submit] [a a submit] [wait+read]: 3 round trips.
+	if co.MessagesPerToken != 6 || co.RoundTripsPerToken != 3 || !near(co.TokenTimeUS, 800+3*1050, 1e-9) {
+		t.Errorf("coalesce = %+v, want 6 messages, 3 round trips, %g µs", co, 800+3*1050.0)
 	}
+	// K=2 cuts the async pairs into frames of their own, sent without a reply.
 	co2 := l.Predict(WhatIf{Coalesce: 2, Pipeline: 1})
-	if co2.MessagesPerToken != 12 || co2.RoundTripsPerToken != 6 {
-		t.Errorf("coalesce 2 = %+v, want 12 messages, 6 round trips", co2)
+	// [a a] [submit] [a a] [submit] [wait+read]: two frames without a reply.
+	if co2.MessagesPerToken != 1+2+1+2+2 || co2.RoundTripsPerToken != 3 {
+		t.Errorf("coalesce 2 = %+v, want 8 messages, 3 round trips", co2)
 	}
-	pi := l.Predict(WhatIf{Coalesce: 1, Pipeline: 64})
-	// Four messages in flight: the last reply is in after one latency plus four services.
-	if pi.MessagesPerToken != 24 || pi.WaitsPerToken != 3 || !near(pi.TokenTimeUS, 1000+3*(1090+40), 1e-9) {
-		t.Errorf("pipeline = %+v, want 24 messages, 3 waits, %g µs", pi, 1000+3*1130.0)
+	pi := l.Predict(WhatIf{Coalesce: 1, Pipeline: 8})
+	// Frames per call, the client blocks twice (wait, read); the first six replies overlap.
+	if pi.MessagesPerToken != 16 || pi.WaitsPerToken != 2 || !(pi.TokenTimeUS < co.TokenTimeUS+1050) {
+		t.Errorf("pipeline = %+v, want 16 messages, 2 waits, about 3 round trips", pi)
 	}
-	pi2 := l.Predict(WhatIf{Coalesce: 1, Pipeline: 2})
-	if pi2.WaitsPerToken != 9 || !(pi2.TokenTimeUS > pi.TokenTimeUS && pi2.TokenTimeUS < base.TokenTimeUS) {
-		t.Errorf("pipeline 2 = %+v: want 9 waits and a time between pipeline and baseline", pi2)
+	both := l.Predict(WhatIf{Coalesce: 0, Pipeline: 8})
+	if both.MessagesPerToken != 6 || both.WaitsPerToken != 1 || !(both.TokenTimeUS < pi.TokenTimeUS) {
+		t.Errorf("coalesce+pipeline = %+v, want 6 messages, 1 wait, faster than pipeline %g", both, pi.TokenTimeUS)
 	}
-	// A slow link makes bytes cost time: 1 MB/s, 158 bytes per call exchange.
+	// A slow link makes bytes cost time: 1 MB/s adds 1 µs per byte to the baseline.
 	slow := Link{RTTUS: 1000, BandwidthBps: 1e6}
 	bw := l.Predict(WhatIf{Coalesce: 1, Pipeline: 1, Link: &slow})
-	if !near(bw.TokenTimeUS, token+12*(108+58), 1e-9) {
-		t.Errorf("bandwidth: token %g µs, want %g", bw.TokenTimeUS, token+12*166.0)
+	if !near(bw.TokenTimeUS, base.TokenTimeUS+base.BytesSentPerToken+base.BytesRecvPerToken, 1e-9) {
+		t.Errorf("bandwidth: token %g µs, want %g", bw.TokenTimeUS, base.TokenTimeUS+base.BytesSentPerToken+base.BytesRecvPerToken)
+	}
+	// Pipelining is bounded by the server's serial work.
+	heavy := l
+	heavy.Calls = append([]Call(nil), l.Calls...)
+	for i := range heavy.Calls {
+		heavy.Calls[i].WorkUS = 500
+	}
+	hp := heavy.Predict(WhatIf{Coalesce: 1, Pipeline: 8})
+	if hp.TokenTimeUS < 8*500 {
+		t.Errorf("pipelined token %g µs is shorter than the server's serial work %d µs", hp.TokenTimeUS, 8*500)
+	}
+}
+
+func TestBatchWhatIf(t *testing.T) {
+	b := Batch{TFixedUS: 90, TPerReqUS: 10}
+	for _, tc := range []struct {
+		k, d int
+		per  float64
+	}{{1, 1, 100}, {10, 1, 19}, {1, 4, 25}, {1, 100, 10}, {10, 100, 10}} {
+		p := BatchWhatIf(b, tc.k, tc.d)
+		if !near(p.TokenTimeUS, tc.per, 1e-9) || !near(p.MessagesPerToken, 2/float64(tc.k), 1e-12) {
+			t.Errorf("K=%d D=%d: %+v, want %g µs per request", tc.k, tc.d, p, tc.per)
+		}
 	}
 }
 

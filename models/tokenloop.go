@@ -7,73 +7,104 @@ import (
 	"strings"
 )
 
-// Segment is a run of calls in a token loop that ends at a sync point: the client issues Calls
-// calls and must have the reply of the last one before it goes on. PerToken says how many such
-// segments a token has (a mean, so it may be fractional).
-type Segment struct {
-	Calls    int     // calls in the segment, ≥ 1; the last one is the sync point
-	PerToken float64 // segments of this length per token
+// CallKind says how an API call of a token loop relates to the application's sync points.
+type CallKind uint8
+
+// Call kinds.
+const (
+	// Async is a call whose result the application does not need at once (recording, memory
+	// transfers): coalescing bundles it into the next frame, pipelining does not wait for it.
+	Async CallKind = iota
+	// Submit is a queue submission: it closes a coalesced frame, and pipelining does not wait
+	// for its reply.
+	Submit
+	// Sync is a host-visible sync point (a fence wait, a read of results): it closes a frame and
+	// the application blocks until its reply is in.
+	Sync
+)
+
+// String returns "async", "submit" or "sync".
+func (k CallKind) String() string {
+	switch k {
+	case Submit:
+		return "submit"
+	case Sync:
+		return "sync"
+	}
+	return "async"
 }
 
-// Loop describes a measured token loop: what one token costs when every call is one synchronous
-// round trip (the baseline). Times are µs, sizes bytes.
+// Call is one API call of a token, as the baseline (one synchronous round trip per call) made it.
+type Call struct {
+	Name      string
+	Kind      CallKind
+	SendBytes float64 // request bytes of the call, framing excluded
+	RecvBytes float64 // reply bytes of the call, framing excluded
+	WorkUS    float64 // server work of the call, µs: serial, never hidden
+	// JoinNext, on a sync call, puts it in the same coalesced frame as the next call (a wait
+	// and the read of its results travel together).
+	JoinNext bool
+}
+
+// Loop describes one token of a measured token loop and the costs of moving it. Times are µs,
+// sizes bytes.
 type Loop struct {
-	Segments []Segment // the sync segments of one token
+	Calls []Call // the calls of one token, in order
 
-	// ComputeUS is the client's time per token outside of round trips: work between sync points
-	// that no transport change can remove.
+	// ComputeUS is the client's time per token outside of calls, spread evenly before the calls.
 	ComputeUS float64
-	// RoundTrip is the cost of one round trip that carries n calls, without the link:
-	// T_fixed (µs per message exchange: system calls, wake-ups, framing) + T_per_req·n
-	// (µs per call of server work). T_fixed can be hidden by pipelining; T_per_req is serial.
-	RoundTrip Batch
-	// Link is the transport: its RTT is added to every round trip and may be hidden by
-	// pipelining; its bandwidth makes bytes cost time, serially.
+	// MessageUS is the latency of one request/reply exchange beyond the link and the work:
+	// wake-ups, reads, dispatch. It overlaps with other exchanges when they are pipelined.
+	MessageUS float64
+	// SendUS and SendPerByteUS are the client's cost of writing one frame: the client cannot
+	// do anything else meanwhile.
+	SendUS        float64
+	SendPerByteUS float64
+	// ServerPerByteUS is the serial cost of a byte on the request and reply path (copies,
+	// checksums), µs per byte.
+	ServerPerByteUS float64
+	// Link is the transport: half its RTT each way, and its bandwidth serialises frames.
 	Link Link
-
-	SendBytesPerCall float64 // payload bytes per call, client to server
-	RecvBytesPerCall float64 // payload bytes per call reply, server to client
-	FrameBytes       float64 // bytes of framing per message (a header), both directions
-	// RepliesPerCall is the fraction of baseline calls that get a reply frame (1 when every call
-	// is a synchronous round trip).
-	RepliesPerCall float64
+	// FrameBytes is the framing of one frame (a header); ReplyRecordBytes the fixed part of a
+	// reply record per call that wants one.
+	FrameBytes       float64
+	ReplyRecordBytes float64
 }
 
 // WhatIf is a change to a token loop.
 type WhatIf struct {
-	// Coalesce is K, the most calls carried by one message: calls of a segment are sent in
-	// batches of K (one request and one reply each). 1 is the baseline; 0 or less means the
-	// whole segment goes as one message (coalesce to the sync point).
+	// Coalesce is K, the most calls carried by one frame. 1 is the baseline (a frame per call);
+	// 0 or less means frames end only at submits and sync points (coalescing to the sync point).
+	// A frame of async calls only (cut by K) goes without asking for a reply.
 	Coalesce int
-	// Pipeline is D, the most messages in flight: the client waits for replies only at sync
-	// points or when D are outstanding. 1 is the baseline (strict request/response).
+	// Pipeline is D, the most reply-wanting frames in flight. 1 or less is the baseline: the
+	// client waits for every reply. Above 1 it waits only at sync points or for a free slot.
 	Pipeline int
 	// Link, when set, replaces the measured link (RTT and bandwidth).
 	Link *Link
 }
 
-// Prediction is what a token loop costs under a WhatIf.
+// Prediction is what one token costs under a WhatIf.
 type Prediction struct {
-	MessagesPerToken   float64 // frames, both directions
-	RoundTripsPerToken float64 // request/reply exchanges
-	WaitsPerToken      float64 // times the client blocks on a reply
-	BytesSentPerToken  float64
-	BytesRecvPerToken  float64
-	NetWaitUS          float64 // µs per token spent in round trips
-	TokenTimeUS        float64 // µs per token
-	TokensPerS         float64
+	MessagesPerToken   float64 `json:"messages_per_token"`    // frames, both directions
+	RoundTripsPerToken float64 `json:"round_trips_per_token"` // request frames answered by a reply frame
+	WaitsPerToken      float64 `json:"waits_per_token"`       // times the client blocked on a reply
+	BytesSentPerToken  float64 `json:"bytes_sent_per_token"`
+	BytesRecvPerToken  float64 `json:"bytes_recv_per_token"`
+	NetWaitUS          float64 `json:"net_wait_us"`   // µs per token the client spent sending or blocked
+	TokenTimeUS        float64 `json:"token_time_us"` // µs per token
+	TokensPerS         float64 `json:"tokens_per_s"`
 }
 
 // Mode is a named preset of (K, D), as venusd names its modes.
 type Mode struct {
 	Name     string
-	Coalesce int // K: 1 none, 0 whole segment
-	Pipeline int // D
+	Coalesce int // K: 1 none, 0 to the sync point
+	Pipeline int // D: 1 none
 }
 
-// DefaultPipelineDepth is the in-flight depth the "pipeline" modes assume: deep enough that a
-// segment's messages never wait for the window on the loops perflab measures.
-const DefaultPipelineDepth = 64
+// DefaultPipelineDepth is the in-flight depth the pipeline presets assume: venusd's default.
+const DefaultPipelineDepth = 8
 
 // Modes are venusd's modes as presets.
 var Modes = []Mode{
@@ -98,150 +129,185 @@ func LookupMode(name string) (Mode, error) {
 // WhatIf returns the mode as a WhatIf on the measured link.
 func (m Mode) WhatIf() WhatIf { return WhatIf{Coalesce: m.Coalesce, Pipeline: m.Pipeline} }
 
-// CallsPerToken returns the calls per token of the loop.
-func (l Loop) CallsPerToken() float64 {
-	var c float64
-	for _, s := range l.Segments {
-		c += float64(s.Calls) * s.PerToken
-	}
-	return c
-}
-
 // Validate reports the first thing wrong with l.
 func (l Loop) Validate() error {
-	if len(l.Segments) == 0 {
-		return errors.New("token loop has no segments")
+	if len(l.Calls) == 0 {
+		return errors.New("token loop has no calls")
 	}
-	for _, s := range l.Segments {
-		if s.Calls < 1 || s.Calls > 1<<20 || !(s.PerToken >= 0) || math.IsInf(s.PerToken, 0) {
-			return fmt.Errorf("bad segment: %d calls, %g per token", s.Calls, s.PerToken)
+	if len(l.Calls) > 1<<20 {
+		return fmt.Errorf("token loop has %d calls, more than 2^20", len(l.Calls))
+	}
+	bad := func(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
+	for i, c := range l.Calls {
+		if bad(c.SendBytes) || bad(c.RecvBytes) || bad(c.WorkUS) || c.Kind > Sync {
+			return fmt.Errorf("call %d (%s): bad sizes or work", i, c.Name)
 		}
 	}
 	for name, v := range map[string]float64{
-		"compute time": l.ComputeUS, "T_fixed": l.RoundTrip.TFixedUS, "T_per_req": l.RoundTrip.TPerReqUS,
-		"link RTT": l.Link.RTTUS, "bandwidth": l.Link.BandwidthBps, "send bytes": l.SendBytesPerCall,
-		"recv bytes": l.RecvBytesPerCall, "frame bytes": l.FrameBytes,
+		"compute time": l.ComputeUS, "message latency": l.MessageUS, "send cost": l.SendUS,
+		"send cost per byte": l.SendPerByteUS, "server cost per byte": l.ServerPerByteUS,
+		"link RTT": l.Link.RTTUS, "bandwidth": l.Link.BandwidthBps, "frame bytes": l.FrameBytes,
+		"reply record bytes": l.ReplyRecordBytes,
 	} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		if bad(v) {
 			return fmt.Errorf("bad %s: %g", name, v)
 		}
 	}
 	return nil
 }
 
-// Predict returns the cost of one token of l under w. It simulates each segment as a window of
-// at most D messages in flight between a client and a single server: a message leaves when the
-// window has room, reaches the server after half the round trip's latency plus its transfer
-// time, waits for the server, is served for T_per_req per call, and its reply comes back after
-// the other half plus its transfer time. The segment ends when the last reply is in. With
-// K = D = 1 it reduces to the baseline: Σ calls × (T_fixed + T_per_req + link RTT + transfers).
+// frame is one frame the client sends under a WhatIf.
+type frame struct {
+	calls      int
+	sendBytes  float64
+	recvBytes  float64
+	work       float64
+	wantsReply bool
+	sync       bool // the client blocks on its reply
+	lastCall   int  // index of the call that closes it
+}
+
+// Frames returns the frames of one token under coalescing K (see WhatIf.Coalesce).
+func (l Loop) frames(k int) []frame {
+	var out []frame
+	cur := frame{}
+	open := false
+	for i, c := range l.Calls {
+		cur.calls++
+		cur.sendBytes += c.SendBytes
+		cur.work += c.WorkUS
+		open = true
+		boundary := k == 1 || c.Kind != Async || (k > 1 && cur.calls >= k)
+		if c.Kind != Async {
+			cur.wantsReply = true
+		}
+		if c.Kind == Sync {
+			cur.sync = true
+		}
+		if c.Kind != Async || k == 1 {
+			cur.recvBytes += c.RecvBytes + l.ReplyRecordBytes
+			cur.wantsReply = true
+		}
+		if c.Kind == Sync && c.JoinNext && k != 1 && i+1 < len(l.Calls) && (k <= 0 || cur.calls < k) {
+			boundary = false
+		}
+		if boundary {
+			cur.lastCall = i
+			out = append(out, cur)
+			cur, open = frame{}, false
+		}
+	}
+	if open {
+		cur.lastCall = len(l.Calls) - 1
+		out = append(out, cur)
+	}
+	return out
+}
+
+// Predict returns the cost of one token of l under w. It replays the token: the client computes
+// ComputeUS/len(Calls) before each call; a frame leaves when its last call is made and, when
+// it wants a reply, a slot of the window D is free; writing it costs the client SendUS plus
+// SendPerByteUS per byte; it crosses half the link's RTT and the link's bandwidth, waits for the
+// server, which spends the calls' WorkUS and ServerPerByteUS per byte on it serially; the reply
+// comes back after MessageUS and the other half of the RTT. Without pipelining the client waits
+// for every reply; with it, only at sync points. With K = D = 1 the prediction is the measured
+// baseline.
 func (l Loop) Predict(w WhatIf) Prediction {
 	link := l.Link
 	if w.Link != nil {
 		link = *w.Link
 	}
+	k := w.Coalesce
+	pipelined := w.Pipeline > 1
 	d := w.Pipeline
 	if d < 1 {
 		d = 1
 	}
-	rep := l.RepliesPerCall
-	if rep <= 0 || rep > 1 {
-		rep = 1
-	}
+	frames := l.frames(k)
 	var p Prediction
-	for _, s := range l.Segments {
-		k := w.Coalesce
-		if k <= 0 || k > s.Calls {
-			k = s.Calls
+	gap := l.ComputeUS / float64(len(l.Calls))
+	var t, srvFree, upFree, downFree float64
+	var inflight []float64 // reply times of outstanding reply-wanting frames
+	prevCall := -1
+	for _, f := range frames {
+		calls := f.lastCall - prevCall
+		prevCall = f.lastCall
+		t += gap * float64(calls)
+		bytesOut := f.sendBytes + l.FrameBytes
+		bytesIn := f.recvBytes + l.FrameBytes
+		if f.wantsReply && pipelined && len(inflight) >= d {
+			// Wait for the oldest outstanding reply to free a slot.
+			oldest := inflight[0]
+			inflight = inflight[1:]
+			if oldest > t {
+				p.NetWaitUS += oldest - t
+				t = oldest
+			}
 		}
-		batches := (s.Calls + k - 1) / k
-		sent := float64(s.Calls)*l.SendBytesPerCall + float64(batches)*l.FrameBytes
-		recv := float64(s.Calls)*l.RecvBytesPerCall*rep + float64(batches)*l.FrameBytes
-		msgs := float64(batches) * 2
-		if k == 1 {
-			// Uncoalesced calls keep the baseline's reply pattern.
-			msgs = float64(batches) * (1 + rep)
-			recv = float64(s.Calls) * (l.RecvBytesPerCall + l.FrameBytes) * rep
+		sendCost := l.SendUS + l.SendPerByteUS*bytesOut
+		start := t
+		t += sendCost
+		p.NetWaitUS += sendCost
+		p.BytesSentPerToken += bytesOut
+		p.MessagesPerToken++
+		up := math.Max(start, upFree) + link.TransferUS(bytesOut)
+		upFree = up
+		arrive := up + link.RTTUS/2 + l.MessageUS/2
+		begin := math.Max(arrive, srvFree)
+		srvFree = begin + f.work + l.ServerPerByteUS*(bytesOut+bytesIn)
+		if !f.wantsReply {
+			continue
 		}
-		t := simulateSegment(s.Calls, k, d, l.RoundTrip, link, l.SendBytesPerCall, l.RecvBytesPerCall, l.FrameBytes)
-		p.MessagesPerToken += msgs * s.PerToken
-		p.RoundTripsPerToken += float64(batches) * s.PerToken
-		p.WaitsPerToken += waits(batches, d) * s.PerToken
-		p.BytesSentPerToken += sent * s.PerToken
-		p.BytesRecvPerToken += recv * s.PerToken
-		p.NetWaitUS += t * s.PerToken
+		down := math.Max(srvFree+link.RTTUS/2+l.MessageUS/2, downFree) + link.TransferUS(bytesIn)
+		downFree = down
+		p.MessagesPerToken++
+		p.RoundTripsPerToken++
+		p.BytesRecvPerToken += bytesIn
+		if !pipelined || f.sync {
+			p.WaitsPerToken++
+			// Everything sent before is answered before this reply (frames keep their order).
+			inflight = inflight[:0]
+			if down > t {
+				p.NetWaitUS += down - t
+				t = down
+			}
+			continue
+		}
+		inflight = append(inflight, down)
 	}
-	p.TokenTimeUS = l.ComputeUS + p.NetWaitUS
-	if p.TokenTimeUS > 0 {
-		p.TokensPerS = 1e6 / p.TokenTimeUS
+	// A token ends when its last reply is in.
+	for _, r := range inflight {
+		if r > t {
+			p.NetWaitUS += r - t
+			t = r
+		}
+	}
+	t += gap * float64(len(l.Calls)-1-prevCall)
+	p.TokenTimeUS = t
+	if t > 0 {
+		p.TokensPerS = 1e6 / t
 	}
 	return p
 }
 
-// waits returns how many times the client blocks in a segment of b messages with window d:
-// once at the sync point, and once per full window before it.
-func waits(b, d int) float64 {
-	if d >= b {
-		return 1
+// BatchWhatIf predicts, from a fitted batch model alone (no trace), the cost of one request when
+// K requests share a cycle and D cycles are in flight: time per request
+// max(T_per_req·K, T_cycle(K)/D)/K µs, 2/K messages and 1/K round trips per request. The unit of
+// the returned Prediction's "token" fields is one request.
+func BatchWhatIf(b Batch, k, d int) Prediction {
+	if k < 1 {
+		k = 1
 	}
-	return float64(b-d) + 1
-}
-
-// simulateSegment returns the µs from the first send of a segment to the last reply.
-func simulateSegment(calls, k, d int, rt Batch, link Link, sendPerCall, recvPerCall, frame float64) float64 {
-	batches := (calls + k - 1) / k
-	done := make([]float64, batches)
-	var lastSend, srvFree, upFree, downFree float64
-	half := (rt.TFixedUS + link.RTTUS) / 2
-	left := calls
-	for i := 0; i < batches; i++ {
-		n := k
-		if left < k {
-			n = left
-		}
-		left -= n
-		send := lastSend
-		if i >= d {
-			send = math.Max(send, done[i-d])
-		}
-		lastSend = send
-		// The uplink carries one message at a time.
-		up := math.Max(send, upFree) + link.TransferUS(float64(n)*sendPerCall+frame)
-		upFree = up
-		start := math.Max(up+half, srvFree)
-		srvFree = start + rt.TPerReqUS*float64(n)
-		down := math.Max(srvFree+half, downFree) + link.TransferUS(float64(n)*recvPerCall+frame)
-		downFree = down
-		done[i] = down
+	if d < 1 {
+		d = 1
 	}
-	end := 0.0
-	for _, t := range done {
-		end = math.Max(end, t)
+	kf := float64(k)
+	cycle := b.Cycle(kf)
+	per := math.Max(b.TPerReqUS*kf, cycle/float64(d)) / kf
+	p := Prediction{MessagesPerToken: 2 / kf, RoundTripsPerToken: 1 / kf, WaitsPerToken: 1 / kf / float64(d),
+		NetWaitUS: per, TokenTimeUS: per}
+	if per > 0 {
+		p.TokensPerS = 1e6 / per
 	}
-	return end
-}
-
-// Calibrate builds a Loop from a measured baseline where every call was one synchronous round
-// trip: segs are the sync segments per token, tokenUS the measured µs per token, rttUS the mean
-// measured round trip (µs, link included), link the link it was measured on, and serviceUS the
-// server's work per call (µs; 0 when unknown, which treats the whole round trip as latency that
-// pipelining can hide). The compute time is what the round trips leave of the token time; the
-// fixed part of a round trip is what the link and the service leave of it.
-func Calibrate(segs []Segment, tokenUS, rttUS, serviceUS float64, link Link, sendPerCall, recvPerCall, frame float64) (Loop, error) {
-	l := Loop{Segments: segs, Link: link, SendBytesPerCall: sendPerCall, RecvBytesPerCall: recvPerCall, FrameBytes: frame, RepliesPerCall: 1}
-	if err := l.Validate(); err != nil {
-		return Loop{}, err
-	}
-	calls := l.CallsPerToken()
-	transfer := link.TransferUS(sendPerCall+frame) + link.TransferUS(recvPerCall+frame)
-	fixed := rttUS - serviceUS - link.RTTUS - transfer
-	if fixed < 0 {
-		fixed = 0
-	}
-	l.RoundTrip = Batch{TFixedUS: fixed, TPerReqUS: serviceUS}
-	l.ComputeUS = tokenUS - calls*rttUS
-	if l.ComputeUS < 0 {
-		l.ComputeUS = 0
-	}
-	return l, nil
+	return p
 }
