@@ -124,6 +124,8 @@ func cdfChart(s *analyzers.Summary) template.HTML {
 
 func batchChart(s *analyzers.Summary) template.HTML {
 	const name, title = "batch", "RTT against requests in flight (N)"
+	// Measured points: the runs of a Little's law table (one per client count), and the RTT at
+	// each N that the batch refinement gives back (T = T_fixed + t_per_req(N)·N).
 	var ns, ts []float64
 	for _, r := range s.LittlesLaw {
 		if r.InFlight > 0 && r.RTTMeasuredUS > 0 {
@@ -131,6 +133,13 @@ func batchChart(s *analyzers.Summary) template.HTML {
 		}
 	}
 	f := s.BatchFit
+	if f != nil {
+		for _, r := range s.BatchRefinement {
+			if r.N > 0 {
+				ns, ts = append(ns, r.N), append(ts, f.TFixedUS+r.TPerReqUS*r.N)
+			}
+		}
+	}
 	if len(ns) == 0 && f == nil {
 		return noData(name, title, "no data: no runs at several N and no batch fit")
 	}
@@ -196,13 +205,15 @@ func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases [
 }
 
 func unitsChart(s *analyzers.Summary) template.HTML {
-	var cats []string
+	var cats, notes []string
 	wait, rest := []float64{}, []float64{}
 	for _, u := range s.Units {
 		if u.UnitTimeUS <= 0 {
 			continue
 		}
 		cats = append(cats, u.Name)
+		notes = append(notes, fmt.Sprintf("%s µs: %s messages, %s round trips; ≤ %s× faster without round trips",
+			fmtNum(u.UnitTimeUS), fmtNum(u.MessagesPerUnit), fmtNum(u.RoundTripsPerUnit), fmtNum(u.MaxSpeedup)))
 		w := math.Min(math.Max(u.NetWaitUS, 0), u.UnitTimeUS)
 		wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
 	}
@@ -210,7 +221,7 @@ func unitsChart(s *analyzers.Summary) template.HTML {
 		return noData("units", "Per-unit breakdown", "no data: no units of work (token markers) in the trace")
 	}
 	return stackedBars("units", "Per-unit breakdown", "mean time per unit (µs)", cats,
-		[]string{"blocked on round trips", "other"}, [][]float64{wait, rest})
+		[]string{"blocked on round trips", "other"}, [][]float64{wait, rest}, notes)
 }
 
 // fmtNum formats a measured value with about four significant digits and no exponent.
@@ -365,6 +376,11 @@ figcaption{font-size:.85em;color:#555}
 <tr><td class="l">points</td><td>{{.Points}}</td><td></td></tr>
 <tr><td class="l">max throughput /s</td><td>{{num .ThroughputMax}}</td><td></td></tr>
 </table>{{else}}<p class="muted">No batch model fit (needs runs at several N).</p>{{end}}
+{{if .S.BatchRefinement}}<p>The fit is curved: the per-request cost at each N, holding T_fixed.</p>
+<table id="batch-refinement">
+<tr><th>N</th><th>T_per_req µs</th></tr>
+{{range .S.BatchRefinement}}<tr><td>{{num .N}}</td><td>{{num .TPerReqUS}}</td></tr>
+{{end}}</table>{{end}}
 
 <h2>Latency modes</h2>
 {{if .S.Modes}}<table id="modes">

@@ -176,6 +176,7 @@ type plot struct {
 	yLabel string
 	body   strings.Builder
 	marks  int // data marks drawn
+	vlines int // markers drawn, to stagger their labels
 	legend []legendItem
 	notes  []string
 }
@@ -281,12 +282,15 @@ func (p *plot) bars(label string, c int, lo, hi, v []float64) {
 	}
 }
 
-// vline draws a vertical marker at x with a short label (a mode centre, a percentile). It is
-// not a data mark.
+// vline draws a vertical marker at x with a short label (a mode centre, a percentile). Labels
+// of successive markers go on successive rows so that close markers stay readable. It is not a
+// data mark.
 func (p *plot) vline(x float64, label string, c int) {
 	px := p.x.px(x)
+	y := plotTop + 10 + 12*(p.vlines%4)
+	p.vlines++
 	fmt.Fprintf(&p.body, `<line x1="%s" x2="%s" y1="%d" y2="%d" stroke="%s" stroke-dasharray="3 3"/><text x="%s" y="%d" font-size="10" fill="%s">%s</text>`+"\n",
-		num(px), num(px), plotTop, plotH-plotBottom, color(c), num(px+3), plotTop+10, color(c), esc(label))
+		num(px), num(px), plotTop, plotH-plotBottom, color(c), num(px+3), y, color(c), esc(label))
 }
 
 // band shades the region between ylo and yhi along xs (a confidence band). It is not a data
@@ -398,8 +402,9 @@ func noData(name, title, why string) template.HTML {
 // stackedBars draws one horizontal bar per category, split into one segment per series
 // (vals[s][c] is series s in category c), on a linear x axis: a breakdown such as the time of one
 // token split into network wait and the rest. Each segment is a data mark with data-cat,
-// data-series and data-n (its value). Categories beyond maxCats are left out and noted.
-func stackedBars(name, title, xLabel string, cats, series []string, vals [][]float64) template.HTML {
+// data-series and data-n (its value). notes[c], when given, is written under bar c. Categories
+// beyond maxCats are left out and noted.
+func stackedBars(name, title, xLabel string, cats, series []string, vals [][]float64, notes []string) template.HTML {
 	const maxCats = 12 // keeps every bar at least ~15 px tall
 	shown := min(len(cats), maxCats)
 	hi := 0.0
@@ -420,11 +425,15 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 	left := float64(plotLeft + 56) // category labels sit left of the bars
 	p.x.p0 = left
 	rowH := float64(plotH-plotTop-plotBottom) / float64(shown)
-	barH := math.Min(rowH*0.7, 28)
+	barH := math.Min(rowH*0.6, 28)
 	for c := 0; c < shown; c++ {
 		y := float64(plotTop) + rowH*float64(c) + (rowH-barH)/2
 		fmt.Fprintf(&p.body, `<text x="%s" y="%s" text-anchor="end" font-size="11">%s</text>`+"\n",
 			num(left-6), num(y+barH/2+4), esc(shorten(cats[c], 14)))
+		if c < len(notes) && notes[c] != "" {
+			fmt.Fprintf(&p.body, `<text x="%s" y="%s" font-size="10" fill="#444">%s</text>`+"\n",
+				num(left+2), num(y+barH+11), esc(notes[c]))
+		}
 		acc := 0.0
 		for s := range series {
 			v := 0.0

@@ -2,10 +2,12 @@ package reports
 
 import (
 	"encoding/binary"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/perflab/perflab/fixtures"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -142,5 +144,38 @@ func (st synthTrace) write(t testing.TB, dir, name string) string {
 	must(w.WriteEvent(&trace.Event{TS: now + 1000, Dur: 3000, PID: pid, TID: tid + 1, Conn: 2, Dir: trace.DirSend,
 		Op: trace.OpWrite, Source: src, Bytes: 16, Payload: []byte("hello <script>")}))
 	must(w.Close())
+	return path
+}
+
+// pingpongTrace copies the committed fixture trace fixtures/traces/pingpong.plt to dir and
+// returns its path.
+func pingpongTrace(t testing.TB, dir string) string {
+	t.Helper()
+	b, err := fixtures.FS.ReadFile("traces/pingpong.plt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pingpong.plt")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// venusTrace writes the fixtures package's venus-like trace (a load phase, then tokens) seen by
+// source to dir/name and returns its path.
+func venusTrace(t testing.TB, dir, name string, source trace.Source, tokens int) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	w, err := trace.Create(path, fixtures.Meta(source.String(), "venus"), fixtures.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fixtures.Venus(w, fixtures.VenusOptions{Tokens: tokens, Uploads: 4, Seed: 1, Source: source}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return path
 }
