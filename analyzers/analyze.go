@@ -128,12 +128,17 @@ type msgRec struct {
 	ts   int64
 	size uint32
 	kind uint8
+	proc uint16 // index of the message's process in analyzer.pids (maxProcs: any other)
 }
+
+// maxProcs bounds the processes told apart in unit attribution.
+const maxProcs = 1<<16 - 1
 
 const (
 	recSend      = 1 << iota // the message was sent (else received)
 	recRoundTrip             // a client's reply completing a round trip
-	recUnit                  // a request that opens a unit of work (spec unit command)
+	recUnit                  // a request sent that opens a unit of work (spec unit command)
+	recUnitRecv              // the same, received (a traced server)
 	recRTEvent               // a tracer's round-trip event (not a message)
 )
 
@@ -168,11 +173,12 @@ type analyzer struct {
 	lostSync, dropped uint64
 	truncated         uint64
 	frames            uint64
-	specs             map[string]*Spec // by name: the built-ins and the chosen spec
-	recs              []msgRec         // this trace's messages, for units and phases
-	marks             []trace.Marker   // this trace's phase and unit markers
-	blocks            []interval       // this trace's intervals with a client blocked on a reply
-	unitSpec          string           // unit name of the spec unit commands seen
+	specs             map[string]*Spec  // by name: the built-ins and the chosen spec
+	recs              []msgRec          // this trace's messages, for units and phases
+	marks             []trace.Marker    // this trace's phase and unit markers
+	blocks            []interval        // this trace's intervals with a client blocked on a reply
+	unitSpec          string            // unit name of the spec unit commands seen
+	pids              map[uint32]uint16 // this trace's processes, numbered for msgRec.proc
 	warnings          []string
 }
 
@@ -224,6 +230,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.s.Meta = append(a.s.Meta, meta)
 	a.haveTS = false
 	a.recs, a.marks, a.blocks, a.unitSpec = a.recs[:0], a.marks[:0], a.blocks[:0], ""
+	a.pids = map[uint32]uint16{}
 	if a.lost == nil || i > 0 {
 		a.lost = map[string]uint64{}
 	}
@@ -358,13 +365,17 @@ func (a *analyzer) message(m *Message) {
 	}
 	ca.count++
 	ca.bytes += uint64(m.Size)
-	rec := msgRec{ts: m.TS, size: uint32(min(m.Size, math.MaxUint32))}
+	rec := msgRec{ts: m.TS, size: uint32(min(m.Size, math.MaxUint32)), proc: a.procIndex(m.PID)}
 	if m.Dir == trace.DirSend {
 		rec.kind |= recSend
 	}
 	if !m.IsReply {
 		if sp := a.specs[m.Protocol]; sp != nil && sp.OpensUnit(m.Command) {
-			rec.kind |= recUnit
+			if m.Dir == trace.DirSend {
+				rec.kind |= recUnit
+			} else {
+				rec.kind |= recUnitRecv
+			}
 			a.unitSpec = sp.UnitName
 		}
 	}
@@ -413,6 +424,17 @@ func (a *analyzer) message(m *Message) {
 		ca.rtt.Add(m.RTT)
 	}
 	a.recs = append(a.recs, rec)
+}
+
+func (a *analyzer) procIndex(pid uint32) uint16 {
+	i, ok := a.pids[pid]
+	if !ok {
+		i = uint16(min(len(a.pids), maxProcs))
+		if len(a.pids) < maxProcs {
+			a.pids[pid] = i
+		}
+	}
+	return i
 }
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {

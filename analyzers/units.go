@@ -54,10 +54,27 @@ func (a *analyzer) phasesAndUnits(i int) {
 	pacc := make([]acc, len(phases))
 	var unitAcc acc // messages in the unit phase
 	var spanAcc acc // messages between the first and the last unit command
+	// Units opened by commands: the sending side's (a client), or the receiving side's when
+	// only a server is traced. Only the messages of the processes that open units count.
 	var unitTS []int64
-	for _, r := range a.recs {
-		if r.kind&recUnit != 0 {
-			unitTS = append(unitTS, r.ts)
+	procs := map[uint16]bool{}
+	for _, bit := range []uint8{recUnit, recUnitRecv} {
+		for _, r := range a.recs {
+			if r.kind&bit != 0 {
+				unitTS = append(unitTS, r.ts)
+				procs[r.proc] = true
+			}
+		}
+		if len(unitTS) > 0 {
+			break
+		}
+	}
+	if len(tokens) > 0 {
+		procs = map[uint16]bool{}
+		for _, t := range tokens {
+			if i, ok := a.pids[t.PID]; ok {
+				procs[i] = true
+			}
 		}
 	}
 	// the unit phase: non-load phases; without phase markers, the span of the unit markers
@@ -107,6 +124,9 @@ func (a *analyzer) phasesAndUnits(i int) {
 				add(&pacc[k], r)
 				break
 			}
+		}
+		if len(procs) > 0 && !procs[r.proc] {
+			continue
 		}
 		for _, p := range unitPhase {
 			if r.ts >= p.from && r.ts < p.to {

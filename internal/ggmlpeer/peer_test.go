@@ -1,0 +1,238 @@
+package ggmlpeer
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/trace"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recConn records every Read and Write on a connection as a trace event, as the eBPF probes see
+// system calls: the bytes moved and the first head bytes of them.
+type recConn struct {
+	net.Conn
+	mu   *sync.Mutex
+	w    *trace.Writer
+	id   uint64
+	pid  uint32
+	head int
+	t0   time.Time
+	err  error
+}
+
+func (c *recConn) record(dir trace.Dir, op trace.Op, start time.Time, b []byte, n int) {
+	if n <= 0 {
+		return
+	}
+	p := b[:n]
+	if len(p) > c.head {
+		p = p[:c.head]
+	}
+	ev := trace.Event{TS: int64(start.Sub(c.t0)) + 1e9, Dur: int64(time.Since(start)), PID: c.pid, TID: c.pid,
+		Conn: c.id, Dir: dir, Op: op, Source: trace.SourceEBPF, Bytes: int64(n), Payload: p}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.w.WriteEvent(&ev); err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *recConn) Write(b []byte) (int, error) {
+	start := time.Now()
+	n, err := c.Conn.Write(b)
+	c.record(trace.DirSend, trace.OpSendto, start, b, n)
+	return n, err
+}
+
+func (c *recConn) Read(b []byte) (int, error) {
+	start := time.Now()
+	n, err := c.Conn.Read(b)
+	c.record(trace.DirRecv, trace.OpRecvfrom, start, b, n)
+	return n, err
+}
+
+// record runs the workload between a client and a server over loopback TCP, recording both
+// sides' calls, and returns the trace's path.
+func record(t *testing.T, v Version, tokens, head int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ggml.plt")
+	w, err := trace.Create(path, trace.Meta{Source: "ebpf", Protocol: "ggml-rpc", PayloadBytes: head}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	t0 := time.Now()
+	srv := &Server{Version: v}
+	done := make(chan error, 1)
+	var sconn *recConn
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		sconn = &recConn{Conn: c, mu: &mu, w: w, id: 2, pid: 200, head: head, t0: t0}
+		done <- srv.ServeConn(sconn)
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &recConn{Conn: nc, mu: &mu, w: w, id: 1, pid: 100, head: head, t0: t0}
+	cl, err := Dial(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Version != v {
+		t.Fatalf("client learned version %v, server speaks %v", cl.Version, v)
+	}
+	if err := cl.Workload(tokens); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	ln.Close()
+	for _, c := range []*trace.Connection{
+		{ID: 1, Family: trace.FamilyTCP, Local: nc.LocalAddr().String(), Remote: nc.RemoteAddr().String(), PID: 100},
+		{ID: 2, Family: trace.FamilyTCP, Local: nc.RemoteAddr().String(), Remote: nc.LocalAddr().String(), PID: 200},
+	} {
+		if err := w.WriteConnection(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cc.err != nil || sconn.err != nil {
+		t.Fatal(cc.err, sconn.err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var names = []string{"ALLOC_BUFFER", "GET_ALIGNMENT", "GET_MAX_SIZE", "BUFFER_GET_BASE", "FREE_BUFFER", "BUFFER_CLEAR",
+	"SET_TENSOR", "SET_TENSOR_HASH", "GET_TENSOR", "COPY_TENSOR", "GRAPH_COMPUTE", "GET_DEVICE_MEMORY", "INIT_TENSOR",
+	"GET_ALLOC_SIZE", "HELLO", "DEVICE_COUNT", "GRAPH_RECOMPUTE", "MEMSET_TENSOR"}
+
+// A recorded session decodes completely: every command named on both sides, each reply
+// paired with its request, and one round trip per decode step (only GET_TENSOR waits).
+func TestDecodeRecordedSession(t *testing.T) {
+	const tokens = 20
+	for _, tc := range []struct {
+		name    string
+		v       Version
+		rtToken float64
+		msgTok  float64
+	}{
+		{"v5", Version{5, 0, 0}, 1, 4},
+		{"v3", Version{3, 6, 0}, 1, 4},
+		{"v2", Version{2, 0, 0}, 2, 5}, // GRAPH_RECOMPUTE still answered
+		{"v1", Version{1, 0, 0}, 3, 6}, // SET_TENSOR too
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := record(t, tc.v, tokens, 64)
+			seen := map[string]int{}
+			replies, requests := 0, 0
+			err := analyzers.Messages([]string{path}, analyzers.Options{}, func(m *analyzers.Message) error {
+				if m.Protocol != "ggml-rpc" {
+					t.Errorf("connection %d decoded as %q", m.Conn, m.Protocol)
+				}
+				if m.Name == "" {
+					t.Errorf("unnamed message %+v", *m)
+				}
+				if m.LostSync || m.Truncated {
+					t.Errorf("message lost sync or truncated: %+v", *m)
+				}
+				if m.IsReply {
+					replies++
+					if m.RTT <= 0 {
+						t.Errorf("reply without a round-trip time: %+v", *m)
+					}
+				} else {
+					requests++
+					if m.Conn == 1 {
+						seen[m.Name]++
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range names {
+				if seen[n] == 0 {
+					t.Errorf("command %s never decoded", n)
+				}
+			}
+			s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Units) != 1 {
+				t.Fatalf("units %+v", s.Units)
+			}
+			u := s.Units[0]
+			if u.Name != "token" || u.Count != tokens || u.RoundTripsPerUnit != tc.rtToken || u.MessagesPerUnit != tc.msgTok {
+				t.Errorf("unit %+v, want %d tokens with %v round trips and %v messages each", u, tokens, tc.rtToken, tc.msgTok)
+			}
+			if s.RoundTrips.Unanswered != 0 {
+				t.Errorf("%d requests unanswered", s.RoundTrips.Unanswered)
+			}
+			if s.RoundTrips.ServiceUS == nil {
+				t.Errorf("the server side is in the trace but no service time came out")
+			}
+			if len(s.Warnings) > 0 {
+				t.Logf("warnings: %q", s.Warnings)
+			}
+		})
+	}
+}
+
+func TestServerRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"not hello first", []byte{CmdGetTensor, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"huge size", []byte{CmdHello, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"unknown command", []byte{200, 0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := &pipe{in: tc.in}
+			if err := (&Server{Version: Version{5, 0, 0}}).ServeConn(rw); err == nil {
+				t.Errorf("accepted %x", tc.in)
+			}
+		})
+	}
+}
+
+type pipe struct {
+	in  []byte
+	out []byte
+}
+
+func (p *pipe) Read(b []byte) (int, error) {
+	if len(p.in) == 0 {
+		return 0, os.ErrClosed
+	}
+	n := copy(b, p.in)
+	p.in = p.in[n:]
+	return n, nil
+}
+
+func (p *pipe) Write(b []byte) (int, error) { p.out = append(p.out, b...); return len(b), nil }
