@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ import (
 //
 //   - a track per traced thread (pid/tid), named by metadata events ("ph":"M");
 //   - a complete slice ("ph":"X") per system call or tracer operation, with args bytes, conn,
-//     direction, errno and command;
+//     direction, errno and command (connection addresses are listed once, in otherData);
 //   - an async slice ("ph":"b"/"e", category "round_trip") per round trip, on the thread that
 //     waited for the reply; async slices may overlap, as pipelined requests do;
 //   - a counter ("ph":"C", "requests in flight") per process;
@@ -223,6 +224,14 @@ func (pw *perfettoWriter) events(i int, path string) (string, error) {
 	if l := labels(m.Labels); l != "" {
 		info += ", labels " + l
 	}
+	ids := make([]uint64, 0, len(st.conns))
+	for id := range st.conns {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		info += fmt.Sprintf("; conn %d: %s", id, st.conns[id])
+	}
 	rc := r.Recovery()
 	if rc.Damaged() {
 		info += "; recovery: " + rc.String()
@@ -325,10 +334,6 @@ func (pw *perfettoWriter) eventArgs(st *traceState, e *trace.Event) {
 	if e.Conn != 0 {
 		pw.raw(`,"conn":`)
 		pw.uint(e.Conn)
-		if c, ok := st.conns[e.Conn]; ok {
-			pw.raw(`,"peer":`)
-			pw.str(c)
-		}
 	}
 	if e.Errno != 0 {
 		pw.raw(`,"errno":`)

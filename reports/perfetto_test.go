@@ -11,6 +11,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/trace"
 )
 
 // chromeTrace is the part of the Chrome trace JSON format the tests read.
@@ -248,5 +249,26 @@ func TestAppendUS(t *testing.T) {
 		if got := string(appendUS(nil, tc.ns)); got != tc.want {
 			t.Errorf("appendUS(%d) = %q, want %q", tc.ns, got, tc.want)
 		}
+	}
+}
+
+// TestPerfettoFixtures golden-tests the timeline of the committed fixture trace and of the
+// fixtures package's venus-like traces (kernel and tracer view).
+func TestPerfettoFixtures(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		golden string
+		path   string
+	}{
+		{"perfetto_pingpong.json", pingpongTrace(t, dir)},
+		{"perfetto_venus_ebpf.json", venusTrace(t, dir, "venus-ebpf.plt", trace.SourceEBPF, 3)},
+		{"perfetto_venus_tracer.json", venusTrace(t, dir, "venus-tracer.plt", trace.SourceTracer, 3)},
+	} {
+		got, ct := perfetto(t, []string{tc.path}, analyzers.Options{})
+		byPh, async := checkChrome(t, ct)
+		if byPh["X"] == 0 || async["round_trip"] == 0 || byPh["C"] == 0 {
+			t.Errorf("%s: no slices, round trips or counter: %v %v", tc.golden, byPh, async)
+		}
+		testutil.Golden(t, tc.golden, got)
 	}
 }

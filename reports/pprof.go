@@ -146,22 +146,28 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, erro
 		return cmp.Or(cmp.Compare(a.trace, b.trace), cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid),
 			cmp.Compare(a.conn, b.conn), cmp.Compare(a.dir, b.dir), cmp.Compare(a.cmd, b.cmd))
 	})
+	// One mapping per trace, marked as already symbolized, so that pprof neither looks for a
+	// binary nor tries to symbolize the synthetic frames.
+	for i, ti := range infos {
+		p.Mapping = append(p.Mapping, &profile.Mapping{ID: uint64(i + 1), File: ti.name,
+			HasFunctions: true, HasFilenames: true})
+	}
 	locs := map[string]*profile.Location{}
-	loc := func(name, file string) *profile.Location {
+	loc := func(name, file string, m *profile.Mapping) *profile.Location {
 		key := file + "\x00" + name
 		if l, ok := locs[key]; ok {
 			return l
 		}
 		fn := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
 		p.Function = append(p.Function, fn)
-		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: fn}}}
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: m, Line: []profile.Line{{Function: fn}}}
 		p.Location = append(p.Location, l)
 		locs[key] = l
 		return l
 	}
 	for _, k := range keys {
 		ti := infos[k.trace]
-		file := ti.name
+		file, m := ti.name, p.Mapping[k.trace]
 		proc := processName(ti, k.pid)
 		if len(paths) > 1 {
 			proc = ti.name + ": " + proc
@@ -175,11 +181,11 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, erro
 		}
 		// Leaf first, as pprof wants.
 		stack := []*profile.Location{
-			loc(k.cmd, file),
-			loc(k.dir, file),
-			loc(conn, file),
-			loc(proc+" tid "+strconv.FormatUint(uint64(k.tid), 10), file),
-			loc(proc, file),
+			loc(k.cmd, file, m),
+			loc(k.dir, file, m),
+			loc(conn, file, m),
+			loc(proc+" tid "+strconv.FormatUint(uint64(k.tid), 10), file, m),
+			loc(proc, file, m),
 		}
 		v := values[k]
 		p.Sample = append(p.Sample, &profile.Sample{Location: stack, Value: v[:]})

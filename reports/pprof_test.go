@@ -14,6 +14,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/trace"
 )
 
 func writePprof(t *testing.T, paths []string) []byte {
@@ -171,5 +172,28 @@ func TestPprofGoTool(t *testing.T) {
 		if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "venus-client pid 100") {
 			t.Errorf("go tool pprof -top -sample_index=%s output lacks %q:\n%s", tc.index, tc.want, out)
 		}
+	}
+}
+
+// TestPprofFixtures golden-tests the profile of the committed fixture trace and of the fixtures
+// package's venus-like trace.
+func TestPprofFixtures(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		golden string
+		path   string
+	}{
+		{"pprof_pingpong.txt", pingpongTrace(t, dir)},
+		{"pprof_venus_ebpf.txt", venusTrace(t, dir, "venus-ebpf.plt", trace.SourceEBPF, 3)},
+	} {
+		var buf bytes.Buffer
+		if err := Pprof(&buf, []string{tc.path}, analyzers.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		p := parsePprof(t, buf.Bytes())
+		if sums(p, "")["round_trips"] == 0 {
+			t.Errorf("%s: no round trips", tc.golden)
+		}
+		testutil.Golden(t, tc.golden, []byte(p.String()))
 	}
 }
