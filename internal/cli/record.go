@@ -1,0 +1,301 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/perflab/perflab/collectors"
+	"github.com/perflab/perflab/probes"
+	"github.com/perflab/perflab/trace"
+)
+
+func init() {
+	c := &Command{
+		Name:    "record",
+		Summary: "capture every socket message of running processes or of a command, with eBPF",
+		Usage:   "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] (-p PID[,PID...] | -- COMMAND [ARG...])",
+	}
+	c.Run = func(ctx context.Context, env *Env, args []string) error { return runRecord(ctx, env, c, args) }
+	Register(c)
+}
+
+// labelFlag collects --label K=V.
+type labelFlag map[string]string
+
+func (l labelFlag) String() string { return "" }
+
+func (l labelFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want K=V, got %q", s)
+	}
+	l[k] = v
+	return nil
+}
+
+// recordArgs is a parsed record command line.
+type recordArgs struct {
+	out      string
+	duration time.Duration
+	payload  int
+	ring     int
+	labels   map[string]string
+	pids     []uint32
+	command  []string
+	progress bool
+}
+
+func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
+	a := &recordArgs{labels: map[string]string{}}
+	fs := NewFlagSet(env, c)
+	fs.StringVar(&a.out, "o", "record.plt", "write the trace to `FILE`")
+	fs.DurationVar(&a.duration, "duration", 0, "stop after `D` (default: when stopped or when the targets exit)")
+	fs.IntVar(&a.payload, "payload-bytes", probes.DefaultPayloadBytes, "keep the first `N` bytes of each message's data, 0..256")
+	fs.IntVar(&a.ring, "ring-bytes", probes.DefaultRingBytes, "ring buffer size in `bytes`, a power of two")
+	fs.Var(labelFlag(a.labels), "label", "add a `K=V` label to the trace metadata (repeatable)")
+	pids := fs.String("p", "", "record the processes `PID[,PID...]` (all their threads and the children they fork)")
+	fs.BoolVar(&a.progress, "progress", false, "print live progress even when stderr is not a terminal")
+
+	// Everything after "--" is the command, flags included.
+	flagArgs := args
+	for i, s := range args {
+		if s == "--" {
+			flagArgs, a.command = args[:i], args[i+1:]
+			break
+		}
+	}
+	pos, err := ParseFlags(fs, flagArgs)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 {
+		return nil, BadInput("unexpected argument %q: put the command after -- (usage: perflab record %s)", pos[0], c.Usage)
+	}
+	if *pids != "" {
+		for _, s := range strings.Split(*pids, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
+			if err != nil || n == 0 {
+				return nil, BadInput("-p: %q is not a process id", s)
+			}
+			a.pids = append(a.pids, uint32(n))
+		}
+	}
+	switch {
+	case len(a.pids) == 0 && len(a.command) == 0:
+		return nil, BadInput("nothing to record: give -p PID or -- COMMAND (usage: perflab record %s)", c.Usage)
+	case len(a.pids) > 0 && len(a.command) > 0:
+		return nil, BadInput("give either -p PID or -- COMMAND, not both")
+	}
+	if a.payload < 0 || a.payload > trace.MaxPayload {
+		return nil, BadInput("--payload-bytes %d out of range 0..%d", a.payload, trace.MaxPayload)
+	}
+	if a.ring < 4096 || a.ring&(a.ring-1) != 0 {
+		return nil, BadInput("--ring-bytes %d is not a power of two of at least 4096", a.ring)
+	}
+	if a.duration < 0 {
+		return nil, BadInput("--duration %v is negative", a.duration)
+	}
+	return a, nil
+}
+
+// processExists reports whether pid names a live process.
+func processExists(pid uint32) bool {
+	err := syscall.Kill(int(pid), 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
+	a, err := parseRecord(env, c, args)
+	if err != nil {
+		return err
+	}
+	for _, pid := range a.pids {
+		if !processExists(pid) {
+			return BadInput("-p: no process %d", pid)
+		}
+	}
+	var cmd *exec.Cmd
+	if len(a.command) > 0 {
+		path, err := exec.LookPath(a.command[0])
+		if err != nil {
+			return BadInput("cannot start %q: %v", a.command[0], err)
+		}
+		cmd = exec.Command(path, a.command[1:]...)
+		cmd.Args[0] = a.command[0]
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
+	}
+	// Privileges are checked before anything is loaded, attached or created.
+	if err := probes.CheckPrivileges(); err != nil {
+		return BadInput("%v", err)
+	}
+	probe, err := probes.Open(probes.Config{PayloadBytes: a.payload, RingBytes: a.ring})
+	if err != nil {
+		var pe *probes.PrivilegeError
+		if errors.As(err, &pe) || errors.Is(err, probes.ErrUnsupported) {
+			return BadInput("%v", err)
+		}
+		return fmt.Errorf("open probes: %w", err)
+	}
+	defer probe.Close()
+
+	meta := trace.Meta{
+		Version:      Version,
+		Kernel:       kernelRelease(),
+		Command:      a.command,
+		PIDs:         a.pids,
+		Probes:       probe.Probes(),
+		Source:       trace.SourceEBPF.String(),
+		PayloadBytes: a.payload,
+		Labels:       a.labels,
+	}
+	meta.Host, _ = os.Hostname()
+	if len(a.labels) == 0 {
+		meta.Labels = nil
+	}
+	for _, pid := range a.pids {
+		if err := probe.AddPID(pid); err != nil {
+			return err
+		}
+		if !processExists(pid) {
+			return BadInput("-p: process %d exited", pid)
+		}
+	}
+	// The file is created before the command starts, so that a bad -o starts nothing; the
+	// header is written once the command's pid is known (its events wait in the ring).
+	f, err := os.Create(a.out)
+	if err != nil {
+		return BadInput("-o: %v", err)
+	}
+	defer f.Close()
+
+	if cmd != nil {
+		// The command is forked while perflab's children are followed, so the probes see it
+		// from its first instruction; the probes trace the new process, never perflab.
+		stop, err := probe.FollowChildren(uint32(os.Getpid()))
+		if err != nil {
+			return err
+		}
+		err = cmd.Start()
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			return BadInput("cannot start %q: %v", a.command[0], err)
+		}
+		if err := probe.AddPID(uint32(cmd.Process.Pid)); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return err
+		}
+		meta.PIDs = []uint32{uint32(cmd.Process.Pid)}
+	}
+	collectors.StampStart(&meta)
+	w, err := trace.NewWriter(f, meta, nil)
+	if err != nil {
+		if cmd != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		return fmt.Errorf("-o %s: %w", a.out, err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			w.Close()
+		}
+	}()
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.duration > 0 {
+		rctx, cancel = context.WithTimeout(rctx, a.duration)
+		defer cancel()
+	}
+	// Once stopping has begun, a second SIGINT or SIGTERM ends perflab at once, with the trace
+	// readable up to its last complete chunk.
+	go func() {
+		<-rctx.Done()
+		if ctx.Err() != nil {
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+		}
+	}()
+
+	opt := collectors.Options{}
+	if a.progress || isTerminal(env.Stderr) {
+		opt.Progress = env.Stderr
+	}
+	res, recErr := collectors.Record(rctx, probe, w, opt)
+	targetsGone := recErr == nil && rctx.Err() == nil
+	if cmd != nil {
+		if werr := waitCommand(cmd, !targetsGone); werr != nil && targetsGone {
+			fmt.Fprintf(env.Stderr, "perflab record: note: %s exited: %v\n", a.command[0], werr)
+		}
+	}
+	if targetsGone {
+		fmt.Fprintln(env.Stderr, "perflab record: note: the recorded processes exited; recording stopped")
+	}
+	closed = true
+	cerr := w.Close()
+	if err := f.Close(); err != nil && cerr == nil {
+		cerr = err
+	}
+	if recErr != nil {
+		return Failed("%v (trace %s is readable up to the failure)", recErr, a.out)
+	}
+	if cerr != nil {
+		return Failed("close trace %s: %v", a.out, cerr)
+	}
+	if err := probe.Close(); err != nil {
+		fmt.Fprintf(env.Stderr, "perflab record: note: detach probes: %v\n", err)
+	}
+	if err := res.WriteSummary(env.Stdout, 10); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "\ntrace written to %s\n", a.out)
+	return nil
+}
+
+// waitCommand reaps a command perflab started. With stop it first asks the command to stop
+// (SIGTERM) and kills it after 2 s.
+func waitCommand(cmd *exec.Cmd, stop bool) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if !stop {
+		return <-done
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(2 * time.Second):
+		cmd.Process.Kill()
+		return <-done
+	}
+}
+
+// kernelRelease returns the running kernel's release, or "" when unknown.
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
