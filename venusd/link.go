@@ -1,0 +1,202 @@
+package venusd
+
+import (
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+)
+
+// frameConn moves whole frames (header included) over a transport.
+type frameConn interface {
+	// writeFrame sends frame; the caller may reuse frame when it returns.
+	writeFrame(frame []byte) error
+	// readFrame returns the next frame, header included, valid until the next call.
+	readFrame() ([]byte, error)
+	close() error
+}
+
+// directFrames writes and reads frames straight on the transport.
+type directFrames struct {
+	c  conn
+	fr *frameReader
+	rb []byte
+}
+
+func newDirectFrames(c conn, maxFrame int) *directFrames {
+	return &directFrames{c: c, fr: newFrameReader(c, maxFrame)}
+}
+
+func (d *directFrames) writeFrame(frame []byte) error {
+	_, err := d.c.Write(frame)
+	return err
+}
+
+func (d *directFrames) readFrame() ([]byte, error) {
+	p, err := d.fr.read()
+	if err != nil {
+		return nil, err
+	}
+	// Rebuild header+payload contiguously for the caller; small frames are the common case.
+	need := HeaderSize + len(p)
+	if cap(d.rb) < need {
+		d.rb = make([]byte, need)
+	}
+	d.rb = d.rb[:need]
+	copy(d.rb, d.fr.hdr[:])
+	copy(d.rb[HeaderSize:], p)
+	return d.rb, nil
+}
+
+func (d *directFrames) close() error { return d.c.Close() }
+
+// linkFrames emulates a network link on top of directFrames: each frame is delivered Delay (plus
+// jitter) after it was sent, after being serialised at Bandwidth, in order, in each direction.
+// The kernel of this machine has no netem; this stands in for it.
+type linkFrames struct {
+	d             *directFrames
+	delay, jitter time.Duration
+	bw            float64 // bytes/s, 0 unlimited
+
+	mu     sync.Mutex
+	closed bool
+	rng    *rand.Rand
+	txBusy time.Time
+	txLast time.Time
+	txErr  error
+	tx     chan linkItem
+	rx     chan linkItem
+	txDone chan struct{}
+	rxDone chan struct{}
+	stop   chan struct{}
+	rxErr  error // sticky; touched only by the one reader
+}
+
+type linkItem struct {
+	b       []byte
+	release time.Time
+	err     error
+}
+
+func newLinkFrames(d *directFrames, delay, jitter time.Duration, bw float64, seed uint64) *linkFrames {
+	l := &linkFrames{d: d, delay: delay, jitter: jitter, bw: bw, rng: rand.New(rand.NewPCG(seed, 0x5656)),
+		tx: make(chan linkItem, 4096), rx: make(chan linkItem, 4096), txDone: make(chan struct{}), rxDone: make(chan struct{}), stop: make(chan struct{})}
+	go l.sender()
+	go l.receiver()
+	return l
+}
+
+// arrival computes when a frame of n bytes sent now arrives; busy and last carry the link state
+// of one direction. The caller holds l.mu.
+func (l *linkFrames) arrival(n int, busy, last *time.Time) time.Time {
+	now := time.Now()
+	start := now
+	if busy.After(start) {
+		start = *busy
+	}
+	end := start
+	if l.bw > 0 {
+		end = start.Add(time.Duration(float64(n) / l.bw * 1e9))
+	}
+	*busy = end
+	at := end.Add(l.delay)
+	if l.jitter > 0 {
+		at = at.Add(time.Duration(l.rng.Int64N(int64(l.jitter))))
+	}
+	if at.Before(*last) {
+		at = *last
+	}
+	*last = at
+	return at
+}
+
+func (l *linkFrames) writeFrame(frame []byte) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return net.ErrClosed
+	}
+	if l.txErr != nil {
+		err := l.txErr
+		l.mu.Unlock()
+		return err
+	}
+	at := l.arrival(len(frame), &l.txBusy, &l.txLast)
+	l.mu.Unlock()
+	b := make([]byte, len(frame))
+	copy(b, frame)
+	l.tx <- linkItem{b: b, release: at}
+	return nil
+}
+
+func sleepUntil(t time.Time) {
+	if d := time.Until(t); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (l *linkFrames) sender() {
+	defer close(l.txDone)
+	for it := range l.tx {
+		sleepUntil(it.release)
+		if err := l.d.writeFrame(it.b); err != nil {
+			l.mu.Lock()
+			l.txErr = err
+			l.mu.Unlock()
+		}
+	}
+}
+
+func (l *linkFrames) receiver() {
+	defer close(l.rxDone)
+	var busy, last time.Time
+	for {
+		b, err := l.d.readFrame()
+		if err != nil {
+			select {
+			case l.rx <- linkItem{err: err}:
+			case <-l.stop:
+			}
+			return
+		}
+		c := make([]byte, len(b))
+		copy(c, b)
+		l.mu.Lock()
+		at := l.arrival(len(c), &busy, &last)
+		l.mu.Unlock()
+		select {
+		case l.rx <- linkItem{b: c, release: at}:
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+func (l *linkFrames) readFrame() ([]byte, error) {
+	if l.rxErr != nil {
+		return nil, l.rxErr
+	}
+	it := <-l.rx
+	if it.err != nil {
+		l.rxErr = it.err
+		return nil, it.err
+	}
+	sleepUntil(it.release)
+	return it.b, nil
+}
+
+func (l *linkFrames) close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.tx)
+	<-l.txDone // frames already sent are delivered first
+	close(l.stop)
+	err := l.d.close()
+	<-l.rxDone
+	return err
+}

@@ -1,0 +1,312 @@
+package venusd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrChecksum is returned (wrapped) with the Result when the llm workload's checksum differs
+// from the in-process reference: what the application read back is wrong.
+var ErrChecksum = errors.New("checksum differs from the in-process reference")
+
+// RunWorkload connects to cfg.Connect, runs the workload and returns what it measured. When the
+// llm workload's output is wrong it returns the Result together with an error wrapping
+// ErrChecksum (Result.ChecksumOK is false).
+func RunWorkload(ctx context.Context, cfg ClientConfig) (*Result, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Mode > ModeCoalescePipeline {
+		return nil, fmt.Errorf("mode %d: unknown", cfg.Mode)
+	}
+	if cfg.Delay < 0 || cfg.Jitter < 0 || cfg.Bandwidth < 0 {
+		return nil, errors.New("delay, jitter and bandwidth must not be negative")
+	}
+	switch cfg.Workload {
+	case "", "llm":
+		return runLLM(ctx, cfg, getenv)
+	case "ping":
+		return runPing(ctx, cfg, getenv)
+	}
+	return nil, fmt.Errorf("workload %q: want llm or ping", cfg.Workload)
+}
+
+type counterSnap struct {
+	framesSent, framesRecv, bytesSent, bytesRecv, roundTrips, syncWaits, sendCalls, recvCalls int64
+}
+
+func (c *client) snap() counterSnap {
+	ctr := c.raw.counters()
+	return counterSnap{c.framesSent.Load(), c.framesRecv.Load(), c.bytesSent.Load(), c.bytesRecv.Load(),
+		c.roundTrips.Load(), c.syncWaits.Load(), ctr.sendCalls.Load(), ctr.recvCalls.Load()}
+}
+
+func (c *client) totals() Totals {
+	ctr := c.raw.counters()
+	t := Totals{
+		FramesSent: c.framesSent.Load(), FramesRecv: c.framesRecv.Load(),
+		SendCalls: ctr.sendCalls.Load(), RecvCalls: ctr.recvCalls.Load(),
+		BytesSent: c.bytesSent.Load(), BytesRecv: c.bytesRecv.Load(),
+		RoundTrips: c.roundTrips.Load(), SyncWaits: c.syncWaits.Load(),
+		SendMaxUS: float64(c.sendMaxNs.Load()) / 1e3, RecvMaxUS: float64(c.recvMaxNs.Load()) / 1e3,
+		EAGAIN: ctr.eagain.Load(),
+	}
+	if t.FramesSent > 0 {
+		t.SendAvgUS = float64(c.sendNs.Load()) / 1e3 / float64(t.FramesSent)
+	}
+	if t.FramesRecv > 0 {
+		t.RecvAvgUS = float64(c.recvNs.Load()) / 1e3 / float64(t.FramesRecv)
+	}
+	return t
+}
+
+func newResult(cfg *ClientConfig, a Addr, c *client) *Result {
+	depth := 1
+	if cfg.Mode.Pipeline() {
+		depth = c.depth
+	}
+	return &Result{Schema: ResultSchema, Mode: cfg.Mode.String(), Transport: a.Transport, Depth: depth,
+		DelayUS: float64(cfg.Delay) / 1e3, ChecksumOK: true}
+}
+
+// closeWithin closes c when ctx ends, so a blocked run returns.
+func closeWithin(ctx context.Context, c *client) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+			c.abort()
+		case <-done:
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// abort closes the transport under a blocked caller.
+func (c *client) abort() { c.raw.Close() }
+
+func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (*Result, error) {
+	lc, err := cfg.LLM.normalize()
+	if err != nil {
+		return nil, fmt.Errorf("llm workload: %w", err)
+	}
+	cfg.LLM = lc
+	inv, err := readInvalidatePolicy(getenv)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	mono0 := Monotonic()
+	c, a, err := dialClient(ctx, &cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	stop := closeWithin(ctx, c)
+	defer stop()
+	res := newResult(&cfg, a, c)
+	res.Workload = "llm"
+	res.Tokens = lc.Tokens
+
+	r := &llmRun{cfg: lc, x: c, inv: inv}
+	var genStart time.Time
+	var genMono, tokMono int64
+	var snap0 counterSnap
+	r.onLoaded = func() {
+		genStart = time.Now()
+		genMono = Monotonic()
+		snap0 = c.snap()
+		res.LoadS = genStart.Sub(t0).Seconds()
+		c.tr.marker("phase", "load", 0, mono0, genMono)
+	}
+	r.onToken = func(t int, begin bool) {
+		now := Monotonic()
+		if begin {
+			tokMono = now
+			return
+		}
+		c.tr.marker("token", "", int64(t), tokMono, now)
+	}
+	sum, runErr := r.run()
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("llm workload: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("llm workload: %w", runErr)
+	}
+	gen := time.Since(genStart)
+	c.tr.marker("phase", "generate", 0, genMono, Monotonic())
+	snap1 := c.snap()
+	res.GenerateS = gen.Seconds()
+	if gen > 0 {
+		res.TokensPerS = float64(lc.Tokens) / gen.Seconds()
+	}
+	res.Checksum = fmt.Sprintf("%016x", sum)
+	res.Invalidate = r.stats
+	if err := c.close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
+	}
+	res.Totals = c.totals()
+	if n := float64(lc.Tokens); n > 0 {
+		d := func(a, b int64) float64 { return float64(b-a) / n }
+		res.PerToken = PerToken{
+			FramesSent: d(snap0.framesSent, snap1.framesSent), FramesRecv: d(snap0.framesRecv, snap1.framesRecv),
+			RoundTrips: d(snap0.roundTrips, snap1.roundTrips), SyncWaits: d(snap0.syncWaits, snap1.syncWaits),
+			BytesSent: d(snap0.bytesSent, snap1.bytesSent), BytesRecv: d(snap0.bytesRecv, snap1.bytesRecv),
+			SendCalls: d(snap0.sendCalls, snap1.sendCalls), RecvCalls: d(snap0.recvCalls, snap1.recvCalls),
+		}
+		res.PerToken.Frames = res.PerToken.FramesSent + res.PerToken.FramesRecv
+	}
+	if !cfg.NoVerify {
+		ref, err := ReferenceChecksum(lc)
+		if err != nil {
+			return nil, fmt.Errorf("reference run: %w", err)
+		}
+		res.ReferenceChecksum = ref
+		res.ChecksumOK = ref == res.Checksum
+		if !res.ChecksumOK {
+			return res, fmt.Errorf("%w: got %s, reference %s (auto-invalidate: enabled=%v, %d of %d mappings, cap %d bytes)",
+				ErrChecksum, res.Checksum, ref, inv.enabled, r.stats.Eligible, len(r.maps), inv.cap)
+		}
+	}
+	return res, nil
+}
+
+// normalize fills the ping defaults and checks sizes.
+func (p PingConfig) normalize() (PingConfig, error) {
+	d := DefaultPingConfig()
+	if p.Requests == 0 {
+		p.Requests = d.Requests
+	}
+	if p.Warmup == 0 {
+		p.Warmup = d.Warmup
+	}
+	if p.RequestBytes == 0 {
+		p.RequestBytes = d.RequestBytes
+	}
+	if p.ReplyBytes == 0 {
+		p.ReplyBytes = d.ReplyBytes
+	}
+	switch {
+	case p.Requests < 0 || p.Warmup < 0 || p.Duration < 0:
+		return p, errors.New("ping: requests, warm-up and duration must not be negative")
+	case p.RequestBytes < CmdHeaderSize+4 || p.RequestBytes > 16<<20:
+		return p, fmt.Errorf("ping: request of %d bytes: want %d to 16MiB", p.RequestBytes, CmdHeaderSize+4)
+	case p.ReplyBytes < CmdHeaderSize+ReplyFixedSize || p.ReplyBytes > 16<<20:
+		return p, fmt.Errorf("ping: reply of %d bytes: want %d to 16MiB", p.ReplyBytes, CmdHeaderSize+ReplyFixedSize)
+	}
+	return p, nil
+}
+
+func runPing(ctx context.Context, cfg ClientConfig, getenv func(string) string) (*Result, error) {
+	pc, err := cfg.Ping.normalize()
+	if err != nil {
+		return nil, err
+	}
+	c, a, err := dialClient(ctx, &cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	stop := closeWithin(ctx, c)
+	defer stop()
+	res := newResult(&cfg, a, c)
+	res.Workload = "ping"
+	res.ChecksumOK = true
+
+	pad := make([]byte, pc.RequestBytes-CmdHeaderSize-4)
+	replyData := uint32(pc.ReplyBytes - CmdHeaderSize - ReplyFixedSize)
+	ping := func(k callKind) error {
+		e := c.start(CmdPing, k)
+		e.u32(replyData)
+		e.bytes(pad)
+		_, err := c.done(k)
+		return err
+	}
+	kind := kindSync
+	if cfg.Mode.Pipeline() {
+		kind = kindSubmit // pipelined: sent at once, up to Depth in flight
+	}
+	for i := 0; i < pc.Warmup; i++ {
+		if err := ping(kind); err != nil {
+			return nil, fmt.Errorf("ping warm-up: %w", err)
+		}
+	}
+	if err := ping(kindSync); err != nil { // drain the warm-up
+		return nil, fmt.Errorf("ping warm-up: %w", err)
+	}
+	var mu sync.Mutex
+	rtts := make([]float64, 0, min(pc.Requests, 1<<20))
+	c.onRTT = func(d time.Duration) {
+		mu.Lock()
+		rtts = append(rtts, float64(d)/1e3)
+		mu.Unlock()
+	}
+	start := time.Now()
+	deadline := start.Add(pc.Duration)
+	n := 0
+	for {
+		if pc.Duration > 0 {
+			if n%64 == 0 && time.Now().After(deadline) {
+				break
+			}
+		} else if n >= pc.Requests-1 {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err := ping(kind); err != nil {
+			return nil, fmt.Errorf("ping %d: %w", n, err)
+		}
+		n++
+	}
+	if err := ping(kindSync); err != nil {
+		return nil, fmt.Errorf("ping %d: %w", n, err)
+	}
+	n++
+	elapsed := time.Since(start)
+	mu.Lock()
+	samples := append([]float64(nil), rtts...)
+	mu.Unlock()
+	c.onRTT = nil
+	if err := c.close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
+	}
+	res.Totals = c.totals()
+	st := &PingStats{Requests: int64(n)}
+	if elapsed > 0 {
+		st.ThroughputPerS = float64(n) / elapsed.Seconds()
+	}
+	if len(samples) > 0 {
+		sorted := append([]float64(nil), samples...)
+		sort.Float64s(sorted)
+		sum := 0.0
+		for _, v := range sorted {
+			sum += v
+		}
+		q := func(p float64) float64 { return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))] }
+		st.RTTMinUS, st.RTTMaxUS = sorted[0], sorted[len(sorted)-1]
+		st.RTTP50US, st.RTTP99US = q(0.50), q(0.99)
+		st.RTTMeanUS = sum / float64(len(sorted))
+		st.InflightMean = st.ThroughputPerS * st.RTTMeanUS / 1e6 // Little's law
+	}
+	if pc.KeepSamples {
+		st.RTTsUS = samples
+	}
+	res.Ping = st
+	return res, nil
+}

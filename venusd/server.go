@@ -1,0 +1,486 @@
+package venusd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// Server is a running venusd server: it accepts clients and runs each one's commands on its own
+// emulated device.
+type Server struct {
+	cfg    ServerConfig
+	addr   Addr
+	ln     net.Listener
+	getenv func(string) string
+	buf    int
+
+	live     liveCounters
+	accepted atomic.Int64
+	active   atomic.Int64
+	rejected atomic.Int64
+	protoErr atomic.Int64
+	frames   atomic.Int64
+
+	mu       sync.Mutex
+	conns    map[*serverConn]struct{}
+	closing  bool
+	wg       sync.WaitGroup
+	serving  atomic.Bool
+	closeErr error
+	once     sync.Once
+}
+
+// serverConn is one client of the server.
+type serverConn struct {
+	c    conn
+	raw  net.Conn // the accepted socket (the control socket for shm)
+	mu   sync.Mutex
+	idle bool // waiting for a frame header: safe to interrupt on shutdown
+}
+
+// NewServer checks cfg and binds its address. A TCP address that is not loopback is refused
+// unless cfg.AllowRemote is set, and then a warning naming the risk goes to cfg.Log.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	setDefault := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setDefault(&cfg.MaxConns, DefaultMaxConns)
+	setDefault(&cfg.MaxFrameBytes, DefaultMaxFrameBytes)
+	setDefault(&cfg.MaxObjects, DefaultMaxObjects)
+	if cfg.MaxMemoryBytes <= 0 {
+		cfg.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.FrameTimeout <= 0 {
+		cfg.FrameTimeout = DefaultFrameTimeout
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.MaxFrameBytes > 1<<30 {
+		return nil, fmt.Errorf("max frame %d bytes: at most 1GiB", cfg.MaxFrameBytes)
+	}
+	a, err := ParseAddr(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if !a.IsLoopback() {
+		if !cfg.AllowRemote {
+			return nil, fmt.Errorf("listen %s: not a loopback address; venusd has no authentication, so any host that reaches it can allocate memory and run kernels here: pass --allow-remote (AllowRemote) to accept that risk", a)
+		}
+		fmt.Fprintf(cfg.Log, "venusd: WARNING: listening on %s, beyond this machine: venusd has no authentication or encryption; any host that can reach this port can allocate up to %d bytes per connection and run kernels here\n", a, cfg.MaxMemoryBytes)
+	}
+	buf, err := socketBuffer(cfg.SocketBufferBytes, cfg.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, addr: a, getenv: cfg.Getenv, buf: buf, conns: map[*serverConn]struct{}{}}
+	switch a.Transport {
+	case "tcp":
+		s.ln, err = net.Listen("tcp", a.Where)
+		if err == nil {
+			s.addr.Where = s.ln.Addr().String()
+		}
+	case "unix":
+		old := syscall.Umask(0o077)
+		s.ln, err = net.Listen("unix", a.Where)
+		syscall.Umask(old)
+		if err == nil {
+			err = os.Chmod(a.Where, 0o600)
+			if err != nil {
+				s.ln.Close()
+			}
+		}
+	case "shm":
+		s.ln, err = net.Listen("unix", shmSocketName(a.Where))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", a, err)
+	}
+	return s, nil
+}
+
+// Addr returns the address the server listens on, with the port it got when asked for port 0.
+func (s *Server) Addr() string { return s.addr.String() }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{
+		Accepted: s.accepted.Load(), Active: s.active.Load(), Rejected: s.rejected.Load(),
+		LiveObjects: s.live.objects.Load(), LiveBytes: s.live.bytes.Load(),
+		ProtocolErrors: s.protoErr.Load(), Frames: s.frames.Load(),
+	}
+}
+
+// Serve accepts clients until ctx is cancelled or Close is called. On cancellation it stops
+// accepting, lets each connection finish the frame it is executing (up to ShutdownGrace), closes
+// them all, and returns nil once every connection goroutine has ended.
+func (s *Server) Serve(ctx context.Context) error {
+	if !s.serving.CompareAndSwap(false, true) {
+		return errors.New("serve: already serving")
+	}
+	stop := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		select {
+		case <-ctx.Done():
+			s.shutdown(s.cfg.ShutdownGrace)
+		case <-stop:
+		}
+	}()
+	defer func() {
+		close(stop)
+		watch.Wait()
+	}()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				s.wg.Wait()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.shutdown(0)
+			return fmt.Errorf("accept: %w", err)
+		}
+		if err := s.checkPeer(nc); err != nil {
+			fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
+			s.rejected.Add(1)
+			nc.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closing || len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.rejected.Add(1)
+			nc.Close()
+			continue
+		}
+		sc := &serverConn{raw: nc, idle: true}
+		s.conns[sc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.accepted.Add(1)
+		s.active.Add(1)
+		go s.handle(sc)
+	}
+}
+
+// checkPeer admits only the server's own user on Unix and shm sockets (SO_PEERCRED); root may
+// connect too.
+func (s *Server) checkPeer(nc net.Conn) error {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("peer credentials: %w", cerr)
+	}
+	if cred.Uid != uint32(os.Getuid()) && cred.Uid != 0 {
+		return fmt.Errorf("peer uid %d is not this server's uid %d", cred.Uid, os.Getuid())
+	}
+	return nil
+}
+
+// Close stops the server at once: the listener and every connection are closed. It waits for
+// the connection goroutines to end.
+func (s *Server) Close() error {
+	s.shutdown(0)
+	return s.closeErr
+}
+
+// shutdown stops accepting, interrupts idle connections at once, gives busy ones grace to finish
+// their frame, then closes everything and waits.
+func (s *Server) shutdown(grace time.Duration) {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		conns := make([]*serverConn, 0, len(s.conns))
+		for sc := range s.conns {
+			conns = append(conns, sc)
+		}
+		s.mu.Unlock()
+		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.closeErr = err
+		}
+		for _, sc := range conns {
+			sc.interruptIfIdle()
+		}
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		if grace > 0 {
+			select {
+			case <-done:
+			case <-time.After(grace):
+			}
+		}
+		s.mu.Lock()
+		for sc := range s.conns {
+			sc.closeNow()
+		}
+		s.mu.Unlock()
+		<-done
+	})
+}
+
+func (sc *serverConn) interruptIfIdle() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.idle {
+		sc.closeNowLocked()
+	}
+}
+
+func (sc *serverConn) closeNow() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.closeNowLocked()
+}
+
+func (sc *serverConn) closeNowLocked() {
+	if sc.c != nil {
+		sc.c.Close()
+	} else {
+		sc.raw.Close()
+	}
+}
+
+// setIdle marks the connection as waiting for a header (or not); it reports false when the
+// server is shutting down and the connection should end instead.
+func (s *Server) setIdle(sc *serverConn, idle bool) bool {
+	sc.mu.Lock()
+	sc.idle = idle
+	sc.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !(idle && s.closing)
+}
+
+type deferredRec struct {
+	cmd    CommandType
+	req    uint32
+	result int32
+}
+
+// maxDeferred bounds the failures of no-reply commands kept for the next reply frame.
+const maxDeferred = 64
+
+func (s *Server) handle(sc *serverConn) {
+	defer s.wg.Done()
+	defer s.active.Add(-1)
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	var c conn
+	var err error
+	switch s.addr.Transport {
+	case "shm":
+		c, err = acceptShm(sc.raw.(*net.UnixConn), s.addr.Where, s.cfg.ShmSpin, s.cfg.FrameTimeout)
+	case "tcp":
+		if err = tuneTCP(sc.raw.(*net.TCPConn), s.buf); err == nil {
+			c, err = newSockConn(sc.raw, trace.FamilyTCP)
+		}
+	default:
+		c, err = newSockConn(sc.raw, trace.FamilyUnix)
+	}
+	if err != nil {
+		fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", s.addr.Transport, err)
+		sc.raw.Close()
+		return
+	}
+	sc.mu.Lock()
+	sc.c = c
+	sc.mu.Unlock()
+	defer c.Close()
+	// A panic here would be a bug; it ends this client only, never the server.
+	defer func() {
+		if r := recover(); r != nil {
+			s.protoErr.Add(1)
+			fmt.Fprintf(s.cfg.Log, "venusd: internal error on %s: %v\n", c.remoteAddr(), r)
+		}
+	}()
+	if err := s.serveConn(sc, c); err != nil {
+		var ne net.Error
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF) && s.isClosing():
+		case errors.As(err, &ne) && ne.Timeout():
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: read deadline passed, closing\n", c.remoteAddr())
+		default:
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", c.remoteAddr(), err)
+		}
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// protocolError counts a connection closed for a protocol error.
+func (s *Server) protocolError(err error) error {
+	s.protoErr.Add(1)
+	return err
+}
+
+// serveConn reads frames and executes their commands in order until the client leaves. Every
+// object of the client is freed when it returns.
+func (s *Server) serveConn(sc *serverConn, c conn) error {
+	dev := newDevice(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live)
+	defer dev.release()
+	tr := newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)
+	first := Monotonic()
+	tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
+	defer func() {
+		tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
+		tr.finish()
+	}()
+	fr := newFrameReader(c, s.cfg.MaxFrameBytes)
+	fr.frame = s.cfg.FrameTimeout
+	var rep encoder
+	var deferred []deferredRec
+	var cmd Command
+	for {
+		if !s.setIdle(sc, true) {
+			return nil
+		}
+		fr.idle = s.cfg.IdleTimeout
+		ts := Monotonic()
+		t0 := time.Now()
+		payload, err := fr.read()
+		if err != nil {
+			if errors.Is(err, ErrBadMagic) || errors.Is(err, ErrFrameTooLarge) {
+				return s.protocolError(err)
+			}
+			return err
+		}
+		if !s.setIdle(sc, false) {
+			// shutting down between header and now: still execute this frame
+		}
+		s.frames.Add(1)
+		if tr.w != nil || tr.summaries {
+			frame := make([]byte, 0, min(HeaderSize+len(payload), 512))
+			frame = append(frame, fr.hdr[:]...)
+			frame = append(frame, payload[:min(len(payload), 512-HeaderSize)]...)
+			tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, HeaderSize+len(payload))
+		}
+		rep.reset()
+		wantAny := false
+		var fatal error
+		it := NewCommandIter(payload)
+		for it.Next(&cmd) {
+			want := cmd.Flags&FlagReplyWanted != 0
+			if cmd.Flags&^uint32(FlagReplyWanted) != 0 {
+				fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
+			} else if !cmd.Type.Known() {
+				fatal = fmt.Errorf("unknown command type %d (request %d)", uint32(cmd.Type), cmd.ReqID)
+			}
+			if fatal != nil {
+				off := rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+				rep.i32(VkErrorFeatureNotPresent)
+				rep.end(off)
+				wantAny = true
+				break
+			}
+			var off, resOff int
+			var out *encoder
+			if want {
+				wantAny = true
+				off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+				resOff = len(rep.b)
+				rep.i32(0)
+				out = &rep
+			}
+			res, perr := dev.exec(&cmd, out)
+			if perr != nil {
+				if !want {
+					off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+					resOff = len(rep.b)
+					rep.i32(0)
+				}
+				rep.b = rep.b[:resOff+4]
+				binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
+				rep.end(off)
+				wantAny = true
+				fatal = perr
+				break
+			}
+			if want {
+				binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
+				if res != VkSuccess {
+					rep.b = rep.b[:resOff+4]
+				}
+				rep.end(off)
+			} else if res < 0 && len(deferred) < maxDeferred {
+				deferred = append(deferred, deferredRec{cmd.Type, cmd.ReqID, res})
+			}
+		}
+		if fatal == nil && it.Err() != nil {
+			fatal = it.Err()
+		}
+		if wantAny {
+			for _, d := range deferred {
+				off := rep.begin(d.cmd, FlagReply|FlagDeferred, d.req)
+				rep.i32(d.result)
+				rep.end(off)
+			}
+			deferred = deferred[:0]
+			frame := rep.finish()
+			ts := Monotonic()
+			t0 := time.Now()
+			_, err := c.Write(frame)
+			tr.frame(trace.DirSend, ts, time.Since(t0), frame)
+			if err != nil {
+				return err
+			}
+		}
+		if fatal != nil {
+			return s.protocolError(fatal)
+		}
+	}
+}

@@ -1,0 +1,452 @@
+package venusd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// The shm transport: a file in /dev/shm made by the client, unlinked at once, and passed to the
+// server over a Unix socket in the abstract namespace (SCM_RIGHTS). The file holds two
+// single-producer single-consumer byte rings, one per direction. Readers poll the ring for a
+// bounded number of spins, then sleep on a futex in the shared page; a writer makes the futex
+// wake call only when its reader said it sleeps. A busy connection makes no system call per
+// message. The Unix socket stays open only to notice when the peer goes away.
+//
+// Layout (docs/venus-protocol.md, "Shared-memory transport"):
+//
+//	0      u32 magic "VSHM", u32 version 1, u64 ring bytes
+//	64     u32 closed (either side)
+//	4096   ring 0 control (client → server): head @0, tail @64, data futex @128, data waiters @132,
+//	       space futex @192, space waiters @196
+//	4352   ring 1 control (server → client), same layout
+//	8192   ring 0 data, then ring 1 data
+const (
+	shmMagic      = 0x4D485356 // "VSHM"
+	shmVersion    = 1
+	shmHeaderSize = 8192
+	shmCtl0       = 4096
+	shmCtl1       = 4096 + 256
+	shmMinRing    = 64 << 10
+	shmMaxRing    = 64 << 20
+	// defaultShmSpin polls before sleeping: about 20-50 µs on this class of machine, longer than
+	// a loopback round trip of the peer's work, shorter than a scheduler tick.
+	defaultShmSpin = 20000
+	futexWait      = 0
+	futexWake      = 1
+)
+
+var errShmCorrupt = errors.New("shm ring corrupt: head/tail out of range")
+
+func shmSocketName(name string) string { return "@perflab-venus-shm." + name }
+
+// ring is one direction of a shm connection as one side sees it.
+type ring struct {
+	head, tail     *uint64 // shared
+	dataSeq, dataW *uint32
+	spaceSeq, spW  *uint32
+	data           []byte // shared, len = cap
+	mask           uint64
+	pos            uint64 // private copy of our own index (head for a writer, tail for a reader)
+}
+
+func newRing(mem []byte, ctl int, data []byte) *ring {
+	p := unsafe.Pointer(&mem[ctl])
+	return &ring{
+		head:     (*uint64)(p),
+		tail:     (*uint64)(unsafe.Add(p, 64)),
+		dataSeq:  (*uint32)(unsafe.Add(p, 128)),
+		dataW:    (*uint32)(unsafe.Add(p, 132)),
+		spaceSeq: (*uint32)(unsafe.Add(p, 192)),
+		spW:      (*uint32)(unsafe.Add(p, 196)),
+		data:     data,
+		mask:     uint64(len(data) - 1),
+	}
+}
+
+// shmConn is one side of a shm connection.
+type shmConn struct {
+	mem      []byte
+	closedP  *uint32 // shared closed flag
+	rx, tx   *ring
+	ctl      *net.UnixConn
+	spin     int
+	local    string
+	remote   string
+	ctr      ioCounters
+	closed   atomic.Bool
+	active   atomic.Int32
+	deadline atomic.Int64 // read deadline, unix ns; 0 none
+	once     sync.Once
+	watchEnd chan struct{}
+}
+
+var _ conn = (*shmConn)(nil)
+
+func shmLayoutSize(ringBytes int) int { return shmHeaderSize + 2*ringBytes }
+
+func validRingBytes(n uint64) bool {
+	return n >= shmMinRing && n <= shmMaxRing && n&(n-1) == 0
+}
+
+// newShmConn wraps a validated mapping. client says which ring is ours to write.
+func newShmConn(mem []byte, ringBytes int, client bool, ctl *net.UnixConn, spin int, local, remote string) *shmConn {
+	d0 := mem[shmHeaderSize : shmHeaderSize+ringBytes]
+	d1 := mem[shmHeaderSize+ringBytes : shmHeaderSize+2*ringBytes]
+	r0, r1 := newRing(mem, shmCtl0, d0), newRing(mem, shmCtl1, d1)
+	if spin <= 0 {
+		spin = defaultShmSpin
+	}
+	c := &shmConn{mem: mem, closedP: (*uint32)(unsafe.Pointer(&mem[64])), ctl: ctl, spin: spin,
+		local: local, remote: remote, watchEnd: make(chan struct{})}
+	if client {
+		c.tx, c.rx = r0, r1
+	} else {
+		c.tx, c.rx = r1, r0
+	}
+	// Our private indices start where the shared ones are (0 on a fresh file).
+	c.tx.pos = atomic.LoadUint64(c.tx.head)
+	c.rx.pos = atomic.LoadUint64(c.rx.tail)
+	go c.watch()
+	return c
+}
+
+// watch notices the peer going away: the control socket carries no data after the handshake.
+func (c *shmConn) watch() {
+	defer close(c.watchEnd)
+	var b [16]byte
+	for {
+		if _, err := c.ctl.Read(b[:]); err != nil {
+			break
+		}
+	}
+	c.markClosed()
+}
+
+func (c *shmConn) markClosed() {
+	c.closed.Store(true)
+	atomic.StoreUint32(c.closedP, 1)
+	for _, r := range []*ring{c.rx, c.tx} {
+		atomic.AddUint32(r.dataSeq, 1)
+		futex(r.dataSeq, futexWake, 1<<30, 0)
+		atomic.AddUint32(r.spaceSeq, 1)
+		futex(r.spaceSeq, futexWake, 1<<30, 0)
+	}
+}
+
+func (c *shmConn) isClosed() bool {
+	return c.closed.Load() || atomic.LoadUint32(c.closedP) != 0
+}
+
+// futex makes the futex system call on a word of the shared mapping (not FUTEX_PRIVATE: the
+// other process waits on the same page).
+func futex(addr *uint32, op int, val uint32, timeout time.Duration) {
+	var ts *syscall.Timespec
+	if timeout > 0 {
+		t := syscall.NsecToTimespec(int64(timeout))
+		ts = &t
+	}
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
+}
+
+// wait blocks until ready reports true, the connection closes, or the deadline passes. It spins
+// c.spin times, then sleeps on seq with waiters set.
+func (c *shmConn) wait(ready func() bool, seq, waiters *uint32, useDeadline bool) error {
+	for i := 0; i < c.spin; i++ {
+		if ready() {
+			return nil
+		}
+		if i&255 == 255 {
+			if c.isClosed() {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	for {
+		if ready() {
+			return nil
+		}
+		if c.isClosed() {
+			return io.EOF
+		}
+		timeout := 50 * time.Millisecond
+		if dl := c.deadline.Load(); useDeadline && dl != 0 {
+			left := time.Until(time.Unix(0, dl))
+			if left <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			timeout = min(timeout, left)
+		}
+		atomic.StoreUint32(waiters, 1)
+		s := atomic.LoadUint32(seq)
+		if ready() || c.isClosed() {
+			atomic.StoreUint32(waiters, 0)
+			continue
+		}
+		futex(seq, futexWait, s, timeout)
+		atomic.StoreUint32(waiters, 0)
+	}
+}
+
+func (c *shmConn) enter() bool {
+	c.active.Add(1)
+	if c.closed.Load() {
+		c.active.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (c *shmConn) leave() { c.active.Add(-1) }
+
+// Read copies bytes out of the receive ring.
+func (c *shmConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !c.enter() {
+		return 0, io.EOF
+	}
+	defer c.leave()
+	r := c.rx
+	var avail uint64
+	ready := func() bool {
+		avail = atomic.LoadUint64(r.head) - r.pos
+		return avail != 0
+	}
+	if err := c.wait(ready, r.dataSeq, r.dataW, true); err != nil {
+		if ready() { // data that arrived before the close is still delivered
+			err = nil
+		} else {
+			return 0, err
+		}
+	}
+	if avail > uint64(len(r.data)) {
+		c.markClosed()
+		return 0, errShmCorrupt
+	}
+	n := min(avail, uint64(len(p)))
+	off := r.pos & r.mask
+	k := copy(p[:n], r.data[off:])
+	if uint64(k) < n {
+		copy(p[k:n], r.data)
+	}
+	r.pos += n
+	atomic.StoreUint64(r.tail, r.pos)
+	if atomic.LoadUint32(r.spW) != 0 {
+		atomic.AddUint32(r.spaceSeq, 1)
+		futex(r.spaceSeq, futexWake, 1, 0)
+	}
+	return int(n), nil
+}
+
+// Write copies p into the send ring, waiting for space as needed.
+func (c *shmConn) Write(p []byte) (int, error) {
+	if !c.enter() {
+		return 0, net.ErrClosed
+	}
+	defer c.leave()
+	r := c.tx
+	done := 0
+	for done < len(p) {
+		var used uint64
+		ready := func() bool {
+			used = r.pos - atomic.LoadUint64(r.tail)
+			return used < uint64(len(r.data)) || used > uint64(len(r.data))
+		}
+		if err := c.wait(ready, r.spaceSeq, r.spW, false); err != nil {
+			return done, err
+		}
+		if c.isClosed() {
+			return done, net.ErrClosed
+		}
+		if used > uint64(len(r.data)) {
+			c.markClosed()
+			return done, errShmCorrupt
+		}
+		n := min(uint64(len(r.data))-used, uint64(len(p)-done))
+		off := r.pos & r.mask
+		k := copy(r.data[off:], p[done:done+int(n)])
+		if uint64(k) < n {
+			copy(r.data, p[done+k:done+int(n)])
+		}
+		r.pos += n
+		atomic.StoreUint64(r.head, r.pos)
+		if atomic.LoadUint32(r.dataW) != 0 {
+			atomic.AddUint32(r.dataSeq, 1)
+			futex(r.dataSeq, futexWake, 1, 0)
+		}
+		done += int(n)
+	}
+	return done, nil
+}
+
+func (c *shmConn) SetReadDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.deadline.Store(0)
+	} else {
+		c.deadline.Store(t.UnixNano())
+	}
+	return nil
+}
+
+// Close marks the connection closed for both sides, waits for this side's readers and writers
+// to leave the mapping, then unmaps it.
+func (c *shmConn) Close() error {
+	c.once.Do(func() {
+		c.markClosed()
+		c.ctl.Close()
+		<-c.watchEnd
+		for c.active.Load() != 0 {
+			c.markClosed()
+			time.Sleep(100 * time.Microsecond)
+		}
+		syscall.Munmap(c.mem)
+	})
+	return nil
+}
+
+func (c *shmConn) counters() *ioCounters { return &c.ctr }
+func (c *shmConn) family() trace.Family  { return trace.FamilySHM }
+func (c *shmConn) localAddr() string     { return c.local }
+func (c *shmConn) remoteAddr() string    { return c.remote }
+
+// dialShm creates the rings, hands them to the server named name, and waits for its ack.
+func dialShm(ctx context.Context, name string, ringBytes, spin int) (conn, error) {
+	if ringBytes == 0 {
+		ringBytes = DefaultShmRingBytes
+	}
+	if !validRingBytes(uint64(ringBytes)) {
+		return nil, fmt.Errorf("shm ring of %d bytes: want a power of two from %d to %d", ringBytes, shmMinRing, shmMaxRing)
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", shmSocketName(name))
+	if err != nil {
+		return nil, fmt.Errorf("dial shm:///%s: %w", name, err)
+	}
+	uc := nc.(*net.UnixConn)
+	dir := "/dev/shm"
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		dir = os.TempDir()
+	}
+	f, err := os.CreateTemp(dir, "perflab-venus-*")
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("create shm file: %w", err)
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	size := shmLayoutSize(ringBytes)
+	if err := f.Truncate(int64(size)); err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("size shm file: %w", err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("map shm file: %w", err)
+	}
+	binary.LittleEndian.PutUint32(mem[0:], shmMagic)
+	binary.LittleEndian.PutUint32(mem[4:], shmVersion)
+	binary.LittleEndian.PutUint64(mem[8:], uint64(ringBytes))
+	var hello [16]byte
+	binary.LittleEndian.PutUint32(hello[0:], shmMagic)
+	binary.LittleEndian.PutUint32(hello[4:], shmVersion)
+	binary.LittleEndian.PutUint64(hello[8:], uint64(ringBytes))
+	fail := func(err error) (conn, error) {
+		syscall.Munmap(mem)
+		uc.Close()
+		return nil, err
+	}
+	if _, _, err := uc.WriteMsgUnix(hello[:], syscall.UnixRights(int(f.Fd())), nil); err != nil {
+		return fail(fmt.Errorf("send shm file: %w", err))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		uc.SetReadDeadline(dl)
+	} else {
+		uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	}
+	var ack [1]byte
+	if _, err := io.ReadFull(uc, ack[:]); err != nil || ack[0] != 'K' {
+		if err == nil {
+			err = fmt.Errorf("server answered %q", ack[0])
+		}
+		return fail(fmt.Errorf("shm handshake: %w", err))
+	}
+	uc.SetReadDeadline(time.Time{})
+	return newShmConn(mem, ringBytes, true, uc, spin, "shm-client", "shm:///"+name), nil
+}
+
+// acceptShm completes the server side of a handshake on a Unix connection: it receives the file,
+// checks its size and header once, maps it, and acks.
+func acceptShm(uc *net.UnixConn, name string, spin int, timeout time.Duration) (conn, error) {
+	uc.SetReadDeadline(time.Now().Add(timeout))
+	var hello [16]byte
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(hello[:], oob)
+	if err != nil {
+		return nil, fmt.Errorf("shm handshake: %w", err)
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, fmt.Errorf("shm handshake: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := syscall.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	defer func() {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+	}()
+	if n != len(hello) || len(fds) != 1 {
+		return nil, fmt.Errorf("shm handshake: want a 16-byte hello and one file, got %d bytes and %d files", n, len(fds))
+	}
+	if binary.LittleEndian.Uint32(hello[0:]) != shmMagic || binary.LittleEndian.Uint32(hello[4:]) != shmVersion {
+		return nil, errors.New("shm handshake: bad magic or version")
+	}
+	ringBytes := binary.LittleEndian.Uint64(hello[8:])
+	if !validRingBytes(ringBytes) {
+		return nil, fmt.Errorf("shm handshake: ring of %d bytes: want a power of two from %d to %d", ringBytes, shmMinRing, shmMaxRing)
+	}
+	size := shmLayoutSize(int(ringBytes))
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fds[0], &st); err != nil {
+		return nil, fmt.Errorf("shm handshake: %w", err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size != int64(size) {
+		return nil, fmt.Errorf("shm handshake: file of %d bytes, want a regular file of %d", st.Size, size)
+	}
+	mem, err := syscall.Mmap(fds[0], 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shm handshake: map: %w", err)
+	}
+	// The header is read once; from here on only head and tail are read from shared memory, and
+	// each read is checked against the ring size before use.
+	if binary.LittleEndian.Uint32(mem[0:]) != shmMagic || binary.LittleEndian.Uint64(mem[8:]) != ringBytes {
+		syscall.Munmap(mem)
+		return nil, errors.New("shm handshake: mapped header does not match the hello")
+	}
+	if _, err := uc.Write([]byte{'K'}); err != nil {
+		syscall.Munmap(mem)
+		return nil, fmt.Errorf("shm handshake: %w", err)
+	}
+	uc.SetReadDeadline(time.Time{})
+	return newShmConn(mem, int(ringBytes), false, uc, spin, "shm:///"+name, "shm-client"), nil
+}

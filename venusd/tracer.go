@@ -1,0 +1,211 @@
+package venusd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// The in-process tracer: one trace event per frame a venusd endpoint sends or receives (the shm
+// transport included, which no system-call probe can see), one per completed round trip, and
+// VENUS_TRACE_NET's per-100 summaries.
+
+var (
+	monoStart     = time.Now()
+	monoStartBase = clockMonotonic()
+	nextConnID    atomic.Uint64
+)
+
+// clockMonotonic reads CLOCK_MONOTONIC in ns, the clock of eBPF timestamps, so that tracer and
+// probe events of one machine share a time base.
+func clockMonotonic() int64 {
+	var ts syscall.Timespec
+	const clockMonotonicID = 1
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// Monotonic returns the tracer's clock: CLOCK_MONOTONIC in ns, read through Go's monotonic
+// clock (no system call).
+func Monotonic() int64 { return monoStartBase + int64(time.Since(monoStart)) }
+
+// TraceMeta returns a trace.Meta for a venusd tracer recording: Start and StartMono describe
+// the same instant, Source is "tracer", Protocol "venus".
+func TraceMeta(command []string, payloadBytes int) trace.Meta {
+	host, _ := os.Hostname()
+	var u syscall.Utsname
+	kernel := ""
+	if syscall.Uname(&u) == nil {
+		b := make([]byte, 0, len(u.Release))
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+		kernel = string(b)
+	}
+	now := time.Now()
+	return trace.Meta{
+		Host: host, Kernel: kernel, Start: now, StartMono: Monotonic(),
+		Command: command, PIDs: []uint32{uint32(os.Getpid())}, Source: "tracer",
+		PayloadBytes: payloadBytes, Protocol: "venus",
+	}
+}
+
+// netSummary is VENUS_TRACE_NET's per-100 summary of one direction.
+type netSummary struct {
+	mu     sync.Mutex
+	name   string
+	calls  int
+	sumUS  float64
+	bytes  int64
+	maxUS  float64
+	totalN int64
+}
+
+func (s *netSummary) add(w io.Writer, dur time.Duration, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	us := float64(dur) / 1e3
+	s.calls++
+	s.totalN++
+	s.sumUS += us
+	s.bytes += int64(n)
+	s.maxUS = max(s.maxUS, us)
+	if s.calls == 100 {
+		fmt.Fprintf(w, "[Net] %s summary: calls=%d avg_us=%.0f avg_bytes=%d max_us=%.0f\n",
+			s.name, s.totalN, s.sumUS/100, s.bytes/100, s.maxUS)
+		s.calls, s.sumUS, s.bytes, s.maxUS = 0, 0, 0, 0
+	}
+}
+
+// frameTracer records the frames of one connection.
+type frameTracer struct {
+	w            *trace.Writer
+	conn         uint64
+	payloadBytes int
+	pid          uint32
+	lost         atomic.Uint64
+	summaries    bool
+	log          io.Writer
+	send, recv   netSummary
+}
+
+func newFrameTracer(w *trace.Writer, payloadBytes int, getenv func(string) string, log io.Writer) *frameTracer {
+	if payloadBytes <= 0 {
+		payloadBytes = 64
+	}
+	payloadBytes = min(payloadBytes, trace.MaxPayload)
+	t := &frameTracer{w: w, conn: nextConnID.Add(1), payloadBytes: payloadBytes, pid: uint32(os.Getpid()), log: log}
+	t.send.name, t.recv.name = "send", "recv"
+	if v := getenv("VENUS_TRACE_NET"); v != "" && v != "0" && log != nil {
+		t.summaries = true
+	}
+	return t
+}
+
+// connection writes the connection record (again with LastSeen on close).
+func (t *frameTracer) connection(fam trace.Family, local, remote string, first, last int64) {
+	if t.w == nil {
+		return
+	}
+	if err := t.w.WriteConnection(&trace.Connection{ID: t.conn, Family: fam, Local: local, Remote: remote,
+		PID: t.pid, FirstSeen: first, LastSeen: last}); err != nil {
+		t.lost.Add(1)
+	}
+}
+
+// frameKey returns the command type and request id that label a frame (header included; a
+// prefix is enough): the first command's type, and the request id of the first command that
+// wants a reply (of a request) or of the first non-deferred record (of a reply), else the first
+// command's.
+func frameKey(frame []byte) (CommandType, uint32) {
+	if len(frame) < HeaderSize+CmdHeaderSize {
+		return 0, 0
+	}
+	first := CommandType(binary.LittleEndian.Uint32(frame[HeaderSize:]))
+	req := binary.LittleEndian.Uint32(frame[HeaderSize+12:])
+	for off := HeaderSize; off+CmdHeaderSize <= len(frame); {
+		flags := binary.LittleEndian.Uint32(frame[off+4:])
+		if flags&FlagReplyWanted != 0 || (flags&FlagReply != 0 && flags&FlagDeferred == 0) {
+			return first, binary.LittleEndian.Uint32(frame[off+12:])
+		}
+		size := uint64(binary.LittleEndian.Uint32(frame[off+8:]))
+		next := uint64(off) + CmdHeaderSize + size
+		if next > uint64(len(frame)) {
+			break
+		}
+		off = int(next)
+	}
+	return first, req
+}
+
+// frame records one frame (header included in frame).
+func (t *frameTracer) frame(dir trace.Dir, ts int64, dur time.Duration, frame []byte) {
+	t.frameSized(dir, ts, dur, frame, len(frame))
+}
+
+// frameSized records a frame of size bytes of which head holds the first ones.
+func (t *frameTracer) frameSized(dir trace.Dir, ts int64, dur time.Duration, head []byte, size int) {
+	if t.summaries {
+		if dir == trace.DirSend {
+			t.send.add(t.log, dur, size)
+		} else {
+			t.recv.add(t.log, dur, size)
+		}
+	}
+	if t.w == nil {
+		return
+	}
+	op := trace.OpFrameSend
+	if dir == trace.DirRecv {
+		op = trace.OpFrameRecv
+	}
+	cmd, req := frameKey(head)
+	e := trace.Event{TS: ts, Dur: int64(dur), PID: t.pid, Conn: t.conn, Dir: dir, Op: op,
+		Source: trace.SourceTracer, Bytes: int64(size), Command: uint32(cmd), ReqID: uint64(req),
+		Payload: head[:min(len(head), t.payloadBytes)]}
+	if err := t.w.WriteEvent(&e); err != nil {
+		t.lost.Add(1)
+	}
+}
+
+// roundTrip records a completed request/reply pair.
+func (t *frameTracer) roundTrip(ts int64, rtt time.Duration, cmd CommandType, req uint32) {
+	if t.w == nil {
+		return
+	}
+	e := trace.Event{TS: ts, Dur: int64(rtt), PID: t.pid, Conn: t.conn, Op: trace.OpRoundTrip,
+		Source: trace.SourceTracer, Command: uint32(cmd), ReqID: uint64(req)}
+	if err := t.w.WriteEvent(&e); err != nil {
+		t.lost.Add(1)
+	}
+}
+
+// marker records a span.
+func (t *frameTracer) marker(name, text string, value int64, ts, end int64) {
+	if t.w == nil {
+		return
+	}
+	if err := t.w.WriteMarker(&trace.Marker{TS: ts, Dur: end - ts, PID: t.pid, Name: name, Value: value, Text: text}); err != nil {
+		t.lost.Add(1)
+	}
+}
+
+// finish records lost events, if any.
+func (t *frameTracer) finish() {
+	if t.w != nil && t.lost.Load() > 0 {
+		t.w.WriteLost(fmt.Sprintf("tracer.conn%d", t.conn), t.lost.Load())
+	}
+}

@@ -1,0 +1,306 @@
+package venusd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// ioCounters counts the system calls a transport made to move bytes.
+type ioCounters struct {
+	sendCalls atomic.Int64 // successful write(2)
+	recvCalls atomic.Int64 // successful read(2)
+	eagain    atomic.Int64 // calls that returned EAGAIN
+}
+
+// conn is a byte-stream transport endpoint: a socket or a pair of shm rings.
+type conn interface {
+	io.ReadWriter
+	SetReadDeadline(t time.Time) error
+	Close() error
+	counters() *ioCounters
+	family() trace.Family
+	localAddr() string
+	remoteAddr() string
+}
+
+// sockConn is a tcp or unix socket whose reads and writes are made one system call at a time,
+// so that every call is counted exactly.
+type sockConn struct {
+	nc  net.Conn
+	rc  syscall.RawConn
+	fam trace.Family
+	ctr ioCounters
+}
+
+var _ conn = (*sockConn)(nil)
+
+func newSockConn(nc net.Conn, fam trace.Family) (*sockConn, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("wrap %T: no raw access", nc)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("wrap socket: %w", err)
+	}
+	return &sockConn{nc: nc, rc: rc, fam: fam}, nil
+}
+
+func (s *sockConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	rerr := s.rc.Read(func(fd uintptr) bool {
+		for {
+			n, err = syscall.Read(int(fd), p)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err == syscall.EAGAIN {
+				s.ctr.eagain.Add(1)
+				return false
+			}
+			return true
+		}
+	})
+	if rerr != nil {
+		return 0, rerr
+	}
+	if err != nil {
+		return 0, os.NewSyscallError("read", err)
+	}
+	if n <= 0 {
+		return 0, io.EOF
+	}
+	s.ctr.recvCalls.Add(1)
+	return n, nil
+}
+
+func (s *sockConn) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		var n int
+		var err error
+		werr := s.rc.Write(func(fd uintptr) bool {
+			for {
+				n, err = syscall.Write(int(fd), p[done:])
+				if err == syscall.EINTR {
+					continue
+				}
+				if err == syscall.EAGAIN {
+					s.ctr.eagain.Add(1)
+					return false
+				}
+				return true
+			}
+		})
+		if werr != nil {
+			return done, werr
+		}
+		if err != nil {
+			return done, os.NewSyscallError("write", err)
+		}
+		s.ctr.sendCalls.Add(1)
+		done += n
+	}
+	return done, nil
+}
+
+func (s *sockConn) SetReadDeadline(t time.Time) error { return s.nc.SetReadDeadline(t) }
+func (s *sockConn) Close() error                      { return s.nc.Close() }
+func (s *sockConn) counters() *ioCounters             { return &s.ctr }
+func (s *sockConn) family() trace.Family              { return s.fam }
+func (s *sockConn) localAddr() string                 { return addrString(s.nc.LocalAddr()) }
+func (s *sockConn) remoteAddr() string                { return addrString(s.nc.RemoteAddr()) }
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// tuneTCP sets TCP_NODELAY, TCP_QUICKACK and the socket buffers, as Venus Plus does.
+func tuneTCP(c *net.TCPConn, bufBytes int) error {
+	if err := c.SetNoDelay(true); err != nil {
+		return fmt.Errorf("set TCP_NODELAY: %w", err)
+	}
+	if bufBytes > 0 {
+		if err := c.SetReadBuffer(bufBytes); err != nil {
+			return fmt.Errorf("set SO_RCVBUF: %w", err)
+		}
+		if err := c.SetWriteBuffer(bufBytes); err != nil {
+			return fmt.Errorf("set SO_SNDBUF: %w", err)
+		}
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("set TCP_QUICKACK: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 1)
+	}); err != nil {
+		return fmt.Errorf("set TCP_QUICKACK: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("set TCP_QUICKACK: %w", serr)
+	}
+	return nil
+}
+
+// ParseBytes parses a byte count: "262144", "256KiB", "256K", "4MiB", "1M", "4MB" (K/M/G are
+// binary multiples, KB/MB/GB decimal).
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, suf := range []struct {
+		s string
+		m int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(s, suf.s) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, suf.s)), suf.m
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > (1<<50)/mult {
+		return 0, fmt.Errorf("bad byte count %q", s)
+	}
+	return v * mult, nil
+}
+
+// socketBuffer returns the socket buffer size: explicit, else VENUS_SOCKET_BUFFER_BYTES, else
+// the default.
+func socketBuffer(explicit int, getenv func(string) string) (int, error) {
+	if explicit > 0 {
+		return explicit, nil
+	}
+	if v := getenv("VENUS_SOCKET_BUFFER_BYTES"); v != "" {
+		n, err := ParseBytes(v)
+		if err != nil || n <= 0 || n > 1<<30 {
+			return 0, fmt.Errorf("VENUS_SOCKET_BUFFER_BYTES=%q: want a byte count from 1 to 1GiB", v)
+		}
+		return int(n), nil
+	}
+	return DefaultSocketBufferBytes, nil
+}
+
+// dialOptions are what dial needs beyond the address.
+type dialOptions struct {
+	bufBytes int
+	shmSpin  int
+	shmRing  int
+}
+
+// dial connects to a server.
+func dial(ctx context.Context, a Addr, o dialOptions) (conn, error) {
+	switch a.Transport {
+	case "tcp", "unix":
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, a.Transport, a.Where)
+		if err != nil {
+			return nil, err
+		}
+		fam := trace.FamilyUnix
+		if tc, ok := nc.(*net.TCPConn); ok {
+			fam = trace.FamilyTCP
+			if err := tuneTCP(tc, o.bufBytes); err != nil {
+				nc.Close()
+				return nil, err
+			}
+		}
+		c, err := newSockConn(nc, fam)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return c, nil
+	case "shm":
+		return dialShm(ctx, a.Where, o.shmRing, o.shmSpin)
+	}
+	return nil, fmt.Errorf("dial %s: unknown transport", a)
+}
+
+// frameReader reads whole frames from a conn. The returned payload is valid until the next read.
+type frameReader struct {
+	c   conn
+	br  *bufio.Reader
+	max int
+	hdr [HeaderSize]byte
+	buf []byte
+	// header and frame deadlines; zero means none
+	idle, frame time.Duration
+}
+
+func newFrameReader(c conn, max int) *frameReader {
+	return &frameReader{c: c, br: bufio.NewReaderSize(c, 64<<10), max: max}
+}
+
+// growChunk bounds how much a frame's buffer grows ahead of the bytes that actually arrived, so a
+// peer that declares a large frame and sends nothing costs little memory.
+const growChunk = 1 << 20
+
+// read returns the next frame's payload and the frame's total size (header included).
+func (f *frameReader) read() ([]byte, error) {
+	if f.idle > 0 {
+		f.c.SetReadDeadline(time.Now().Add(f.idle))
+	}
+	if _, err := io.ReadFull(f.br, f.hdr[:]); err != nil {
+		return nil, err
+	}
+	h, err := ParseFrameHeader(f.hdr[:], f.max)
+	if err != nil {
+		return nil, err
+	}
+	if f.frame > 0 {
+		f.c.SetReadDeadline(time.Now().Add(f.frame))
+	}
+	size := int(h.Size)
+	if size <= cap(f.buf) {
+		f.buf = f.buf[:size]
+		if _, err := io.ReadFull(f.br, f.buf); err != nil {
+			return nil, unexpected(err)
+		}
+		return f.buf, nil
+	}
+	// Grow as the bytes arrive.
+	got := 0
+	f.buf = f.buf[:0]
+	for got < size {
+		want := min(size, max(2*cap(f.buf), growChunk))
+		if want > cap(f.buf) {
+			nb := make([]byte, got, want)
+			copy(nb, f.buf[:got])
+			f.buf = nb
+		}
+		f.buf = f.buf[:want]
+		n, err := io.ReadFull(f.br, f.buf[got:want])
+		got += n
+		if err != nil {
+			return nil, unexpected(err)
+		}
+	}
+	return f.buf[:size], nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
