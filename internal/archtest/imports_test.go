@@ -26,6 +26,8 @@ var allowed = map[string][]string{
 	"analyzers":  {"trace", "models"},
 	"reports":    {"trace", "models", "analyzers"},
 	"fixtures":   {"trace"},
+	"lab":        {"trace", "models", "analyzers", "reports", "venusd"},
+	"e2e":        {"trace", "models", "analyzers", "reports", "venusd", "fixtures"},
 }
 
 // owners names the only perflab packages that may import a heavy dependency.
