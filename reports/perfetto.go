@@ -107,10 +107,29 @@ func (pw *perfettoWriter) raw(s string) {
 // str writes s as a JSON string; invalid UTF-8 becomes U+FFFD, and <, >, & are escaped, so
 // hostile text from a trace stays inert.
 func (pw *perfettoWriter) str(s string) {
-	b, _ := json.Marshal(s) // a string always marshals
-	if pw.err == nil {
-		_, pw.err = pw.w.Write(b)
+	if pw.err != nil {
+		return
 	}
+	if plainJSON(s) {
+		pw.w.WriteByte('"')
+		pw.w.WriteString(s)
+		_, pw.err = pw.w.WriteString(`"`)
+		return
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	_, pw.err = pw.w.Write(b)
+}
+
+// plainJSON reports whether s can be written between quotes as it is: printable ASCII without
+// quote, backslash or the characters json.Marshal escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // begin starts a new element of traceEvents.

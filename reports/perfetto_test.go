@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/perflab/perflab/analyzers"
@@ -272,3 +273,74 @@ func TestPerfettoFixtures(t *testing.T) {
 		testutil.Golden(t, tc.golden, got)
 	}
 }
+
+// TestPerfettoHostileStrings writes a trace whose strings carry quotes, control characters,
+// markup and invalid UTF-8: the output must stay valid JSON with the text inert.
+func TestPerfettoHostileStrings(t *testing.T) {
+	const evil = "\"}]},{\"ph\":\"X\x00\n</script><script>alert(1)</script>\xff\xfe"
+	path := filepath.Join(t.TempDir(), "evil.plt")
+	w, err := trace.Create(path, trace.Meta{Host: evil, Command: []string{evil}, PIDs: []uint32{1},
+		Labels: map[string]string{evil: evil}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.WriteConnection(&trace.Connection{ID: 1, Family: trace.FamilyUnix, Local: evil, Remote: evil}))
+	must(w.WriteEvent(&trace.Event{TS: 10, Dur: 5, PID: 1, TID: 1, Conn: 1, Dir: trace.DirSend, Op: trace.OpWrite, Bytes: 3, Payload: []byte(evil)}))
+	must(w.WriteMarker(&trace.Marker{TS: 12, PID: 1, TID: 1, Name: evil, Text: evil}))
+	must(w.Close())
+	out, ct := perfetto(t, []string{path}, analyzers.Options{})
+	checkChrome(t, ct)
+	if bytes.Contains(out, []byte("<script")) {
+		t.Error("markup reached the output unescaped")
+	}
+	// encoding/json turns each invalid byte into U+FFFD.
+	want := strings.ReplaceAll(evil, "\xff\xfe", "\uFFFD\uFFFD")
+	found := false
+	for _, e := range ct.TraceEvents {
+		if e.Ph == "i" && e.Args["text"] == want {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the marker text did not survive the round trip through JSON")
+	}
+}
+
+// BenchmarkPerfetto measures the timeline writer on a venus-like trace of about 100,000
+// events; it reports events per second of trace written.
+func BenchmarkPerfetto(b *testing.B) {
+	path := venusTrace(b, b.TempDir(), "big.plt", trace.SourceEBPF, 10_000)
+	f, err := trace.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var events int
+	var rec trace.Record
+	for f.Next(&rec) == nil {
+		if rec.Kind == trace.KindEvent {
+			events++
+		}
+	}
+	f.Close()
+	var n countWriter
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := Perfetto(&n, []string{path}, analyzers.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(n)/float64(b.N)/float64(events), "B/event")
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
