@@ -65,36 +65,19 @@ func LoadTrace(path string, opt Options) (Run, error) {
 	return r, nil
 }
 
-// tokenTimes returns the duration of each unit marker (name unit, default "token") in µs.
+// tokenTimes returns the duration of each unit marker (name unit, default "token") in µs: its
+// span, or for instant markers the time since the previous one.
 func tokenTimes(path, unit string) ([]float64, error) {
 	if unit == "" {
 		unit = "token"
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	rd, err := trace.NewReader(bufio.NewReader(f))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
 	var out []float64
-	var rec trace.Record
 	var lastTS int64
 	var haveLast bool
-	for {
-		err := rd.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			break
+	err := eachMarker(path, func(m *trace.Marker) {
+		if m.Name != unit || len(out) >= maxSamplesPerKind {
+			return
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if rec.Kind != trace.KindMarker || rec.Marker.Name != unit {
-			continue
-		}
-		m := rec.Marker
 		switch {
 		case m.Dur > 0:
 			out = append(out, float64(m.Dur)/1e3)
@@ -102,9 +85,46 @@ func tokenTimes(path, unit string) ([]float64, error) {
 			out = append(out, float64(m.TS-lastTS)/1e3)
 		}
 		lastTS, haveLast = m.TS, true
-		if len(out) >= maxSamplesPerKind {
-			break
+	})
+	return out, err
+}
+
+// eachMarker calls fn with every marker of the trace at path.
+func eachMarker(path string, fn func(*trace.Marker)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	rd, err := trace.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	var rec trace.Record
+	for {
+		err := rd.Next(&rec)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if rec.Kind == trace.KindMarker {
+			fn(&rec.Marker)
 		}
 	}
-	return out, nil
+}
+
+// readMeta returns the metadata of the trace at path.
+func readMeta(path string) (trace.Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return trace.Meta{}, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	rd, err := trace.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return trace.Meta{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	return rd.Meta(), nil
 }

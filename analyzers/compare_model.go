@@ -1,0 +1,402 @@
+package analyzers
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/trace"
+)
+
+// This file builds the what-if model of a token loop (models.Loop) from a baseline trace, for
+// `perflab model --from TRACE`: the calls of a token with their kinds and sizes, and the costs
+// (compute, send, per-message latency, per-byte, per-call work) that reproduce the measured
+// token time.
+
+// SubmitCommands and SyncCommands classify a token loop's calls by command name: a submit
+// closes a coalesced frame and is not waited for when pipelined; a sync call is waited for.
+// Every other command is async. These are the Vulkan and Venus Plus calls whose results an
+// application needs at once (fence waits, status, reads of device memory).
+var (
+	SubmitCommands = []string{"vkQueueSubmit", "vkQueueSubmit2"}
+	SyncCommands   = []string{"vkWaitForFences", "vkGetFenceStatus", "vkQueueWaitIdle", "vkDeviceWaitIdle",
+		"vkInvalidateMappedMemoryRanges", "vnReadMemoryData", "vkGetQueryPoolResults"}
+)
+
+// CallKind returns the kind of a call named name (see SubmitCommands, SyncCommands).
+func CallKind(name string) models.CallKind {
+	for _, n := range SubmitCommands {
+		if n == name {
+			return models.Submit
+		}
+	}
+	for _, n := range SyncCommands {
+		if n == name {
+			return models.Sync
+		}
+	}
+	return models.Async
+}
+
+// venusFrameBytes is the framing of a Venus frame: the 8-byte header.
+const venusFrameBytes = 8
+
+// LoopFit is a token loop calibrated from a baseline trace, with what was measured.
+type LoopFit struct {
+	Loop     models.Loop
+	Measured models.Prediction // the baseline as measured (per token)
+	Tokens   int               // tokens whose calls were used
+	Calls    []string          // call names of the representative token
+	Notes    []string          // assumptions and what was estimated how
+}
+
+// FitLoop calibrates a token loop from the baseline trace at path, in which every call was one
+// synchronous round trip. linkRTTUS is the link's round-trip latency during the recording (µs;
+// a negative value means: read venusd's --delay from the trace's command line, else 0), and
+// bandwidth its bytes/s (0: unlimited).
+func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, error) {
+	spans, err := unitSpans(path, opt.Unit)
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("%s: no token markers: the model needs a trace of a token loop", path)
+	}
+	fit := &LoopFit{}
+	if linkRTTUS < 0 {
+		linkRTTUS = 0
+		if d, ok, err := delayFromMeta(path); err != nil {
+			return nil, err
+		} else if ok {
+			linkRTTUS = 2 * d
+			fit.Notes = append(fit.Notes, fmt.Sprintf("link: venusd --delay %s each way, from the trace's command line", fmtUS(d)))
+		}
+	}
+	type call struct {
+		name       string
+		send, recv float64 // bytes, framing excluded
+		sendUS     float64 // time to write the request frame
+		rttUS      float64
+		done       bool
+	}
+	tokens := make([][]*call, len(spans))
+	byReq := map[[2]uint64]*call{}
+	var order []*call
+	tokenOf := func(ts int64) int {
+		i := sort.Search(len(spans), func(i int) bool { return spans[i][1] >= ts })
+		if i < len(spans) && spans[i][0] <= ts {
+			return i
+		}
+		return -1
+	}
+	err = Messages([]string{path}, opt, func(m *Message) error {
+		if m.Truncated {
+			return nil
+		}
+		if !m.IsReply && m.Dir == trace.DirSend {
+			t := tokenOf(m.TS)
+			if t < 0 {
+				return nil
+			}
+			c := &call{name: m.Name, send: float64(m.Size - venusFrameBytes), sendUS: float64(m.Duration()) / 1e3}
+			if c.name == "" {
+				c.name = fmt.Sprintf("cmd%d", m.Command)
+			}
+			tokens[t] = append(tokens[t], c)
+			order = append(order, c)
+			if m.ReqID != 0 {
+				byReq[[2]uint64{m.Conn, m.ReqID}] = c
+			}
+			return nil
+		}
+		if m.IsReply && m.RTT > 0 {
+			c := byReq[[2]uint64{m.Conn, m.ReqID}]
+			if c == nil {
+				return nil
+			}
+			c.recv = float64(m.Size - venusFrameBytes)
+			c.rttUS = float64(m.RTT) / 1e3
+			c.done = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The representative token: the most common sequence of call names among complete tokens.
+	count := map[string]int{}
+	for t, cs := range tokens {
+		if len(cs) == 0 || !allDone(cs, func(c *call) bool { return c.done }) {
+			tokens[t] = nil
+			continue
+		}
+		count[signature(cs, func(c *call) string { return c.name })]++
+	}
+	best, bestN := "", 0
+	for s, n := range count {
+		if n > bestN || (n == bestN && s < best) {
+			best, bestN = s, n
+		}
+	}
+	if bestN == 0 {
+		return nil, fmt.Errorf("%s: no token has every call answered: is it a baseline (one round trip per call) trace?", path)
+	}
+	var use []int
+	for t, cs := range tokens {
+		if cs != nil && signature(cs, func(c *call) string { return c.name }) == best {
+			use = append(use, t)
+		}
+	}
+	n := len(tokens[use[0]])
+	l := models.Loop{Calls: make([]models.Call, n), FrameBytes: venusFrameBytes, Link: models.Link{Name: "measured", RTTUS: linkRTTUS, BandwidthBps: bandwidth}}
+	meanRTT := make([]float64, n)
+	var sendX, sendY, qX, qY []float64
+	var tokenUS float64
+	for _, t := range use {
+		tokenUS += float64(spans[t][1]-spans[t][0]) / 1e3
+		for i, c := range tokens[t] {
+			l.Calls[i].SendBytes += c.send
+			l.Calls[i].RecvBytes += c.recv
+			meanRTT[i] += c.rttUS
+			sendX, sendY = append(sendX, c.send+venusFrameBytes), append(sendY, c.sendUS)
+		}
+	}
+	k := float64(len(use))
+	tokenUS /= k
+	var blocked float64
+	for i := range l.Calls {
+		c := &l.Calls[i]
+		c.Name = tokens[use[0]][i].name
+		c.Kind = CallKind(c.Name)
+		c.SendBytes /= k
+		c.RecvBytes /= k
+		meanRTT[i] /= k
+		blocked += meanRTT[i]
+		if c.Kind == models.Sync && i+1 < n && CallKind(tokens[use[0]][i+1].name) == models.Sync {
+			c.JoinNext = true
+		}
+	}
+	// Send cost: a line through (frame bytes, write time).
+	if b, _, err := models.FitBatch(sendX, sendY); err == nil && b.TFixedUS >= 0 && b.TPerReqUS >= 0 {
+		l.SendUS, l.SendPerByteUS = b.TFixedUS, b.TPerReqUS
+	} else {
+		l.SendUS = mean(sendY)
+	}
+	// What a round trip spends beyond the send and the link: a line through (bytes moved, rest).
+	for _, t := range use {
+		for _, c := range tokens[t] {
+			moved := c.send + c.recv + 2*venusFrameBytes
+			rest := c.rttUS - (l.SendUS + l.SendPerByteUS*(c.send+venusFrameBytes)) - linkRTTUS - l.Link.TransferUS(moved)
+			qX, qY = append(qX, moved), append(qY, rest)
+		}
+	}
+	fixed := mean(qY)
+	if b, _, err := models.FitBatch(qX, qY); err == nil && b.TPerReqUS >= 0 {
+		fixed, l.ServerPerByteUS = b.TFixedUS, b.TPerReqUS
+	}
+	// Per-call work: what a command costs above the cheapest command, per call; the cheapest
+	// command's cost is the per-message latency.
+	resid := map[string][]float64{}
+	j := 0
+	for _, t := range use {
+		for _, c := range tokens[t] {
+			resid[c.name] = append(resid[c.name], qY[j]-fixed-l.ServerPerByteUS*qX[j])
+			j++
+		}
+	}
+	floor := math.Inf(1)
+	work := map[string]float64{}
+	for name, r := range resid {
+		work[name] = median(r)
+		floor = math.Min(floor, work[name])
+	}
+	l.MessageUS = math.Max(0, fixed+floor)
+	for i := range l.Calls {
+		l.Calls[i].WorkUS = math.Max(0, work[l.Calls[i].Name]-floor)
+	}
+	l.ComputeUS = math.Max(0, tokenUS-blocked)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	fit.Loop = l
+	fit.Tokens = len(use)
+	for _, c := range l.Calls {
+		fit.Calls = append(fit.Calls, c.Name)
+	}
+	var sent, recv float64
+	for _, c := range l.Calls {
+		sent += c.SendBytes + venusFrameBytes
+		recv += c.RecvBytes + venusFrameBytes
+	}
+	fit.Measured = models.Prediction{MessagesPerToken: 2 * float64(n), RoundTripsPerToken: float64(n), WaitsPerToken: float64(n),
+		BytesSentPerToken: sent, BytesRecvPerToken: recv, NetWaitUS: blocked, TokenTimeUS: tokenUS, TokensPerS: 1e6 / tokenUS}
+	fit.Notes = append(fit.Notes,
+		fmt.Sprintf("%d of %d tokens share the most common call sequence (%d calls); the model replays it", len(use), len(spans), n),
+		fmt.Sprintf("compute between calls: %s per token (token time minus the round trips), spread evenly before the calls", fmtUS(l.ComputeUS)),
+		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; a round trip adds %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageUS)),
+		fmt.Sprintf("serial server path: %.3g µs/byte and per-call work above the cheapest command", l.ServerPerByteUS),
+		"calls are classified by name: submits ("+strings.Join(SubmitCommands, ", ")+"), sync points ("+strings.Join(SyncCommands, ", ")+"), the rest async; a sync call followed by another travels with it when coalesced")
+	return fit, nil
+}
+
+func allDone[T any](v []T, ok func(T) bool) bool {
+	for _, x := range v {
+		if !ok(x) {
+			return false
+		}
+	}
+	return true
+}
+
+func signature[T any](v []T, name func(T) string) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = name(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func fmtUS(us float64) string {
+	switch {
+	case us >= 1000:
+		return strconv.FormatFloat(us/1000, 'f', 3, 64) + " ms"
+	default:
+		return strconv.FormatFloat(us, 'f', 1, 64) + " µs"
+	}
+}
+
+// unitSpans returns the [start, end] (ns) of each unit marker of the trace, in time order.
+func unitSpans(path, unit string) ([][2]int64, error) {
+	if unit == "" {
+		unit = "token"
+	}
+	var out [][2]int64
+	err := eachMarker(path, func(m *trace.Marker) {
+		if m.Name == unit && m.Dur > 0 {
+			out = append(out, [2]int64{m.TS, m.TS + m.Dur})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out, err
+}
+
+// delayFromMeta finds venusd's --delay in the trace's recorded command line, in µs.
+func delayFromMeta(path string) (float64, bool, error) {
+	meta, err := readMeta(path)
+	if err != nil {
+		return 0, false, err
+	}
+	for i, a := range meta.Command {
+		v := ""
+		switch {
+		case (a == "--delay" || a == "-delay") && i+1 < len(meta.Command):
+			v = meta.Command[i+1]
+		case strings.HasPrefix(a, "--delay="), strings.HasPrefix(a, "-delay="):
+			v = a[strings.IndexByte(a, '=')+1:]
+		default:
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, false, nil
+		}
+		return float64(d) / 1e3, true, nil
+	}
+	if v, ok := meta.Labels["delay"]; ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return float64(d) / 1e3, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// ModelSchema is the schema name of `perflab model --json`.
+const ModelSchema = "perflab.model/v1"
+
+// Scenario is a named what-if.
+type Scenario struct {
+	Name   string
+	WhatIf models.WhatIf
+}
+
+// ScenarioResult is one what-if and its prediction.
+type ScenarioResult struct {
+	Name      string            `json:"name"`
+	Coalesce  int               `json:"coalesce"` // K: 1 none, 0 to the sync point
+	Pipeline  int               `json:"pipeline"` // D: 1 none
+	LinkRTTUS float64           `json:"link_rtt_us"`
+	Bandwidth float64           `json:"bandwidth_bytes_per_s"` // 0 unlimited
+	Predicted models.Prediction `json:"predicted"`
+	Speedup   float64           `json:"speedup"` // predicted tokens/s over the measured baseline's
+}
+
+// ModelReport is what `perflab model` prints: the measured baseline and the predictions.
+type ModelReport struct {
+	Schema string `json:"schema"`
+	Source string `json:"source"` // the trace, or "fit"
+	Unit   string `json:"unit"`   // "token", or "request" for a batch fit
+	// Baseline is the baseline as measured; ModelBaseline what the calibrated model gives for
+	// it (a check of the calibration).
+	Baseline      models.Prediction `json:"baseline"`
+	ModelBaseline models.Prediction `json:"model_baseline"`
+	// Predicted is the chosen scenario's prediction (the last of Scenarios).
+	Predicted   models.Prediction `json:"predicted"`
+	Scenarios   []ScenarioResult  `json:"scenarios"`
+	Calls       []string          `json:"calls,omitempty"` // the representative token's calls
+	Assumptions []string          `json:"assumptions"`
+}
+
+// PredictLoop predicts each scenario on a calibrated loop.
+func PredictLoop(source string, fit *LoopFit, scenarios []Scenario) *ModelReport {
+	r := &ModelReport{Schema: ModelSchema, Source: source, Unit: "token", Baseline: fit.Measured,
+		ModelBaseline: fit.Loop.Predict(models.WhatIf{Coalesce: 1, Pipeline: 1}), Calls: fit.Calls,
+		Assumptions: append([]string{}, fit.Notes...)}
+	for _, s := range scenarios {
+		p := fit.Loop.Predict(s.WhatIf)
+		link := fit.Loop.Link
+		if s.WhatIf.Link != nil {
+			link = *s.WhatIf.Link
+		}
+		r.Scenarios = append(r.Scenarios, ScenarioResult{Name: s.Name, Coalesce: s.WhatIf.Coalesce, Pipeline: s.WhatIf.Pipeline,
+			LinkRTTUS: link.RTTUS, Bandwidth: link.BandwidthBps, Predicted: p, Speedup: p.TokensPerS / fit.Measured.TokensPerS})
+		r.Predicted = p
+	}
+	return r
+}
+
+// PredictBatch predicts each scenario from a batch model alone (perflab model --fit): the unit
+// is one request, the baseline one request per cycle and one cycle in flight.
+func PredictBatch(b models.Batch, scenarios []Scenario) *ModelReport {
+	base := models.BatchWhatIf(b, 1, 1)
+	r := &ModelReport{Schema: ModelSchema, Source: "fit", Unit: "request", Baseline: base, ModelBaseline: base,
+		Assumptions: []string{
+			fmt.Sprintf("batch model: a cycle of N requests takes %s + %s·N", fmtUS(b.TFixedUS), fmtUS(b.TPerReqUS)),
+			"coalescing K puts K requests in one cycle; pipelining D keeps D cycles in flight, bounded by the serial T_per_req",
+			"the link is part of T_fixed: --rtt and --bandwidth do not apply without a trace",
+		}}
+	for _, s := range scenarios {
+		k, d := s.WhatIf.Coalesce, s.WhatIf.Pipeline
+		if k < 1 {
+			k = 1
+		}
+		p := models.BatchWhatIf(b, k, d)
+		r.Scenarios = append(r.Scenarios, ScenarioResult{Name: s.Name, Coalesce: k, Pipeline: max(d, 1), Predicted: p, Speedup: p.TokensPerS / base.TokensPerS})
+		r.Predicted = p
+	}
+	return r
+}

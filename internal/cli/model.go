@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/reports"
+)
+
+func init() {
+	Register(&Command{
+		Name:    "model",
+		Summary: "predict what coalescing, pipelining or another link would buy, from a baseline trace or a batch-model fit",
+		Usage: "(--from TRACE | --fit T_FIXED,T_PER_REQ) [--mode baseline|coalesce|pipeline|coalesce+pipeline] [--coalesce K] [--pipeline D] " +
+			"[--rtt D | --link NAME] [--bandwidth B] [--measured-rtt D] [--json]",
+		Run: runModel,
+	})
+}
+
+// defaultBatchK is the batch size assumed for coalescing with --fit when --coalesce is not given:
+// a batch model has no sync points to coalesce up to.
+const defaultBatchK = 8
+
+func runModel(ctx context.Context, env *Env, args []string) error {
+	c := commands["model"]
+	fs := NewFlagSet(env, c)
+	from := fs.String("from", "", "baseline `TRACE` of a token loop (every call one synchronous round trip)")
+	fit := fs.String("fit", "", "batch model `T_FIXED,T_PER_REQ` (durations like 90us,10us, or µs) instead of a trace")
+	mode := fs.String("mode", "", "venusd mode as a preset of K and D: baseline, coalesce, pipeline, coalesce+pipeline (default: all four)")
+	coalesce := fs.Int("coalesce", -1, "K: most calls per frame (0: up to the sync point; 1: none)")
+	pipeline := fs.Int("pipeline", -1, "D: most frames in flight (1: none)")
+	rtt := fs.Duration("rtt", -1, "round-trip latency of the what-if link")
+	link := fs.String("link", "", "what-if link preset: "+strings.Join(models.LinkNames(), ", "))
+	bandwidth := fs.String("bandwidth", "", "bandwidth of the what-if link, bytes/s (15MB, 2.5e6; 0 unlimited)")
+	measured := fs.Duration("measured-rtt", -1, "link RTT during the baseline recording (default: 2 × venusd --delay from the trace's command line, else 0)")
+	asJSON := fs.Bool("json", false, "print JSON (schema perflab.model/v1)")
+	protocol := fs.String("protocol", "auto", "protocol decoder for the trace")
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return BadInput("unexpected argument %q (give the trace with --from)", pos[0])
+	}
+	if (*from == "") == (*fit == "") {
+		return BadInput("give exactly one of --from TRACE and --fit T_FIXED,T_PER_REQ")
+	}
+	var wl *models.Link
+	if *link != "" {
+		l, err := models.LookupLink(*link)
+		if err != nil {
+			return BadInput("-link: %v", err)
+		}
+		wl = &l
+	}
+	if *rtt >= 0 {
+		if wl == nil {
+			wl = &models.Link{Name: "what-if"}
+		}
+		wl.RTTUS = float64(*rtt) / 1e3
+	}
+	if *bandwidth != "" {
+		bw, err := modelBandwidth(*bandwidth)
+		if err != nil {
+			return BadInput("-bandwidth: %v", err)
+		}
+		if wl == nil {
+			wl = &models.Link{Name: "what-if", RTTUS: -1}
+		}
+		wl.BandwidthBps = bw
+	}
+	scenarios, err := modelScenarios(*mode, *coalesce, *pipeline)
+	if err != nil {
+		return err
+	}
+	var rep *analyzers.ModelReport
+	if *fit != "" {
+		b, err := modelFit(*fit)
+		if err != nil {
+			return BadInput("-fit: %v", err)
+		}
+		k := *coalesce
+		for i := range scenarios {
+			if scenarios[i].WhatIf.Coalesce <= 0 {
+				if k <= 0 {
+					k = defaultBatchK
+				}
+				scenarios[i].WhatIf.Coalesce = k
+			}
+		}
+		rep = analyzers.PredictBatch(b, scenarios)
+		if *coalesce <= 0 && k == defaultBatchK {
+			rep.Assumptions = append(rep.Assumptions, fmt.Sprintf("coalescing puts K=%d requests in a cycle (set --coalesce)", defaultBatchK))
+		}
+		if wl != nil {
+			rep.Assumptions = append(rep.Assumptions, "--rtt, --link and --bandwidth were ignored: a batch fit has no link of its own")
+		}
+	} else {
+		m := -1.0
+		if *measured >= 0 {
+			m = float64(*measured) / 1e3
+		}
+		lf, err := analyzers.FitLoop(*from, analyzers.Options{Protocol: *protocol}, m, 0)
+		if err != nil {
+			return BadInput("%v", err)
+		}
+		if wl != nil {
+			if wl.RTTUS < 0 {
+				wl.RTTUS = lf.Loop.Link.RTTUS
+			}
+			for i := range scenarios {
+				scenarios[i].WhatIf.Link = wl
+				scenarios[i].Name += " @ " + modelLinkName(wl)
+			}
+		}
+		rep = analyzers.PredictLoop(*from, lf, scenarios)
+	}
+	format := "table"
+	if *asJSON {
+		format = "json"
+	}
+	return writeOutput(env, "", func(w writer) error { return reports.Model(w, rep, format) })
+}
+
+func modelLinkName(l *models.Link) string {
+	if l.Name != "" && l.Name != "what-if" {
+		return l.Name
+	}
+	s := time.Duration(l.RTTUS * 1e3).String()
+	if l.BandwidthBps > 0 {
+		s += fmt.Sprintf(", %.3g B/s", l.BandwidthBps)
+	}
+	return s
+}
+
+// modelScenarios returns the what-ifs the flags ask for: the preset --mode, changed by
+// --coalesce and --pipeline; or, with none of them, the four venusd modes.
+func modelScenarios(mode string, k, d int) ([]analyzers.Scenario, error) {
+	if mode == "" && k < 0 && d < 0 {
+		var out []analyzers.Scenario
+		for _, m := range models.Modes {
+			out = append(out, analyzers.Scenario{Name: m.Name, WhatIf: m.WhatIf()})
+		}
+		return out, nil
+	}
+	m := models.Mode{Name: "custom", Coalesce: 1, Pipeline: 1}
+	if mode != "" {
+		var err error
+		if m, err = models.LookupMode(mode); err != nil {
+			return nil, BadInput("-mode: %v", err)
+		}
+	}
+	if k >= 0 {
+		m.Coalesce = k
+	}
+	if d == 0 || d > 1<<16 {
+		return nil, BadInput("-pipeline must be between 1 and 65536, got %d", d)
+	}
+	if d > 0 {
+		m.Pipeline = d
+	}
+	name := m.Name
+	if k >= 0 || d > 0 {
+		name = fmt.Sprintf("%s K=%d D=%d", m.Name, m.Coalesce, m.Pipeline)
+	}
+	return []analyzers.Scenario{{Name: name, WhatIf: m.WhatIf()}}, nil
+}
+
+// modelFit reads "T_FIXED,T_PER_REQ": two durations, or two numbers in µs.
+func modelFit(s string) (models.Batch, error) {
+	a, b, ok := strings.Cut(s, ",")
+	if !ok {
+		return models.Batch{}, fmt.Errorf("want T_FIXED,T_PER_REQ, got %q", s)
+	}
+	f, err1 := modelUS(a)
+	p, err2 := modelUS(b)
+	if err1 != nil || err2 != nil || f < 0 || p < 0 || (f == 0 && p == 0) {
+		return models.Batch{}, fmt.Errorf("want two non-negative durations (90us,10us) or µs, got %q", s)
+	}
+	return models.Batch{TFixedUS: f, TPerReqUS: p}, nil
+}
+
+func modelUS(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return v, nil
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(s, "µs", "us"))
+	if err != nil {
+		return 0, err
+	}
+	return float64(d) / 1e3, nil
+}
+
+// modelBandwidth reads bytes per second: 2.5e6, 15MB, 15MB/s, 100KiB/s.
+func modelBandwidth(s string) (float64, error) {
+	t := strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	mult := 1.0
+	for _, u := range []struct {
+		suf string
+		m   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suf) {
+			t, mult = strings.TrimSuffix(t, u.suf), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || v < 0 || v*mult > 1e15 {
+		return 0, fmt.Errorf("want bytes per second like 15MB/s, got %q", s)
+	}
+	return v * mult, nil
+}
