@@ -27,7 +27,7 @@ import (
 //     direction, errno and command (connection addresses are listed once, in otherData);
 //   - an async slice ("ph":"b"/"e", category "round_trip") per round trip, on the thread that
 //     waited for the reply; async slices may overlap, as pipelined requests do;
-//   - a counter ("ph":"C", "requests in flight") per process;
+//   - a counter ("ph":"C", "in flight" with arg "requests") per process;
 //   - an instant ("ph":"i") per marker (token, phase), and an async slice per marker span.
 //
 // Timestamps are the traces' monotonic clock in microseconds with nanosecond decimals. The
@@ -44,7 +44,8 @@ func Perfetto(w io.Writer, paths []string, opt analyzers.Options) error {
 		}
 	}
 	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
-	pw.raw(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	// No displayTimeUnit: Perfetto ignores it and flags it in the trace's info page.
+	pw.raw(`{"traceEvents":[` + "\n")
 	var other []string
 	for i, p := range paths {
 		info, err := pw.events(i, p)
@@ -389,14 +390,14 @@ func (pw *perfettoWriter) async(cat, name string, pid, tid uint32, ts, dur int64
 	pw.raw(`,"id":` + id + "}")
 }
 
-// marker writes a marker: an instant, or an async slice when it has a duration.
+// marker writes a marker: an instant, or an async slice when it has a duration. Perfetto
+// gives each name of async slice its own track, so a span is named by the marker's name and
+// text ("token", "phase load"), never by its value (token 17 is in its args); an instant
+// carries the value in its name too.
 func (pw *perfettoWriter) marker(m *trace.Marker) {
 	name := m.Name
-	switch {
-	case m.Text != "":
+	if m.Text != "" {
 		name += " " + m.Text
-	case m.Value != 0 || m.Name == "token":
-		name += " " + strconv.FormatInt(m.Value, 10)
 	}
 	args := func() {
 		pw.raw(`"value":`)
@@ -409,6 +410,9 @@ func (pw *perfettoWriter) marker(m *trace.Marker) {
 	if m.Dur > 0 {
 		pw.async("marker", name, m.PID, m.TID, m.TS, m.Dur, args)
 		return
+	}
+	if m.Text == "" && (m.Value != 0 || m.Name == "token") {
+		name += " " + strconv.FormatInt(m.Value, 10)
 	}
 	pw.head("i", "marker", name, m.PID, m.TID, m.TS)
 	pw.raw(`,"s":"t","args":{`)
@@ -427,7 +431,7 @@ func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) erro
 		if c == nil || c.key != k {
 			c = counters[k]
 			if c == nil {
-				c = &inflight{key: k, pid: m.PID, name: "requests in flight"}
+				c = &inflight{key: k, pid: m.PID, name: "in flight"}
 				if m.Trace > 0 {
 					// Traces may reuse pids: keep their counters apart.
 					c.name += " (trace " + strconv.Itoa(m.Trace) + ")"
@@ -539,7 +543,7 @@ func (c *inflight) flush(pw *perfettoWriter, upTo int64) {
 			continue // more changes at this instant: write the net value once
 		}
 		pw.head("C", "inflight", c.name, c.pid, 0, ts)
-		pw.raw(`,"args":{"n":`)
+		pw.raw(`,"args":{"requests":`) // Perfetto names the track "in flight requests"
 		pw.int(max(c.n, 0))
 		pw.raw("}}")
 		c.lastTS, c.written = ts, true

@@ -17,9 +17,8 @@ import (
 
 // chromeTrace is the part of the Chrome trace JSON format the tests read.
 type chromeTrace struct {
-	DisplayTimeUnit string            `json:"displayTimeUnit"`
-	TraceEvents     []chromeEvent     `json:"traceEvents"`
-	OtherData       map[string]string `json:"otherData"`
+	TraceEvents []chromeEvent     `json:"traceEvents"`
+	OtherData   map[string]string `json:"otherData"`
 }
 
 type chromeEvent struct {
@@ -93,8 +92,8 @@ func checkChrome(t *testing.T, ct chromeTrace) (byPh, asyncByCat map[string]int)
 				t.Fatalf("counter %q of pid %d runs backwards at event %d", e.Name, *e.PID, i)
 			}
 			lastCounter[k] = *e.TS
-			if n, ok := e.Args["n"].(float64); !ok || n < 0 {
-				t.Fatalf("counter event %d has no n >= 0: %+v", i, e)
+			if n, ok := e.Args["requests"].(float64); !ok || n < 0 {
+				t.Fatalf("counter event %d has no requests >= 0: %+v", i, e)
 			}
 		case "i", "M":
 		default:
@@ -148,7 +147,7 @@ func TestPerfettoEventCounts(t *testing.T) {
 			peak, final := 0.0, -1.0
 			for _, e := range ct.TraceEvents {
 				if e.Ph == "C" {
-					n := e.Args["n"].(float64)
+					n := e.Args["requests"].(float64)
 					peak, final = max(peak, n), n
 				}
 			}
