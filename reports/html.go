@@ -49,8 +49,8 @@ type chart struct {
 // summaryCharts draws the charts of an analysis, in page order.
 func summaryCharts(s *analyzers.Summary) []chart {
 	return []chart{
-		{"histogram", "How long round trips took (log buckets; dashed lines: latency modes).", histogramChart(s)},
-		{"cdf", "Share of round trips faster than a latency, read off the histogram.", cdfChart(s)},
+		{"histogram", "How long round trips took (or, when no request was paired with its reply, system calls), in log buckets; dashed lines: latency modes.", histogramChart(s)},
+		{"cdf", "Share of round trips (or calls) at most as slow as a latency, read off the histogram.", cdfChart(s)},
 		{"batch", "Round-trip time against requests in flight, with the fitted batch model T = T_fixed + T_per_req·N.", batchChart(s)},
 		{"timeline", "Messages per second over the recording.", timelineChart(s)},
 		{"inflight", "Requests in flight over the recording.", inflightChart(s)},
@@ -59,7 +59,11 @@ func summaryCharts(s *analyzers.Summary) []chart {
 }
 
 func histogramChart(s *analyzers.Summary) template.HTML {
-	const name, title = "histogram", "Latency histogram"
+	const name = "histogram"
+	title := "Round-trip latency histogram"
+	if s.RoundTrips.Count == 0 {
+		title = "Call latency histogram" // without pairs the analysis buckets the calls
+	}
 	var lo, hi, n []float64
 	var maxN float64
 	for _, b := range s.Histogram {
