@@ -1,0 +1,505 @@
+package venusd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// The batch loop: a single-threaded event loop modelled on the benchkv daemon of seed 003. Each
+// connection has a reader goroutine that only turns bytes into frames and queues them; one loop
+// goroutine owns every device. Each cycle it
+//
+//	poll:    takes every request that has arrived since the last cycle,
+//	execute: runs them in arrival order, each on its connection's device,
+//	flush:   writes all the replies of a connection with one write per connection.
+//
+// The more clients are waiting, the more requests a cycle carries, which is what makes the
+// round-trip time grow with the number of clients once the loop is the bottleneck (seed 003 §5:
+// T_cycle = T_fixed + T_per_req·N).
+
+// LoopKinds lists the server loops: "conn" (a goroutine per connection, the default) and
+// "batch" (NewBatchServer).
+var LoopKinds = []string{"conn", "batch"}
+
+// batchSpin is how many empty polls the loop makes (yielding the processor between them) before
+// it sleeps until a request arrives. A few polls catch the next request of a closed-loop client
+// that is already on its way without a wake-up; spinning longer would take a core from the
+// clients on a small machine.
+const batchSpin = 16
+
+// batchConnDepth bounds the request frames of one connection queued for the loop; its reader
+// stops reading past it, so a pipelining client cannot grow the queue without bound.
+const batchConnDepth = 256
+
+// LoopStats are the batch loop's counters since the server started. Times are in ns.
+type LoopStats struct {
+	Cycles      int64 // loop iterations, empty ones included
+	EmptyCycles int64 // iterations that found no request
+	Requests    int64 // request frames executed
+	Writes      int64 // reply writes (at most one per connection per cycle)
+	PollNs      int64 // time taking the arrived requests
+	ExecNs      int64 // time executing them
+	FlushNs     int64 // time writing the replies
+	MaxBatch    int64 // most requests one cycle carried
+}
+
+// BusyCycles returns the cycles that carried at least one request.
+func (s LoopStats) BusyCycles() int64 { return s.Cycles - s.EmptyCycles }
+
+// RequestsPerCycle returns the mean requests carried by a busy cycle (the batch size N of seed
+// 003's model), 0 before the first request.
+func (s LoopStats) RequestsPerCycle() float64 {
+	if b := s.BusyCycles(); b > 0 {
+		return float64(s.Requests) / float64(b)
+	}
+	return 0
+}
+
+// CycleMeanNs returns the mean time of a busy cycle (execute and flush), in ns.
+func (s LoopStats) CycleMeanNs() float64 {
+	if b := s.BusyCycles(); b > 0 {
+		return float64(s.ExecNs+s.FlushNs) / float64(b)
+	}
+	return 0
+}
+
+// Sub returns the counters accumulated between o and s (MaxBatch is s's).
+func (s LoopStats) Sub(o LoopStats) LoopStats {
+	return LoopStats{Cycles: s.Cycles - o.Cycles, EmptyCycles: s.EmptyCycles - o.EmptyCycles,
+		Requests: s.Requests - o.Requests, Writes: s.Writes - o.Writes, PollNs: s.PollNs - o.PollNs,
+		ExecNs: s.ExecNs - o.ExecNs, FlushNs: s.FlushNs - o.FlushNs, MaxBatch: s.MaxBatch}
+}
+
+// BatchServer is a venusd server whose commands all run on one event loop (see LoopStats).
+// Its transports, limits, peer checks and tracing are the Server's.
+type BatchServer struct {
+	*Server
+
+	qmu    sync.Mutex
+	queue  []batchReq
+	wake   chan struct{}
+	sleeps atomic.Bool
+
+	cycles, empty, requests, writes   atomic.Int64
+	pollNs, execNs, flushNs, maxBatch atomic.Int64
+}
+
+// batchReq is one request frame waiting for the loop.
+type batchReq struct {
+	bc      *batchConn
+	payload []byte // owned by the request
+}
+
+// batchConn is the loop's side of one client.
+type batchConn struct {
+	sc       *serverConn
+	c        conn
+	dev      *device
+	tr       *frameTracer
+	slots    chan struct{} // one token per queued request
+	deferred []deferredRec
+	out      []byte // replies of the current cycle
+	dead     error  // set by the loop: stop executing, the reader closes the connection
+	done     chan struct{}
+}
+
+// NewBatchServer checks cfg and binds its address as NewServer does; the server runs every
+// command on a single event loop.
+func NewBatchServer(cfg ServerConfig) (*BatchServer, error) {
+	s, err := NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &BatchServer{Server: s, wake: make(chan struct{}, 1)}, nil
+}
+
+// LoopStats returns the loop's counters.
+func (b *BatchServer) LoopStats() LoopStats {
+	return LoopStats{Cycles: b.cycles.Load(), EmptyCycles: b.empty.Load(), Requests: b.requests.Load(),
+		Writes: b.writes.Load(), PollNs: b.pollNs.Load(), ExecNs: b.execNs.Load(), FlushNs: b.flushNs.Load(),
+		MaxBatch: b.maxBatch.Load()}
+}
+
+// Serve accepts clients and runs the loop until ctx is cancelled or Close is called; shutdown
+// is the Server's. When the server traces, the loop's counters go into the trace's footer
+// stats ("loop.cycles", "loop.empty_cycles", "loop.requests", "loop.writes", "loop.poll_ns",
+// "loop.exec_ns", "loop.flush_ns", "loop.max_batch", "loop.requests_per_cycle_milli").
+func (b *BatchServer) Serve(ctx context.Context) error {
+	s := b.Server
+	if !s.serving.CompareAndSwap(false, true) {
+		return errors.New("serve: already serving")
+	}
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); b.loop(loopCtx) }()
+	stop := make(chan struct{})
+	go func() {
+		defer bg.Done()
+		select {
+		case <-ctx.Done():
+			s.shutdown(s.cfg.ShutdownGrace)
+		case <-stop:
+		}
+	}()
+	defer func() {
+		close(stop)
+		s.shutdown(0)
+		stopLoop()
+		bg.Wait()
+		b.exportStats()
+	}()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				s.wg.Wait()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		if err := s.checkPeer(nc); err != nil {
+			fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
+			s.rejected.Add(1)
+			nc.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closing || len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.rejected.Add(1)
+			nc.Close()
+			continue
+		}
+		sc := &serverConn{raw: nc, idle: true}
+		s.conns[sc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.accepted.Add(1)
+		s.active.Add(1)
+		go b.reader(sc)
+	}
+}
+
+// exportStats writes the loop counters into the trace footer.
+func (b *BatchServer) exportStats() {
+	w := b.cfg.Trace
+	if w == nil {
+		return
+	}
+	st := b.LoopStats()
+	for name, v := range map[string]int64{
+		"loop.cycles": st.Cycles, "loop.empty_cycles": st.EmptyCycles, "loop.requests": st.Requests,
+		"loop.writes": st.Writes, "loop.poll_ns": st.PollNs, "loop.exec_ns": st.ExecNs,
+		"loop.flush_ns": st.FlushNs, "loop.max_batch": st.MaxBatch,
+		"loop.requests_per_cycle_milli": int64(st.RequestsPerCycle() * 1000),
+	} {
+		w.SetStat(name, v)
+	}
+}
+
+// reader sets up one client's transport, then turns its bytes into request frames for the loop.
+func (b *BatchServer) reader(sc *serverConn) {
+	s := b.Server
+	defer s.wg.Done()
+	defer s.active.Add(-1)
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	var c conn
+	var err error
+	switch s.addr.Transport {
+	case "shm":
+		c, err = acceptShm(sc.raw.(*net.UnixConn), s.addr.Where, s.cfg.ShmSpin, s.cfg.FrameTimeout)
+	case "tcp":
+		if err = tuneTCP(sc.raw.(*net.TCPConn), s.buf); err == nil {
+			c, err = newSockConn(sc.raw, trace.FamilyTCP)
+		}
+	default:
+		c, err = newSockConn(sc.raw, trace.FamilyUnix)
+	}
+	if err != nil {
+		fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", s.addr.Transport, err)
+		sc.raw.Close()
+		return
+	}
+	sc.mu.Lock()
+	sc.c = c
+	sc.mu.Unlock()
+	defer c.Close()
+
+	bc := &batchConn{sc: sc, c: c, slots: make(chan struct{}, batchConnDepth), done: make(chan struct{}),
+		dev: newDevice(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live),
+		tr:  newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)}
+	first := Monotonic()
+	bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
+	defer func() {
+		// Wait until the loop has no request of this client left, then free its device.
+		for i := 0; i < batchConnDepth; i++ {
+			bc.slots <- struct{}{}
+		}
+		bc.dev.release()
+		bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
+		bc.tr.finish()
+	}()
+	if err := b.readFrames(bc); err != nil {
+		var ne net.Error
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF) && s.isClosing():
+		case errors.As(err, &ne) && ne.Timeout():
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: read deadline passed, closing\n", c.remoteAddr())
+		default:
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", c.remoteAddr(), err)
+		}
+	}
+}
+
+func (b *BatchServer) readFrames(bc *batchConn) error {
+	s := b.Server
+	fr := newFrameReader(bc.c, s.cfg.MaxFrameBytes)
+	fr.frame = s.cfg.FrameTimeout
+	for {
+		if !s.setIdle(bc.sc, true) {
+			return nil
+		}
+		fr.idle = s.cfg.IdleTimeout
+		ts := Monotonic()
+		t0 := time.Now()
+		payload, err := fr.read()
+		if err != nil {
+			if errors.Is(err, ErrBadMagic) || errors.Is(err, ErrFrameTooLarge) {
+				return s.protocolError(err)
+			}
+			return err
+		}
+		s.setIdle(bc.sc, false)
+		s.frames.Add(1)
+		if bc.tr.w != nil || bc.tr.summaries {
+			frame := make([]byte, 0, min(HeaderSize+len(payload), 512))
+			frame = append(frame, fr.hdr[:]...)
+			frame = append(frame, payload[:min(len(payload), 512-HeaderSize)]...)
+			bc.tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, HeaderSize+len(payload))
+		}
+		select {
+		case bc.slots <- struct{}{}:
+		case <-bc.done:
+			return bc.dead
+		}
+		b.enqueue(batchReq{bc: bc, payload: append([]byte(nil), payload...)})
+	}
+}
+
+// enqueue hands a request to the loop and wakes it if it sleeps.
+func (b *BatchServer) enqueue(r batchReq) {
+	b.qmu.Lock()
+	b.queue = append(b.queue, r)
+	b.qmu.Unlock()
+	if b.sleeps.Load() {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// loop is the single thread that executes every command.
+func (b *BatchServer) loop(ctx context.Context) {
+	var batch []batchReq
+	var touched []*batchConn
+	spins := 0
+	for ctx.Err() == nil {
+		// Phase 1: poll.
+		t0 := time.Now()
+		b.qmu.Lock()
+		batch, b.queue = b.queue, batch[:0]
+		b.qmu.Unlock()
+		t1 := time.Now()
+		b.cycles.Add(1)
+		b.pollNs.Add(int64(t1.Sub(t0)))
+		if len(batch) == 0 {
+			b.empty.Add(1)
+			if spins < batchSpin {
+				spins++
+				runtime.Gosched()
+				continue
+			}
+			spins = 0
+			b.sleeps.Store(true)
+			b.qmu.Lock()
+			pending := len(b.queue)
+			b.qmu.Unlock()
+			if pending == 0 {
+				select {
+				case <-b.wake:
+				case <-ctx.Done():
+				}
+			}
+			b.sleeps.Store(false)
+			continue
+		}
+		spins = 0
+		// Counted before any reply goes out, so a client that has its reply sees it counted.
+		n := int64(len(batch))
+		b.requests.Add(n)
+		if n > b.maxBatch.Load() {
+			b.maxBatch.Store(n)
+		}
+		// Phase 2: execute, in arrival order; replies collect per connection.
+		touched = touched[:0]
+		for i := range batch {
+			r := &batch[i]
+			bc := r.bc
+			if bc.dead == nil {
+				if len(bc.out) == 0 {
+					touched = append(touched, bc)
+				}
+				var err error
+				bc.out, err = execFrame(bc.dev, r.payload, bc.out, &bc.deferred)
+				if err != nil {
+					b.protoErr.Add(1)
+					bc.dead = err
+				}
+			}
+			r.payload, r.bc = nil, nil
+			<-bc.slots
+		}
+		t2 := time.Now()
+		// Phase 3: flush, one write per connection.
+		for _, bc := range touched {
+			ts := Monotonic()
+			w0 := time.Now()
+			_, err := bc.c.Write(bc.out)
+			b.writes.Add(1)
+			traceFrames(bc.tr, ts, time.Since(w0), bc.out)
+			bc.out = bc.out[:0]
+			if err != nil && bc.dead == nil {
+				bc.dead = err
+			}
+			if bc.dead != nil {
+				b.kill(bc)
+			}
+		}
+		for i := range batch {
+			if bc := batch[i].bc; bc != nil && bc.dead != nil {
+				b.kill(bc)
+			}
+		}
+		t3 := time.Now()
+		b.execNs.Add(int64(t2.Sub(t1)))
+		b.flushNs.Add(int64(t3.Sub(t2)))
+		clear(batch)
+	}
+}
+
+// traceFrames records each frame of one write (the write's time goes to each).
+func traceFrames(tr *frameTracer, ts int64, dur time.Duration, out []byte) {
+	if tr.w == nil && !tr.summaries {
+		return
+	}
+	for off := 0; off+HeaderSize <= len(out); {
+		size := HeaderSize + int(binary.LittleEndian.Uint32(out[off+4:]))
+		end := min(off+size, len(out))
+		tr.frameSized(trace.DirSend, ts, dur, out[off:min(end, off+512)], size)
+		off = end
+	}
+}
+
+// kill ends a connection the loop gave up on (a protocol error or a failed write).
+func (b *BatchServer) kill(bc *batchConn) {
+	select {
+	case <-bc.done:
+	default:
+		close(bc.done)
+		bc.sc.closeNow()
+	}
+}
+
+// execFrame executes the commands of one request frame on dev and appends its reply frame, if
+// any command wants one, to out. It returns a protocol error after which the connection must
+// close (the error reply is appended first). This is the per-frame work of Server.serveConn.
+func execFrame(dev *device, payload []byte, out []byte, deferred *[]deferredRec) ([]byte, error) {
+	var rep encoder
+	rep.b = out[len(out):]
+	rep.reset()
+	wantAny := false
+	var fatal error
+	var cmd Command
+	it := NewCommandIter(payload)
+	for it.Next(&cmd) {
+		want := cmd.Flags&FlagReplyWanted != 0
+		if cmd.Flags&^uint32(FlagReplyWanted) != 0 {
+			fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
+		} else if !cmd.Type.Known() {
+			fatal = fmt.Errorf("unknown command type %d (request %d)", uint32(cmd.Type), cmd.ReqID)
+		}
+		if fatal != nil {
+			off := rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+			rep.i32(VkErrorFeatureNotPresent)
+			rep.end(off)
+			wantAny = true
+			break
+		}
+		var off, resOff int
+		var o *encoder
+		if want {
+			wantAny = true
+			off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+			resOff = len(rep.b)
+			rep.i32(0)
+			o = &rep
+		}
+		res, perr := dev.exec(&cmd, o)
+		if perr != nil {
+			if !want {
+				off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+				resOff = len(rep.b)
+				rep.i32(0)
+			}
+			rep.b = rep.b[:resOff+4]
+			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
+			rep.end(off)
+			wantAny = true
+			fatal = perr
+			break
+		}
+		if want {
+			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
+			if res != VkSuccess {
+				rep.b = rep.b[:resOff+4]
+			}
+			rep.end(off)
+		} else if res < 0 && len(*deferred) < maxDeferred {
+			*deferred = append(*deferred, deferredRec{cmd.Type, cmd.ReqID, res})
+		}
+	}
+	if fatal == nil && it.Err() != nil {
+		fatal = it.Err()
+	}
+	if !wantAny {
+		return out, fatal
+	}
+	for _, d := range *deferred {
+		off := rep.begin(d.cmd, FlagReply|FlagDeferred, d.req)
+		rep.i32(d.result)
+		rep.end(off)
+	}
+	*deferred = (*deferred)[:0]
+	// When the frame was built in out's spare capacity, append copies it onto itself.
+	return append(out, rep.finish()...), fatal
+}

@@ -1,0 +1,187 @@
+package venusd
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// startBatch runs a batch server until the test ends.
+func startBatch(t testing.TB, cfg ServerConfig) *BatchServer {
+	t.Helper()
+	s, err := NewBatchServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s
+}
+
+// The batch loop computes what the per-connection server computes: the llm workload's checksum
+// equals the in-process reference in every mode and on every transport.
+func TestBatchLoopSameChecksum(t *testing.T) {
+	lc := smallLLM(2)
+	ref, err := ReferenceChecksum(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []string{"tcp", "unix", "shm"} {
+		s := startBatch(t, ServerConfig{Listen: listenAddr(t, tr), Getenv: noEnv})
+		for _, m := range Modes {
+			t.Run(tr+"/"+m.String(), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				res, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "llm", Mode: m, LLM: lc, Getenv: noEnv, NoVerify: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Checksum != ref {
+					t.Errorf("checksum %s, reference %s", res.Checksum, ref)
+				}
+			})
+		}
+		if st := s.LoopStats(); st.Requests == 0 || st.BusyCycles() == 0 || st.Writes == 0 {
+			t.Errorf("%s: loop counters not counting: %+v", tr, st)
+		}
+	}
+}
+
+// With several closed-loop clients, cycles carry more than one request, every request gets its
+// reply, and the counters add up.
+func TestBatchLoopBatchesClients(t *testing.T) {
+	s := startBatch(t, ServerConfig{Listen: listenAddr(t, "unix"), Getenv: noEnv})
+	const clients, reqs = 8, 400
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	var total int64
+	var mu sync.Mutex
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "ping", Getenv: noEnv,
+				Ping: PingConfig{Requests: reqs, Warmup: 10}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			total += res.Totals.RoundTrips
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := s.LoopStats()
+	if st.Requests != total {
+		t.Errorf("loop executed %d requests, clients got %d replies", st.Requests, total)
+	}
+	if st.MaxBatch < 2 {
+		t.Errorf("no cycle carried more than one request with %d clients: %+v", clients, st)
+	}
+	if st.Writes > st.Requests {
+		t.Errorf("%d writes for %d requests: at most one write per connection per cycle", st.Writes, st.Requests)
+	}
+}
+
+// A client that sends garbage is closed; the loop keeps serving the others.
+func TestBatchLoopProtocolErrorIsolated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.sock")
+	s := startBatch(t, ServerConfig{Listen: "unix://" + path, Getenv: noEnv})
+	bad, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	// A frame with a valid header whose command type is unknown.
+	var f bytes.Buffer
+	binary.Write(&f, binary.LittleEndian, []uint32{Magic, CmdHeaderSize, 0x7fff0000, FlagReplyWanted, 0, 1})
+	if _, err := bad.Write(f.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	bad.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(bad); err != nil && !errors.Is(err, io.EOF) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("connection with an unknown command was not closed")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "ping", Getenv: noEnv, Ping: PingConfig{Requests: 50}}); err != nil {
+		t.Fatalf("good client after a bad one: %v", err)
+	}
+	if st := s.Stats(); st.ProtocolErrors != 1 {
+		t.Errorf("protocol errors = %d, want 1", st.ProtocolErrors)
+	}
+}
+
+// A traced batch server writes its frames and its loop counters into the trace.
+func TestBatchLoopTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.plt")
+	w, err := trace.Create(path, TraceMeta([]string{"test"}, 64), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewBatchServer(ServerConfig{Listen: listenAddr(t, "tcp"), Getenv: noEnv, Trace: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	res, err := RunWorkload(cctx, ClientConfig{Connect: s.Addr(), Workload: "ping", Mode: ModePipeline, Depth: 4, Getenv: noEnv, Ping: PingConfig{Requests: 100, Warmup: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent, recv int64
+	for _, e := range f.Events {
+		switch e.Dir {
+		case trace.DirSend:
+			sent++
+		case trace.DirRecv:
+			recv++
+		}
+	}
+	if sent != res.Totals.FramesRecv || recv != res.Totals.FramesSent {
+		t.Errorf("trace: %d sent, %d received frames; client: %d sent, %d received", sent, recv, res.Totals.FramesSent, res.Totals.FramesRecv)
+	}
+	if f.Footer == nil || f.Footer.Stats["loop.requests"] != recv || f.Footer.Stats["loop.cycles"] == 0 {
+		t.Errorf("loop counters missing from the trace footer: %+v", f.Footer)
+	}
+}
