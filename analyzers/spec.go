@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Spec describes a wire protocol as data: header layout and endianness, magic, which field is
@@ -92,8 +93,28 @@ var builtinFS embed.FS
 // Builtins lists the names of the built-in protocols, besides "auto".
 func Builtins() []string { return []string{"venus", "ggml-rpc", "resp", "raw"} }
 
-// BuiltinSpec returns the built-in spec called name.
+var (
+	builtinMu    sync.Mutex
+	builtinCache = map[string]*Spec{}
+)
+
+// BuiltinSpec returns the built-in spec called name. Specs are read-only once parsed, so the
+// same one is shared.
 func BuiltinSpec(name string) (*Spec, error) {
+	builtinMu.Lock()
+	defer builtinMu.Unlock()
+	if s, ok := builtinCache[name]; ok {
+		return s, nil
+	}
+	s, err := parseBuiltin(name)
+	if err != nil {
+		return nil, err
+	}
+	builtinCache[name] = s
+	return s, nil
+}
+
+func parseBuiltin(name string) (*Spec, error) {
 	b, err := builtinFS.ReadFile("protocols/" + name + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("protocol %q unknown (want auto, %s)", name, strings.Join(Builtins(), ", "))
