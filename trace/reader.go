@@ -24,6 +24,7 @@ type Reader struct {
 	pos    int
 	eof    bool
 	ioErr  error
+	remain int64 // bytes the source still holds past buf, when it can tell (a file); -1 otherwise
 
 	meta      Meta
 	hasMeta   bool
@@ -31,6 +32,7 @@ type Reader struct {
 	hasFooter bool
 	rec       Recovery
 	firstBad  *FormatError // the first damage seen, for "no complete chunk" errors
+	chunkOff  int64        // file offset of the chunk nextChunk returned last
 
 	body    []byte // the records chunk being decoded (a slice of buf)
 	bp      int
@@ -45,7 +47,7 @@ type Reader struct {
 // NewReader reads the header and meta; it returns a *FormatError when r holds no trace: a wrong
 // magic, a format version from the future, or not one complete chunk.
 func NewReader(r io.Reader) (*Reader, error) {
-	tr := &Reader{src: r, intern: map[string]string{}}
+	tr := &Reader{src: r, intern: map[string]string{}, remain: sourceSize(r)}
 	if !tr.fill(headerSize) {
 		if tr.ioErr != nil {
 			return nil, tr.ioErr
@@ -87,6 +89,27 @@ func NewReader(r io.Reader) (*Reader, error) {
 		tr.pending, tr.pendTyp, tr.pendBdy = true, typ, body
 		return tr, nil
 	}
+}
+
+// sourceSize returns how many bytes r still holds when r can seek (a regular file, a
+// bytes.Reader), or -1. The size only sizes buffers: the reader still stops where reads stop.
+func sourceSize(r io.Reader) int64 {
+	s, ok := r.(io.Seeker)
+	if !ok {
+		return -1
+	}
+	cur, err := s.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return -1
+	}
+	end, err := s.Seek(0, io.SeekEnd)
+	if err != nil {
+		return -1
+	}
+	if _, err := s.Seek(cur, io.SeekStart); err != nil || end < cur {
+		return -1
+	}
+	return end - cur
 }
 
 // Open opens the trace file path; Close closes it.
@@ -137,7 +160,7 @@ func (r *Reader) Next(rec *Record) error {
 				return nil
 			}
 			r.rec.ChunksRead--
-			r.rec.ChunksBad++
+			r.noteBad(r.chunkOff, "records chunk does not decode")
 			r.body, r.bp = nil, 0
 			continue
 		}
@@ -166,7 +189,7 @@ func (r *Reader) Next(rec *Record) error {
 			var f Footer
 			if err := json.Unmarshal(body, &f); err != nil {
 				r.rec.ChunksRead--
-				r.rec.ChunksBad++
+				r.noteBad(r.chunkOff, "footer chunk is not valid JSON")
 				continue
 			}
 			r.footer, r.hasFooter = f, true
@@ -181,7 +204,7 @@ func (r *Reader) decodeMeta(body []byte) bool {
 	var m Meta
 	if err := json.Unmarshal(body, &m); err != nil {
 		r.rec.ChunksRead--
-		r.rec.ChunksBad++
+		r.noteBad(r.chunkOff, "meta chunk is not valid JSON")
 		return false
 	}
 	r.meta, r.hasMeta = m, true
@@ -205,12 +228,17 @@ func (r *Reader) fill(need int) bool {
 			r.pos = 0
 		}
 		if cap(r.buf)-len(r.buf) < readBlock {
-			nc := 2 * cap(r.buf)
-			if nc < len(r.buf)+readBlock {
-				nc = len(r.buf) + readBlock
-			}
-			if lim := chunkHeaderSize + MaxChunkBody + readBlock; nc > lim && lim >= len(r.buf)+readBlock {
-				nc = lim
+			var nc int
+			if r.remain >= 0 {
+				// The source's size is known: make room for what is needed, bounded by what the
+				// source still holds, in one step.
+				nc = len(r.buf) + int(min(int64(need-(len(r.buf)-r.pos)), r.remain)) + readBlock
+			} else {
+				// Unknown size: double, so that the buffer grows only as bytes arrive.
+				nc = max(2*cap(r.buf), len(r.buf)+readBlock)
+				if lim := chunkHeaderSize + MaxChunkBody + readBlock; nc > lim {
+					nc = max(lim, len(r.buf)+readBlock)
+				}
 			}
 			nb := make([]byte, len(r.buf), nc)
 			copy(nb, r.buf)
@@ -218,6 +246,9 @@ func (r *Reader) fill(need int) bool {
 		}
 		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
 		r.buf = r.buf[:len(r.buf)+n]
+		if r.remain >= 0 {
+			r.remain = max(r.remain-int64(n), 0)
+		}
 		if err == io.EOF {
 			r.eof = true
 		} else if err != nil {
@@ -289,6 +320,7 @@ func (r *Reader) nextChunk() (byte, []byte, error) {
 			continue
 		}
 		r.rec.ChunksRead++
+		r.chunkOff = start
 		return h.typ, body, nil
 	}
 }
@@ -399,7 +431,9 @@ func (r *Reader) str(d *dec) string {
 		return s
 	}
 	s := string(b)
-	if len(b) <= 256 && len(r.intern) < 4096 {
+	// Names and addresses repeat; interning them keeps Next from allocating. The table is
+	// bounded so that a file of distinct strings cannot grow it.
+	if len(b) <= 64 && len(r.intern) < 256 {
 		r.intern[s] = s
 	}
 	return s

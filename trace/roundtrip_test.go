@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -199,7 +200,7 @@ var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 5, 0, 0, time.
 func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	sets := 10_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		sets = 1000
 	}
 	var buf bytes.Buffer
@@ -326,5 +327,63 @@ func TestTimedFlush(t *testing.T) {
 	}
 	if len(f.Events) != 1 || f.Footer == nil {
 		t.Fatalf("events %d footer %v", len(f.Events), f.Footer)
+	}
+}
+
+// TestConcurrentWriters writes from several goroutines while the flush timer runs: every record
+// arrives, and each goroutine's records keep their order.
+func TestConcurrentWriters(t *testing.T) {
+	var buf lockedBuffer
+	w, err := NewWriter(&buf, testMeta, &WriterOptions{FlushRecords: 50, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 4, 2000
+	var wg sync.WaitGroup
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				var err error
+				switch i % 10 {
+				case 0:
+					err = w.WriteMarker(&Marker{TS: int64(i), TID: uint32(g), Name: "token", Value: int64(i)})
+				case 1:
+					w.SetStat("n", int64(i))
+					err = w.WriteLost("ringbuf", uint64(i))
+				default:
+					err = w.WriteEvent(&Event{TS: int64(i), TID: uint32(g), Bytes: int64(i), Dir: DirSend})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%500 == 0 {
+					if err := w.Flush(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Read(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Events) != writers*each*8/10 || len(f.Markers) != writers*each/10 || f.Recovery.Damaged() {
+		t.Fatalf("%d events, %d markers, recovery %v", len(f.Events), len(f.Markers), f.Recovery)
+	}
+	last := map[uint32]int64{}
+	for _, e := range f.Events {
+		if prev, ok := last[e.TID]; ok && e.TS <= prev {
+			t.Fatalf("writer %d: event %d after %d", e.TID, e.TS, prev)
+		}
+		last[e.TID] = e.TS
 	}
 }
