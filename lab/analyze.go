@@ -1,0 +1,162 @@
+package lab
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/models"
+)
+
+// LittleTolerance is how far L/λ may be from the measured mean RTT at a point before the sweep
+// warns: 10%, the bound; a larger gap means the measurement windows of L, λ and W differ.
+const LittleTolerance = 0.10
+
+// saturationGain is the smallest relative throughput gain between two client counts that still
+// counts as rising.
+const saturationGain = 0.10
+
+// histogramBuckets is how many buckets the reported RTT histogram has; modeBucketRatio is the
+// width ratio of the fine buckets the populations are found on (2%: well below the spread of a
+// population, and bounded in count however many samples there are).
+const (
+	histogramBuckets = 40
+	modeBucketRatio  = 1.02
+)
+
+// analyze fills the Little's-law rows, and each series' batch fit, predictions, histogram and
+// populations.
+func analyze(res *Result, cfg *Config) {
+	for i := range res.Points {
+		p := &res.Points[i]
+		row := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label(), InFlight: p.InflightMean,
+			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean}})[0]
+		res.LittlesLaw = append(res.LittlesLaw, roundLittle(row))
+		if math.Abs(row.Error) > LittleTolerance {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%", p.Label(), 100*row.Error))
+		}
+		if p.Trace != "" {
+			s, err := analyzers.Analyze([]string{p.Trace}, analyzers.Options{Protocol: "venus"})
+			if err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: analyze trace: %v", p.Label(), err))
+				continue
+			}
+			for _, r := range s.LittlesLaw {
+				r.Label = p.Label() + " trace"
+				res.LittlesLaw = append(res.LittlesLaw, roundLittle(r))
+			}
+		}
+	}
+	for si := range res.Series {
+		s := &res.Series[si]
+		var pts []analyzers.BatchPoint
+		for _, k := range s.points {
+			p := &res.Points[k]
+			pts = append(pts, analyzers.BatchPoint{N: p.InflightMean, TUS: p.RTTUS.Mean, Weight: float64(p.Requests)})
+		}
+		fit, warns, err := analyzers.FitBatchModel(pts, analyzers.DefaultConfidence)
+		if err == nil {
+			s.BatchFit = roundFit(fit)
+			for _, w := range warns {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("%s/%s/d%d: %s", s.Transport, s.Mode, s.Depth, w))
+			}
+			b := models.Batch{TFixedUS: fit.TFixedUS, TPerReqUS: fit.TPerReqUS}
+			for _, k := range s.points {
+				p := &res.Points[k]
+				s.Predictions = append(s.Predictions, Prediction{Clients: p.Clients, InFlight: p.InflightMean,
+					CyclePredictedUS: round3(b.Cycle(p.InflightMean)), ThroughputPredictedPerS: math.Round(b.Throughput(p.InflightMean)),
+					ThroughputMeasuredPerS: p.ThroughputPerS})
+			}
+		} else {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s/%s/d%d: no batch fit: %v", s.Transport, s.Mode, s.Depth, err))
+		}
+		s.Saturation = saturation(res.Points, s.points)
+		if len(s.points) > 0 {
+			last := &res.Points[s.points[len(s.points)-1]]
+			s.HistogramClients = last.Clients
+			s.Histogram = histogram(last.samples, histogramBuckets)
+			vs, cs := fineBuckets(last.samples)
+			for _, m := range analyzers.FindModes(vs, cs) {
+				s.Modes = append(s.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
+					LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
+			}
+		}
+	}
+	if len(res.Series) > 0 {
+		res.BatchFit = res.Series[0].BatchFit
+	}
+}
+
+// saturation returns the client count after which throughput stopped rising by saturationGain.
+func saturation(points []Point, idx []int) int {
+	for i := 1; i < len(idx); i++ {
+		a, b := &points[idx[i-1]], &points[idx[i]]
+		if a.ThroughputPerS > 0 && b.ThroughputPerS < a.ThroughputPerS*(1+saturationGain) {
+			return a.Clients
+		}
+	}
+	return 0
+}
+
+// histogram buckets sorted samples (µs) into at most n buckets of equal width ratio.
+func histogram(sorted []float64, n int) []analyzers.HistBucket {
+	if len(sorted) == 0 || n < 1 {
+		return nil
+	}
+	lo, hi := math.Max(sorted[0], 0.001), math.Max(sorted[len(sorted)-1], 0.001)
+	if hi <= lo {
+		return []analyzers.HistBucket{{LowUS: round3(lo), HighUS: round3(hi), Count: uint64(len(sorted))}}
+	}
+	ratio := math.Pow(hi/lo, 1/float64(n))
+	out := make([]analyzers.HistBucket, n)
+	edge := lo
+	for i := range out {
+		out[i].LowUS = round3(edge)
+		edge *= ratio
+		out[i].HighUS = round3(edge)
+	}
+	out[n-1].HighUS = round3(hi)
+	k := 0
+	for _, v := range sorted {
+		b := int(math.Log(math.Max(v, lo)/lo) / math.Log(ratio))
+		k = max(0, min(b, n-1))
+		out[k].Count++
+	}
+	return out
+}
+
+// fineBuckets returns bucket centres and counts of sorted samples (µs) in buckets of width ratio
+// modeBucketRatio, for FindModes.
+func fineBuckets(sorted []float64) (vs, cs []float64) {
+	if len(sorted) == 0 {
+		return nil, nil
+	}
+	lo := math.Max(sorted[0], 0.001)
+	lr := math.Log(modeBucketRatio)
+	last := -1
+	for _, v := range sorted {
+		b := int(math.Log(math.Max(v, lo)/lo) / lr)
+		if b != last {
+			vs = append(vs, lo*math.Exp((float64(b)+0.5)*lr))
+			cs = append(cs, 0)
+			last = b
+		}
+		cs[len(cs)-1]++
+	}
+	return vs, cs
+}
+
+func roundLittle(r analyzers.LittleRow) analyzers.LittleRow {
+	r.InFlight, r.ThroughputPerS = round3(r.InFlight), math.Round(r.ThroughputPerS)
+	r.RTTPredictedUS, r.RTTMeasuredUS, r.Error = round3(r.RTTPredictedUS), round3(r.RTTMeasuredUS), math.Round(r.Error*1e4)/1e4
+	return r
+}
+
+func roundFit(f *analyzers.BatchFit) *analyzers.BatchFit {
+	g := *f
+	g.TFixedUS, g.TPerReqUS, g.R2 = round3(f.TFixedUS), round3(f.TPerReqUS), math.Round(f.R2*1e4)/1e4
+	g.TFixedCI = [2]float64{round3(f.TFixedCI[0]), round3(f.TFixedCI[1])}
+	g.TPerReqCI = [2]float64{round3(f.TPerReqCI[0]), round3(f.TPerReqCI[1])}
+	g.ThroughputMax = math.Round(f.ThroughputMax)
+	return &g
+}

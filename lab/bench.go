@@ -1,0 +1,378 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/trace"
+	"github.com/perflab/perflab/venusd"
+)
+
+// Schema is the schema field of `perflab bench --json`.
+const Schema = "perflab.bench/v1"
+
+// Defaults of Config.
+var (
+	DefaultTransports = []string{"tcp"}
+	DefaultClients    = []int{1, 2, 4, 8, 16}
+	DefaultDepths     = []int{1}
+)
+
+// DefaultDuration is how long each point of a sweep measures: one second gives tens of
+// thousands of round trips per point on loopback, enough for a stable p99, and keeps the
+// 15-point sweep of the README under half a minute.
+const DefaultDuration = time.Second
+
+// MaxClients bounds the clients of one point; each is a connection and a goroutine.
+const MaxClients = 256
+
+// Config describes a sweep: every combination of transport, mode, depth and client count is a
+// point. Zero fields take the defaults.
+type Config struct {
+	Transports []string      // tcp, unix, shm (default DefaultTransports)
+	Modes      []venusd.Mode // client modes (default baseline)
+	Clients    []int         // closed-loop clients per point (default DefaultClients)
+	Depths     []int         // requests each client keeps in flight; >1 uses the pipeline mode (default 1)
+	Duration   time.Duration // measured time per point, after a warm-up (default DefaultDuration)
+	// Loop is the server's loop: "batch" (venusd.NewBatchServer, the default) or "conn".
+	Loop string
+	// Dir, when set, keeps one client-side trace per point there (the file name is the point's
+	// label), analyses it, and adds its Little's-law row to the result.
+	Dir string
+	// RequestBytes is the size of each ping request's payload, bytes (default 64).
+	RequestBytes int
+	// Progress, when set, is called after each point with the points done and the total.
+	Progress func(done, total int, p *Point)
+	// Log receives the servers' warnings (nil: discarded).
+	Log io.Writer
+}
+
+// Point is one measured point of a sweep. JSON field names are a contract (docs/design.md).
+type Point struct {
+	Transport      string  `json:"transport"`
+	Mode           string  `json:"mode"`
+	Clients        int     `json:"clients"`
+	Depth          int     `json:"depth"`
+	Requests       int64   `json:"requests"`         // round trips measured, all clients
+	ThroughputPerS float64 `json:"throughput_per_s"` // completions per second, all clients
+	RTTUS          RTT     `json:"rtt_us"`
+	// InflightMean is L: the clients' time with a request outstanding, summed over the clients
+	// and divided by the measured time.
+	InflightMean float64 `json:"inflight_mean"`
+	// RequestsPerCycle is the batch loop's mean requests per busy cycle during the point (batch
+	// loop only).
+	RequestsPerCycle float64 `json:"requests_per_cycle,omitempty"`
+	// CycleUS is the batch loop's mean busy-cycle time (execute and flush), µs.
+	CycleUS float64 `json:"cycle_us,omitempty"`
+	// EmptyCycleShare is the share of loop cycles that found no request.
+	EmptyCycleShare float64 `json:"empty_cycle_share,omitempty"`
+	Trace           string  `json:"trace,omitempty"` // the point's trace, with Config.Dir
+
+	samples []float64 // every RTT, µs
+}
+
+// RTT summarises the round-trip times of a point, µs.
+type RTT struct {
+	P50  float64 `json:"p50"`
+	Mean float64 `json:"mean"`
+	P99  float64 `json:"p99"`
+}
+
+// Label names the point: "tcp/baseline/d1/c4".
+func (p *Point) Label() string {
+	return fmt.Sprintf("%s/%s/d%d/c%d", p.Transport, p.Mode, p.Depth, p.Clients)
+}
+
+// Machine describes where a sweep ran.
+type Machine struct {
+	Host   string `json:"host"`
+	CPUs   int    `json:"cpus"`
+	Kernel string `json:"kernel"`
+	Go     string `json:"go"`
+}
+
+// Result is a sweep and its analysis: what `perflab bench --json` prints.
+type Result struct {
+	Schema    string  `json:"schema"`
+	Machine   Machine `json:"machine"`
+	Loop      string  `json:"loop"`
+	DurationS float64 `json:"duration_s"` // measured time per point
+	Points    []Point `json:"points"`
+	// LittlesLaw checks L = λ·W at every point (label: the point's), from the clients' own
+	// measurements; with Config.Dir a second row per point comes from its trace (label suffix
+	// " trace"): the in-flight integral of the traced frames.
+	LittlesLaw []analyzers.LittleRow `json:"littles_law"`
+	// BatchFit is the first series' fit (every series has its own in Series).
+	BatchFit *analyzers.BatchFit `json:"batch_fit,omitempty"`
+	Series   []Series            `json:"series"`
+	Warnings []string            `json:"warnings"`
+}
+
+// Series is the analysis of seed 003 on the points of one transport, mode and depth as the
+// clients grow.
+type Series struct {
+	Transport string `json:"transport"`
+	Mode      string `json:"mode"`
+	Depth     int    `json:"depth"`
+	// BatchFit fits RTT = T_fixed + T_per_req·N, N the mean requests in flight, over the points.
+	BatchFit    *analyzers.BatchFit `json:"batch_fit,omitempty"`
+	Predictions []Prediction        `json:"predictions,omitempty"`
+	// Histogram and Modes are the RTT distribution of the series' largest client count and its
+	// populations.
+	HistogramClients int                    `json:"histogram_clients"`
+	Histogram        []analyzers.HistBucket `json:"histogram"`
+	Modes            []analyzers.Mode       `json:"modes"`
+	// Saturation is the client count past which adding clients raised throughput by less than
+	// 10% (0 when it never flattened).
+	Saturation int `json:"saturation_clients"`
+
+	points []int // indexes into Result.Points
+}
+
+// Prediction is the batch model's throughput at one point against the measured one (seed 003
+// §5.4).
+type Prediction struct {
+	Clients                 int     `json:"clients"`
+	InFlight                float64 `json:"inflight"`
+	CyclePredictedUS        float64 `json:"t_cycle_predicted_us"`
+	ThroughputPredictedPerS float64 `json:"throughput_predicted_per_s"`
+	ThroughputMeasuredPerS  float64 `json:"throughput_measured_per_s"`
+}
+
+// server is what the sweep needs of a venusd server.
+type server interface {
+	Serve(ctx context.Context) error
+	Addr() string
+}
+
+// loopStatser is the batch server's optional counters.
+type loopStatser interface {
+	LoopStats() venusd.LoopStats
+}
+
+func (c *Config) normalize() error {
+	if len(c.Transports) == 0 {
+		c.Transports = DefaultTransports
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []venusd.Mode{venusd.ModeBaseline}
+	}
+	if len(c.Clients) == 0 {
+		c.Clients = DefaultClients
+	}
+	if len(c.Depths) == 0 {
+		c.Depths = DefaultDepths
+	}
+	if c.Duration <= 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Loop == "" {
+		c.Loop = "batch"
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	for _, t := range c.Transports {
+		if t != "tcp" && t != "unix" && t != "shm" {
+			return fmt.Errorf("transport %q: want tcp, unix or shm", t)
+		}
+	}
+	for _, n := range c.Clients {
+		if n < 1 || n > MaxClients {
+			return fmt.Errorf("clients %d: want 1 to %d", n, MaxClients)
+		}
+	}
+	for _, d := range c.Depths {
+		if d < 1 || d > 1024 {
+			return fmt.Errorf("depth %d: want 1 to 1024", d)
+		}
+	}
+	if c.Loop != "batch" && c.Loop != "conn" {
+		return fmt.Errorf("loop %q: want batch or conn", c.Loop)
+	}
+	return nil
+}
+
+// Run measures every point of the sweep and analyses it. It starts one venusd server per
+// transport on a fresh loopback address and stops it before returning.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	meta := venusd.TraceMeta(nil, 0)
+	res := &Result{Schema: Schema, Loop: cfg.Loop, DurationS: cfg.Duration.Seconds(),
+		Machine:    Machine{Host: meta.Host, CPUs: runtime.NumCPU(), Kernel: meta.Kernel, Go: runtime.Version()},
+		LittlesLaw: []analyzers.LittleRow{}, Series: []Series{}, Warnings: []string{}}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("make trace directory: %w", err)
+		}
+	}
+	total := len(cfg.Transports) * len(cfg.Modes) * len(cfg.Depths) * len(cfg.Clients)
+	done := 0
+	for _, tr := range cfg.Transports {
+		err := withServer(ctx, &cfg, tr, func(srv server) error {
+			for _, m := range cfg.Modes {
+				for _, d := range cfg.Depths {
+					s := Series{Transport: tr, Mode: m.String(), Depth: d}
+					for _, n := range cfg.Clients {
+						p, err := measure(ctx, &cfg, srv, tr, m, d, n)
+						if err != nil {
+							return fmt.Errorf("point %s/%s/d%d/c%d: %w", tr, m, d, n, err)
+						}
+						res.Points = append(res.Points, *p)
+						s.points = append(s.points, len(res.Points)-1)
+						done++
+						if cfg.Progress != nil {
+							cfg.Progress(done, total, p)
+						}
+					}
+					res.Series = append(res.Series, s)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	analyze(res, &cfg)
+	return res, nil
+}
+
+// withServer runs a server of the configured loop on a fresh address of transport tr while fn
+// runs.
+func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) error) error {
+	var listen string
+	switch tr {
+	case "tcp":
+		listen = "tcp://127.0.0.1:0"
+	case "unix":
+		dir, err := os.MkdirTemp("", "perflab-bench-")
+		if err != nil {
+			return fmt.Errorf("make socket directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		listen = "unix://" + filepath.Join(dir, "venus.sock")
+	case "shm":
+		listen = fmt.Sprintf("shm:///perflab-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	}
+	scfg := venusd.ServerConfig{Listen: listen, Log: cfg.Log, MaxConns: MaxClients + 8}
+	var srv server
+	var err error
+	if cfg.Loop == "batch" {
+		srv, err = venusd.NewBatchServer(scfg)
+	} else {
+		srv, err = venusd.NewServer(scfg)
+	}
+	if err != nil {
+		return fmt.Errorf("start venusd: %w", err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx) }()
+	ferr := fn(srv)
+	stop()
+	if err := <-served; err != nil && ferr == nil {
+		ferr = fmt.Errorf("venusd: %w", err)
+	}
+	return ferr
+}
+
+// measure runs n closed-loop ping clients for cfg.Duration and aggregates what they measured.
+func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.Mode, depth, n int) (*Point, error) {
+	p := &Point{Transport: tr, Mode: m.String(), Clients: n, Depth: depth}
+	mode := m
+	if depth > 1 && !mode.Pipeline() {
+		mode = venusd.ModePipeline // more than one in flight needs the pipeline mode
+		if m.Coalesce() {
+			mode = venusd.ModeCoalescePipeline
+		}
+	}
+	var tw *trace.Writer
+	if cfg.Dir != "" {
+		p.Trace = filepath.Join(cfg.Dir, strings.NewReplacer("/", "-", "+", "-").Replace(p.Label())+".plt")
+		var err error
+		tw, err = trace.Create(p.Trace, venusd.TraceMeta([]string{"perflab", "bench", p.Label()}, 64), nil)
+		if err != nil {
+			return nil, fmt.Errorf("create trace: %w", err)
+		}
+	}
+	var before venusd.LoopStats
+	ls, batch := srv.(loopStatser)
+	if batch {
+		before = ls.LoopStats()
+	}
+	results := make([]*venusd.Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = venusd.RunWorkload(ctx, venusd.ClientConfig{
+				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Trace: tw, Log: cfg.Log,
+				Ping: venusd.PingConfig{Duration: cfg.Duration, Warmup: 200, RequestBytes: cfg.RequestBytes, KeepSamples: true},
+			})
+		}()
+	}
+	wg.Wait()
+	if batch {
+		d := ls.LoopStats().Sub(before)
+		p.RequestsPerCycle = round3(d.RequestsPerCycle())
+		p.CycleUS = round3(d.CycleMeanNs() / 1e3)
+		if d.Cycles > 0 {
+			p.EmptyCycleShare = round3(float64(d.EmptyCycles) / float64(d.Cycles))
+		}
+	}
+	if tw != nil {
+		if err := tw.Close(); err != nil {
+			return nil, fmt.Errorf("close trace: %w", err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var sumRTT float64
+	for _, r := range results {
+		st := r.Ping
+		if st == nil {
+			return nil, errors.New("client returned no ping measurement")
+		}
+		p.Requests += st.Requests
+		p.ThroughputPerS += st.ThroughputPerS
+		p.samples = append(p.samples, st.RTTsUS...)
+		// This client's time with a request outstanding over its measured time: its
+		// throughput × its mean RTT (sum of its RTTs / its wall time).
+		p.InflightMean += st.ThroughputPerS * st.RTTMeanUS / 1e6
+	}
+	sort.Float64s(p.samples)
+	for _, v := range p.samples {
+		sumRTT += v
+	}
+	if k := len(p.samples); k > 0 {
+		p.RTTUS = RTT{P50: round3(quantile(p.samples, 0.5)), Mean: round3(sumRTT / float64(k)), P99: round3(quantile(p.samples, 0.99))}
+	}
+	p.ThroughputPerS = math.Round(p.ThroughputPerS)
+	p.InflightMean = round3(p.InflightMean)
+	return p, nil
+}
+
+// quantile returns the q-quantile of sorted values (nearest rank).
+func quantile(sorted []float64, q float64) float64 {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func round3(v float64) float64 { return math.Round(v*1e3)/1e3 + 0 }

@@ -1,0 +1,117 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/perflab/perflab/venusd"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// A small real sweep: every point measured, Little's law within the tolerance at every point
+// (from the clients and from the kept traces), the batch loop batching, and a fit per series.
+func TestRunSmallSweep(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	calls := 0
+	res, err := Run(ctx, Config{Transports: []string{"unix", "shm"}, Clients: []int{1, 2, 4}, Duration: 150 * time.Millisecond,
+		Dir: dir, Progress: func(done, total int, p *Point) {
+			calls++
+			if done != calls || total != 6 {
+				t.Errorf("progress %d/%d at call %d", done, total, calls)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 6 || len(res.Series) != 2 {
+		t.Fatalf("%d points, %d series; want 6 and 2", len(res.Points), len(res.Series))
+	}
+	for _, p := range res.Points {
+		if p.Requests < 10 || p.ThroughputPerS <= 0 || p.RTTUS.P50 <= 0 || p.RTTUS.P99 < p.RTTUS.P50 {
+			t.Errorf("%s: implausible point %+v", p.Label(), p)
+		}
+		if p.RequestsPerCycle < 1 {
+			t.Errorf("%s: requests per cycle %.3f with the batch loop", p.Label(), p.RequestsPerCycle)
+		}
+		if _, err := os.Stat(p.Trace); err != nil {
+			t.Errorf("%s: trace not kept: %v", p.Label(), err)
+		}
+	}
+	if len(res.LittlesLaw) != 12 {
+		t.Errorf("%d Little's-law rows, want 2 per point", len(res.LittlesLaw))
+	}
+	for _, r := range res.LittlesLaw {
+		if math.Abs(r.Error) > LittleTolerance {
+			t.Errorf("%s: L/λ = %.2f µs, measured W = %.2f µs (%.1f%%)", r.Label, r.RTTPredictedUS, r.RTTMeasuredUS, 100*r.Error)
+		}
+	}
+	for _, s := range res.Series {
+		if s.BatchFit == nil || s.BatchFit.Points != 3 || len(s.Predictions) != 3 {
+			t.Errorf("%s: fit %+v, %d predictions", s.Transport, s.BatchFit, len(s.Predictions))
+		}
+		if s.HistogramClients != 4 || len(s.Histogram) == 0 || len(s.Modes) == 0 {
+			t.Errorf("%s: histogram of %d clients, %d buckets, %d modes", s.Transport, s.HistogramClients, len(s.Histogram), len(s.Modes))
+		}
+		var n uint64
+		for _, b := range s.Histogram {
+			n += b.Count
+		}
+		if last := res.Points[s.points[len(s.points)-1]]; n != uint64(len(last.samples)) {
+			t.Errorf("%s: histogram holds %d samples of %d", s.Transport, n, len(last.samples))
+		}
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	json.Unmarshal(b, &back)
+	if back["schema"] != Schema || back["batch_fit"] == nil {
+		t.Errorf("json: schema %v, batch_fit %v", back["schema"], back["batch_fit"])
+	}
+	if testing.Verbose() {
+		out, _ := json.MarshalIndent(res.Points, "", " ")
+		t.Logf("%s", out)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{
+		{Transports: []string{"udp"}},
+		{Clients: []int{0}},
+		{Clients: []int{MaxClients + 1}},
+		{Depths: []int{0}},
+		{Loop: "threads"},
+	} {
+		if _, err := Run(context.Background(), c); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// The conn loop (a goroutine per client) works too and has no loop counters.
+func TestRunConnLoop(t *testing.T) {
+	res, err := Run(context.Background(), Config{Loop: "conn", Modes: []venusd.Mode{venusd.ModeBaseline}, Clients: []int{1, 2}, Depths: []int{1, 4}, Duration: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Points {
+		if p.RequestsPerCycle != 0 || p.Requests == 0 {
+			t.Errorf("%s: %+v", p.Label(), p)
+		}
+	}
+	if res.Points[3].Depth != 4 || res.Points[3].InflightMean < 2 {
+		t.Errorf("depth 4 point: %+v (want more than 2 in flight)", res.Points[3])
+	}
+}
