@@ -95,22 +95,41 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	m.TS, m.End, m.Size, m.Calls = fi.ts, fi.end, fi.size, fi.calls
 	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
 	m.ReqID = fi.reqID
-	if ev.Dir == c.reqDir {
+	var ri recordInfo
+	if c.spec.Records != nil {
+		ri = c.spec.walkRecords(fi.peek)
+		if ri.parsed > 0 && c.spec.Records.ReqID != nil {
+			m.ReqID = ri.reqID
+		}
+	}
+	if ev.Dir == c.reqDir && !ri.reply {
 		if fi.hasCmd {
 			m.Command = fi.cmd
 			m.Name = c.spec.CommandName(fi.cmd)
 		}
-		if c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0 {
+		switch {
+		case ri.parsed > 0 && c.spec.Records.Flags != nil:
+			m.WantsReply = ri.wants
+		case c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0:
 			m.WantsReply = fi.hasFlags && fi.flags&c.spec.Request.Flags.Mask != 0
-		} else {
+		default:
 			m.WantsReply = fi.hasCmd && c.spec.WantsReply(fi.cmd, c.version)
 		}
 		if m.WantsReply {
-			c.push(pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: m.ReqID, tid: m.TID, hasCmd: fi.hasCmd})
+			p := pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: m.ReqID, tid: m.TID, hasCmd: fi.hasCmd}
+			if m.ReqID != 0 && c.spec.Records != nil {
+				c.pushID(p)
+			} else {
+				c.push(p)
+			}
 		}
 	} else {
 		m.IsReply = true
-		if p, ok := c.pop(); ok {
+		p, ok := c.popID(m.ReqID)
+		if !ok {
+			p, ok = c.pop()
+		}
+		if ok {
 			m.Command, m.Name, m.ReqTS, m.RTT = p.cmd, p.name, p.ts, m.End-p.ts
 			if c.spec.hasVer && p.hasCmd && p.cmd == c.spec.verCmdID {
 				c.learnVersion(fi.peek)
@@ -153,6 +172,33 @@ func (c *connDecoder) push(p pendingReq) {
 	c.n++
 }
 
+// pushID keeps a request awaiting the reply that carries its id.
+func (c *connDecoder) pushID(p pendingReq) {
+	if c.byID == nil {
+		c.byID = map[uint64]pendingReq{}
+	}
+	if _, dup := c.byID[p.reqID]; !dup && len(c.byID) >= maxPending {
+		for k := range c.byID { // drop one: a request whose reply never came
+			delete(c.byID, k)
+			c.dropped++
+			break
+		}
+	}
+	c.byID[p.reqID] = p
+}
+
+// popID returns the request with id, if one awaits.
+func (c *connDecoder) popID(id uint64) (pendingReq, bool) {
+	if id == 0 || c.byID == nil {
+		return pendingReq{}, false
+	}
+	p, ok := c.byID[id]
+	if ok {
+		delete(c.byID, id)
+	}
+	return p, ok
+}
+
 func (c *connDecoder) pop() (pendingReq, bool) {
 	if c.n == 0 {
 		return pendingReq{}, false
@@ -165,7 +211,8 @@ func (c *connDecoder) pop() (pendingReq, bool) {
 
 // tracerFrame takes a frame event from an in-process tracer: the frame is already whole and
 // carries its command and request id; replies are paired by request id (the first frame of an
-// id on the connection is the request).
+// id on the connection is the request). The payload head, when the spec has records, says
+// whether the frame wants a reply or is one.
 func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	if c.spec == nil {
 		c.spec = c.d.detect(ev)
@@ -179,64 +226,37 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	m.ReqID = ev.ReqID
 	m.Command = uint64(ev.Command)
 	m.Name = c.spec.CommandName(m.Command)
-	if c.byID == nil {
-		c.byID = map[uint64]pendingReq{}
-	}
-	// The payload head, when it holds the frame's flags, says whether a reply is wanted.
-	wants, known := c.headFlags(ev)
-	if ev.ReqID != 0 {
-		if p, ok := c.byID[ev.ReqID]; ok {
-			delete(c.byID, ev.ReqID)
-			m.IsReply = true
-			if m.Command == 0 || m.Name == "" {
-				m.Command, m.Name = p.cmd, p.name
-			}
-			m.ReqTS, m.RTT = p.ts, m.End-p.ts
-		} else if wants || !known {
-			m.WantsReply = true
-			if len(c.byID) >= maxPending {
-				for k := range c.byID { // drop one: requests whose replies never came
-					delete(c.byID, k)
-					c.dropped++
-					break
-				}
-			}
-			c.byID[ev.ReqID] = pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: ev.ReqID}
+	ri := c.spec.walkRecords(ev.Payload)
+	known := ri.parsed > 0 && c.spec.Records != nil && c.spec.Records.Flags != nil
+	if !known && c.spec.Kind == "binary" && c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0 {
+		// no whole record in the head: the frame header's flags field, when the head holds it
+		var f framer
+		f.spec, f.hdr, f.order = c.spec, c.spec.Request, le
+		f.have = copy(f.buf[:], ev.Payload)
+		magicOK := true
+		if mg := c.spec.Request.Magic; mg != nil {
+			v, ok := f.field(mg)
+			magicOK = ok && v == mg.Value
 		}
+		if v, ok := f.field(c.spec.Request.Flags); ok && magicOK {
+			known, ri.wants = true, v&c.spec.Request.Flags.Mask != 0
+		}
+	}
+	p, paired := c.popID(ev.ReqID)
+	switch {
+	case paired:
+		m.IsReply = true
+		if m.Name == "" {
+			m.Command, m.Name = p.cmd, p.name
+		}
+		m.ReqTS, m.RTT = p.ts, m.End-p.ts
+	case known && ri.reply:
+		m.IsReply = true // its request is not in the trace
+	case ev.ReqID != 0 && (!known || ri.wants):
+		m.WantsReply = true
+		c.pushID(pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: ev.ReqID})
 	}
 	c.d.deliver(m)
-}
-
-// headFlags reads the "wants a reply" flag from a tracer frame's payload head, when the spec
-// has one and the head holds it.
-func (c *connDecoder) headFlags(ev *trace.Event) (wants, known bool) {
-	h := c.spec.Request
-	if c.spec.Kind != "binary" || h == nil || h.Flags == nil || h.Flags.Mask == 0 {
-		return false, false
-	}
-	f := h.Flags
-	if len(ev.Payload) < f.Offset+f.Size {
-		return false, false
-	}
-	if h.Magic != nil {
-		if len(ev.Payload) < h.Magic.Offset+h.Magic.Size {
-			return false, false
-		}
-		var tmp framer
-		tmp.spec, tmp.hdr, tmp.order = c.spec, h, le
-		tmp.have = copy(tmp.buf[:], ev.Payload)
-		if v, _ := tmp.field(h.Magic); v != h.Magic.Value {
-			return false, false
-		}
-	}
-	var tmp framer
-	tmp.spec, tmp.hdr, tmp.order = c.spec, h, le
-	if c.spec.Endian == "big" {
-		tmp.order = binary.BigEndian
-	}
-	tmp.have = copy(tmp.buf[:], ev.Payload)
-	v, _ := tmp.field(f)
-	return v&f.Mask != 0, true
 }
 
 // respCall decodes Redis RESP: a call that starts with a RESP type byte starts a message (its

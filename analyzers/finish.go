@@ -115,7 +115,7 @@ func (a *analyzer) finish() {
 			s.BatchFit = roundFit(fit)
 			a.warnings = append(a.warnings, warns...)
 			if curved(fit.Residuals) {
-				s.BatchRefinement = RefineBatch(pts, fit.TFixedUS)
+				s.BatchRefinement = RefineBatch(pts)
 			}
 		}
 	}

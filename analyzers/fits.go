@@ -105,23 +105,28 @@ func FitBatchModel(points []BatchPoint, conf float64) (*BatchFit, []string, erro
 	return f, warns, nil
 }
 
-// Refinement is the load-dependent refinement of the batch model (seed 003 §5.4): with T_fixed
-// held, the effective per-request cost at each N, (T - T_fixed)/N.
+// Refinement is one step of the load-dependent refinement of the batch model (seed 003 §5.4):
+// the marginal cost of a request between two loads, ΔT/ΔN, which grows with N when per-request
+// work suffers from load (cache pressure, batching).
 type Refinement struct {
+	NFrom     float64 `json:"n_from"`
 	N         float64 `json:"n"`
-	TPerReqUS float64 `json:"t_per_req_us"`
+	TPerReqUS float64 `json:"t_per_req_us"` // µs per request between NFrom and N
 }
 
-// RefineBatch returns the effective T_per_req at each point, holding T_fixed; it is reported
-// when the residuals of the linear fit show curvature (the per-request cost grows with load).
-func RefineBatch(points []BatchPoint, tFixedUS float64) []Refinement {
-	out := make([]Refinement, 0, len(points))
-	for _, p := range points {
-		if p.N > 0 {
-			out = append(out, Refinement{N: p.N, TPerReqUS: round3((p.TUS - tFixedUS) / p.N)})
+// RefineBatch returns the marginal per-request cost between consecutive points (sorted by N).
+// It is reported when the residuals of the straight-line fit show curvature.
+func RefineBatch(points []BatchPoint) []Refinement {
+	ps := append([]BatchPoint(nil), points...)
+	sort.Slice(ps, func(i, j int) bool { return ps[i].N < ps[j].N })
+	var out []Refinement
+	for i := 1; i < len(ps); i++ {
+		dn := ps[i].N - ps[i-1].N
+		if dn <= 0 {
+			continue
 		}
+		out = append(out, Refinement{NFrom: ps[i-1].N, N: ps[i].N, TPerReqUS: round3((ps[i].TUS - ps[i-1].TUS) / dn)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].N < out[j].N })
 	return out
 }
 

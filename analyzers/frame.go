@@ -12,10 +12,14 @@ type frameInfo struct {
 	flags     uint64
 	hasFlags  bool
 	reqID     uint64
-	peek      []byte // the first bytes of the frame that were captured (at most maxPeek)
+	peek      []byte // the first bytes of the frame that were captured (at most framePeek)
 	lostSync  bool
 	truncated bool
 }
+
+// framePeek is how many leading bytes of each frame a framer keeps, at most: enough for the
+// records of a small coalesced frame within a trace's payload head (trace.MaxPayload).
+const framePeek = 256
 
 const (
 	stHeader  = iota // collecting header bytes
@@ -36,7 +40,7 @@ type framer struct {
 	peekEnd int // bytes of the frame to capture: the header and every field
 
 	state    int
-	buf      [maxPeek]byte
+	buf      [framePeek]byte
 	have     int   // bytes in buf
 	frameLen int64 // whole frame, header included
 	consumed int64 // bytes of the frame seen so far
@@ -55,12 +59,15 @@ func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
 		f.order = binary.BigEndian
 	}
 	f.peekEnd = hdr.Bytes
+	if spec.Records != nil {
+		f.peekEnd = framePeek // walk the records in the head
+	}
 	for _, fl := range []*Field{hdr.Command, hdr.Flags, hdr.ReqID, extra} {
 		if fl != nil && fl.Offset+fl.Size > f.peekEnd {
 			f.peekEnd = fl.Offset + fl.Size
 		}
 	}
-	if extra != nil && extra.Offset+3 > f.peekEnd && extra.Offset+3 <= maxPeek {
+	if extra != nil && extra.Offset+3 > f.peekEnd && extra.Offset+3 <= framePeek {
 		f.peekEnd = extra.Offset + 3 // major, minor, patch
 	}
 	return f

@@ -105,9 +105,22 @@ func TestSeed003BatchFit(t *testing.T) {
 			t.Errorf("N=%.1f: 5.0+0.952·N = %.3f, seed table says %.2f", r["inflight"], b, r["t_cycle_predicted_us"])
 		}
 	}
-	ref := RefineBatch(pts, 5.0)
-	if len(ref) != 4 {
+	// §5.4: the per-request cost grows with load (the seed: ~0.32 µs at N 1–4, ~0.6 at 8,
+	// ~0.95 at 16); the marginal cost between the seed's points rises the same way.
+	ref := RefineBatch(pts)
+	if len(ref) != 3 {
 		t.Fatalf("refinement %v", ref)
+	}
+	for i := 1; i < len(ref); i++ {
+		if ref[i].TPerReqUS <= ref[i-1].TPerReqUS {
+			t.Errorf("marginal cost does not grow with N: %+v", ref)
+		}
+	}
+	if !curved(fit.Residuals) {
+		t.Errorf("residuals %v: the seed's points lie on a convex curve", fit.Residuals)
+	}
+	if math.Abs(ref[1].TPerReqUS-0.6) > 0.1 || math.Abs(ref[2].TPerReqUS-0.95) > 0.15 {
+		t.Errorf("marginal costs %+v, seed says ~0.6 µs at N=8 and ~0.95 µs at N=16", ref)
 	}
 }
 

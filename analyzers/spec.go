@@ -3,6 +3,7 @@ package analyzers
 import (
 	"bytes"
 	"embed"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,6 +42,10 @@ type Spec struct {
 	// VersionField is where the reply to VersionCommand holds major, minor and patch (one byte
 	// each), counted from the start of the reply frame.
 	VersionField *Field `json:"version_field,omitempty"`
+	// Records, when set, says that a frame's payload is a sequence of records (commands), each
+	// with its own header; the decoder walks those within the captured head to learn whether a
+	// frame wants a reply and which request id labels it.
+	Records *RecordLayout `json:"records,omitempty"`
 	// UnitCommands name the commands each of which opens one unit of work (a decode step);
 	// UnitName is the unit's name ("token").
 	UnitCommands []string `json:"unit_commands,omitempty"`
@@ -71,6 +76,18 @@ type Field struct {
 	Size   int    `json:"size"`            // 1, 2, 4 or 8 bytes
 	Value  uint64 `json:"value,omitempty"` // magic: the expected value
 	Mask   uint64 `json:"mask,omitempty"`  // flags: the bit that asks for a reply
+}
+
+// RecordLayout describes the records of a payload. Field offsets count from the start of the
+// record.
+type RecordLayout struct {
+	Offset    int    `json:"offset"`               // where the first record starts in the frame
+	Bytes     int    `json:"bytes"`                // record header length
+	Size      Field  `json:"size"`                 // bytes that follow the record header
+	Flags     *Field `json:"flags,omitempty"`      // Mask: the record wants a reply
+	ReplyMask uint64 `json:"reply_mask,omitempty"` // flag bits of a reply record
+	SkipMask  uint64 `json:"skip_mask,omitempty"`  // flag bits of records that label nothing (a deferred error)
+	ReqID     *Field `json:"req_id,omitempty"`
 }
 
 // CommandSpec names one command id.
@@ -223,6 +240,20 @@ func (s *Spec) init() error {
 		if err := checkField("version_field", s.VersionField, maxPeek); err != nil {
 			return err
 		}
+		if r := s.Records; r != nil {
+			if r.Bytes <= 0 || r.Bytes > maxPeek || r.Offset < 0 || r.Offset > maxPeek {
+				return fmt.Errorf("records: bytes %d offset %d, want 1..%d", r.Bytes, r.Offset, maxPeek)
+			}
+			if err := checkField("records.size", &r.Size, r.Bytes); err != nil {
+				return err
+			}
+			if err := checkField("records.flags", r.Flags, r.Bytes); err != nil {
+				return err
+			}
+			if err := checkField("records.req_id", r.ReqID, r.Bytes); err != nil {
+				return err
+			}
+		}
 	}
 	s.byID = make(map[uint64]*CommandSpec, len(s.Commands))
 	byName := map[string]uint64{}
@@ -333,6 +364,76 @@ func (s *Spec) WantsReply(id uint64, v [3]int) bool {
 		return false
 	}
 	return s.DefaultReply
+}
+
+// recordInfo is what walking a frame's records tells.
+type recordInfo struct {
+	parsed  int    // records whose header was within the head
+	wants   bool   // a record wants a reply
+	reply   bool   // a record is a reply
+	reqID   uint64 // the request id that labels the frame
+	labeled bool
+}
+
+// walkRecords walks the records of a frame whose first bytes are head.
+func (s *Spec) walkRecords(head []byte) recordInfo {
+	var ri recordInfo
+	r := s.Records
+	if r == nil {
+		return ri
+	}
+	order := binary.ByteOrder(binary.LittleEndian)
+	if s.Endian == "big" {
+		order = binary.BigEndian
+	}
+	get := func(b []byte, f *Field) uint64 {
+		x := b[f.Offset : f.Offset+f.Size]
+		switch f.Size {
+		case 1:
+			return uint64(x[0])
+		case 2:
+			return uint64(order.Uint16(x))
+		case 4:
+			return uint64(order.Uint32(x))
+		}
+		return order.Uint64(x)
+	}
+	var firstID uint64
+	for off := r.Offset; off+r.Bytes <= len(head) && ri.parsed < 1<<16; {
+		rec := head[off : off+r.Bytes]
+		ri.parsed++
+		var flags, id uint64
+		if r.Flags != nil {
+			flags = get(rec, r.Flags)
+		}
+		if r.ReqID != nil {
+			id = get(rec, r.ReqID)
+		}
+		if ri.parsed == 1 {
+			firstID = id
+		}
+		if r.Flags != nil && flags&r.Flags.Mask != 0 {
+			if !ri.wants && !ri.labeled {
+				ri.reqID, ri.labeled = id, true
+			}
+			ri.wants = true
+		}
+		if r.ReplyMask != 0 && flags&r.ReplyMask != 0 {
+			ri.reply = true
+			if flags&r.SkipMask == 0 && !ri.labeled {
+				ri.reqID, ri.labeled = id, true
+			}
+		}
+		next := uint64(off) + uint64(r.Bytes) + get(rec, &r.Size)
+		if next > uint64(len(head)) {
+			break
+		}
+		off = int(next)
+	}
+	if !ri.labeled && ri.parsed > 0 {
+		ri.reqID = firstID
+	}
+	return ri
 }
 
 // OpensUnit reports whether command id opens a unit of work.

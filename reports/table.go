@@ -132,9 +132,9 @@ func sections(s *analyzers.Summary) []section {
 		if len(s.BatchRefinement) > 0 {
 			var rs []string
 			for _, r := range s.BatchRefinement {
-				rs = append(rs, fmt.Sprintf("N=%s: %s µs", tnum(r.N), tnum(r.TPerReqUS)))
+				rs = append(rs, fmt.Sprintf("N %s→%s: %s µs", tnum(r.NFrom), tnum(r.N), tnum(r.TPerReqUS)))
 			}
-			b.notes = append(b.notes, "load-dependent T_per_req (T_fixed held): "+strings.Join(rs, ", "))
+			b.notes = append(b.notes, "load-dependent T_per_req (marginal ΔT/ΔN): "+strings.Join(rs, ", "))
 		}
 		out = append(out, b)
 	}
