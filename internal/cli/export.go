@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/perflab/perflab/reports"
+	"github.com/perflab/perflab/trace"
+)
+
+// An exportFunc writes the trace at path to w in one format. It returns the trace's Recovery as
+// its reader reported it, so that export can warn when the trace was damaged or cut (a format
+// that does not read with a trace.Reader returns trace.Recovery{Clean: true}). Errors about the
+// file should be, or wrap, a *trace.FormatError so that export names the offset.
+type exportFunc func(w io.Writer, path string) (trace.Recovery, error)
+
+// exportFormats maps --format names to their exporters. Formats register from init with
+// registerExport, each in its own file.
+var exportFormats = map[string]exportFunc{}
+
+// registerExport adds an export format.
+func registerExport(name string, fn exportFunc) {
+	if _, dup := exportFormats[name]; dup {
+		panic("cli: export format registered twice: " + name)
+	}
+	exportFormats[name] = fn
+}
+
+// streamExport adapts a streaming exporter of the reports package to an exportFunc.
+func streamExport(fn func(w io.Writer, tr *trace.Reader) error) exportFunc {
+	return func(w io.Writer, path string) (trace.Recovery, error) {
+		tr, err := trace.Open(path)
+		if err != nil {
+			return trace.Recovery{}, err
+		}
+		defer tr.Close()
+		if err := fn(w, tr); err != nil {
+			return tr.Recovery(), err
+		}
+		return tr.Recovery(), nil
+	}
+}
+
+func exportNames() string {
+	var names []string
+	for n := range exportFormats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "|")
+}
+
+func init() {
+	registerExport("jsonl", streamExport(reports.JSONL))
+	registerExport("csv", streamExport(reports.CSV))
+	c := &Command{
+		Name:    "export",
+		Summary: "write a trace's records as JSON lines or CSV (docs/trace-format.md), or another registered format",
+		Usage:   "--format jsonl|csv [-o FILE] TRACE",
+	}
+	c.Run = func(ctx context.Context, env *Env, args []string) error { return runExport(env, c, args) }
+	Register(c)
+}
+
+func runExport(env *Env, c *Command, args []string) error {
+	fs := NewFlagSet(env, c)
+	format := fs.String("format", "jsonl", "output `format`: "+exportNames())
+	out := fs.String("o", "", "write to `FILE` instead of stdout")
+	paths, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(paths) != 1 {
+		return BadInput("want exactly one trace (usage: perflab export %s)", c.Usage)
+	}
+	fn, ok := exportFormats[*format]
+	if !ok {
+		return BadInput("--format %q unknown (want %s)", *format, exportNames())
+	}
+	path := paths[0]
+	// Check the file before creating the output, so that a bad trace leaves no empty file behind.
+	tr, err := trace.Open(path)
+	if err != nil {
+		return exportReadError(path, err)
+	}
+	tr.Close()
+	var w io.Writer = env.Stdout
+	var f *os.File
+	if *out != "" {
+		f, err = os.Create(*out)
+		if err != nil {
+			return BadInput("create %s: %v", *out, exportUnwrapPath(err))
+		}
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	rec, err := fn(bw, path)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if f != nil {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		var fe *trace.FormatError
+		if errors.As(err, &fe) || errors.Is(err, os.ErrNotExist) {
+			return exportReadError(path, err)
+		}
+		return fmt.Errorf("export %s: %w", path, err)
+	}
+	if rec.Damaged() {
+		fmt.Fprintf(env.Stderr, "perflab export: warning: %s is damaged or cut, exported what could be read: %v\n", path, rec)
+	}
+	return nil
+}
+
+// exportReadError turns an error opening or reading a trace into one line of bad input:
+// "read FILE: offset N: what".
+func exportReadError(path string, err error) error {
+	return BadInput("read %s: %v", path, exportUnwrapPath(err))
+}
+
+// exportUnwrapPath drops the *os.PathError wrapper, whose message repeats the path.
+func exportUnwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
