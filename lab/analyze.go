@@ -20,7 +20,8 @@ const saturationGain = 0.10
 // width ratio of the fine buckets the populations are found on (2%: well below the spread of a
 // population, and bounded in count however many samples there are).
 const (
-	histogramBuckets = 40
+	histogramBuckets = 30
+	histogramTop     = 0.999 // the last bucket holds the slowest 0.1%, however far they reach
 	modeBucketRatio  = 1.02
 )
 
@@ -74,7 +75,7 @@ func analyze(res *Result, cfg *Config) {
 		if len(s.points) > 0 {
 			last := &res.Points[s.points[len(s.points)-1]]
 			s.HistogramClients = last.Clients
-			s.Histogram = histogram(last.samples, histogramBuckets)
+			s.Histogram = histogram(last.samples, histogramBuckets, histogramTop)
 			vs, cs := fineBuckets(last.samples)
 			for _, m := range analyzers.FindModes(vs, cs) {
 				s.Modes = append(s.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
@@ -98,12 +99,13 @@ func saturation(points []Point, idx []int) int {
 	return 0
 }
 
-// histogram buckets sorted samples (µs) into at most n buckets of equal width ratio.
-func histogram(sorted []float64, n int) []analyzers.HistBucket {
+// histogram buckets sorted samples (µs) into at most n buckets of equal width ratio from the
+// smallest sample to the top quantile; the last bucket reaches the largest sample.
+func histogram(sorted []float64, n int, top float64) []analyzers.HistBucket {
 	if len(sorted) == 0 || n < 1 {
 		return nil
 	}
-	lo, hi := math.Max(sorted[0], 0.001), math.Max(sorted[len(sorted)-1], 0.001)
+	lo, hi := math.Max(sorted[0], 0.001), math.Max(quantile(sorted, top), 0.001)
 	if hi <= lo {
 		return []analyzers.HistBucket{{LowUS: round3(lo), HighUS: round3(hi), Count: uint64(len(sorted))}}
 	}
@@ -115,7 +117,7 @@ func histogram(sorted []float64, n int) []analyzers.HistBucket {
 		edge *= ratio
 		out[i].HighUS = round3(edge)
 	}
-	out[n-1].HighUS = round3(hi)
+	out[n-1].HighUS = round3(sorted[len(sorted)-1])
 	k := 0
 	for _, v := range sorted {
 		b := int(math.Log(math.Max(v, lo)/lo) / math.Log(ratio))

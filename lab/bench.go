@@ -50,6 +50,9 @@ type Config struct {
 	// Dir, when set, keeps one client-side trace per point there (the file name is the point's
 	// label), analyses it, and adds its Little's-law row to the result.
 	Dir string
+	// Delay is an emulated one-way link delay added by each client's transport in each
+	// direction (the RTT grows by 2×Delay): the network latency that batching overlaps.
+	Delay time.Duration
 	// RequestBytes is the size of each ping request's payload, bytes (default 64).
 	RequestBytes int
 	// Progress, when set, is called after each point with the points done and the total.
@@ -108,6 +111,7 @@ type Result struct {
 	Machine   Machine `json:"machine"`
 	Loop      string  `json:"loop"`
 	DurationS float64 `json:"duration_s"` // measured time per point
+	DelayUS   float64 `json:"delay_us"`   // emulated one-way link delay
 	Points    []Point `json:"points"`
 	// LittlesLaw checks L = λ·W at every point (label: the point's), from the clients' own
 	// measurements; with Config.Dir a second row per point comes from its trace (label suffix
@@ -198,6 +202,9 @@ func (c *Config) normalize() error {
 			return fmt.Errorf("depth %d: want 1 to 1024", d)
 		}
 	}
+	if c.Delay < 0 || c.Delay > time.Second {
+		return fmt.Errorf("delay %s: want 0 to 1s", c.Delay)
+	}
 	if c.Loop != "batch" && c.Loop != "conn" {
 		return fmt.Errorf("loop %q: want batch or conn", c.Loop)
 	}
@@ -211,7 +218,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	meta := venusd.TraceMeta(nil, 0)
-	res := &Result{Schema: Schema, Loop: cfg.Loop, DurationS: cfg.Duration.Seconds(),
+	res := &Result{Schema: Schema, Loop: cfg.Loop, DurationS: cfg.Duration.Seconds(), DelayUS: float64(cfg.Delay) / 1e3,
 		Machine:    Machine{Host: meta.Host, CPUs: runtime.NumCPU(), Kernel: meta.Kernel, Go: runtime.Version()},
 		LittlesLaw: []analyzers.LittleRow{}, Series: []Series{}, Warnings: []string{}}
 	if cfg.Dir != "" {
@@ -322,7 +329,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		go func() {
 			defer wg.Done()
 			results[i], errs[i] = venusd.RunWorkload(ctx, venusd.ClientConfig{
-				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Trace: tw, Log: cfg.Log,
+				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Delay: cfg.Delay, Trace: tw, Log: cfg.Log,
 				Ping: venusd.PingConfig{Duration: cfg.Duration, Warmup: 200, RequestBytes: cfg.RequestBytes, KeepSamples: true},
 			})
 		}()

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/perflab/perflab/lab"
+	"github.com/perflab/perflab/venusd"
+)
+
+func init() {
+	Register(&Command{
+		Name:    "bench",
+		Summary: "load sweep: closed-loop clients against a venusd it starts, then Little's law, the batch model and RTT populations",
+		Usage: "[--transports tcp,unix,shm] [--modes baseline,...] [--clients 1,2,4,8,16] [--depth 1,...] [--duration D] " +
+			"[--loop batch|conn] [--format table|markdown] [--json] [--progress] [-o DIR]",
+		Run: runBench,
+	})
+}
+
+// maxBenchPoints bounds a sweep so that a typo in a list cannot start hours of measuring.
+const maxBenchPoints = 500
+
+func runBench(ctx context.Context, env *Env, args []string) error {
+	c := commands["bench"]
+	fs := NewFlagSet(env, c)
+	transports := fs.String("transports", "tcp", "comma-separated `LIST` of transports: tcp, unix, shm")
+	modes := fs.String("modes", "baseline", "comma-separated `LIST` of client modes: baseline, coalesce, pipeline, coalesce+pipeline")
+	clients := fs.String("clients", "1,2,4,8,16", "comma-separated `LIST` of client counts")
+	depth := fs.String("depth", "1", "comma-separated `LIST` of requests in flight per client (above 1: pipelined)")
+	duration := fs.Duration("duration", lab.DefaultDuration, "measured time per point")
+	loop := fs.String("loop", "batch", "server loop: batch (one event loop, seed 003's daemon) or conn (a goroutine per client)")
+	format := fs.String("format", "table", "output `FORMAT`: table or markdown")
+	asJSON := fs.Bool("json", false, "print JSON (schema perflab.bench/v1) instead of tables")
+	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
+	out := fs.String("o", "", "keep one trace per point, and bench.json, in `DIR`")
+	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each client's transport (RTT grows by 2×D)")
+	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return BadInput("unexpected argument %q", pos[0])
+	}
+	cfg := lab.Config{Loop: *loop, Duration: *duration, Dir: *out, Delay: *delay, RequestBytes: *reqBytes, Log: env.Stderr}
+	if *duration <= 0 || *duration > 10*time.Minute {
+		return BadInput("--duration %s: want more than 0 and at most 10m", *duration)
+	}
+	if *delay < 0 || *delay > time.Second {
+		return BadInput("--delay %s: want 0 to 1s", *delay)
+	}
+	if *format != "table" && *format != "markdown" {
+		return BadInput("--format %q: want table or markdown", *format)
+	}
+	if *reqBytes < 20 || *reqBytes > 1<<20 {
+		return BadInput("--request-bytes %d: want 20 to 1MiB", *reqBytes)
+	}
+	for _, t := range splitList(*transports) {
+		if t != "tcp" && t != "unix" && t != "shm" {
+			return BadInput("--transports: %q is not tcp, unix or shm", t)
+		}
+		cfg.Transports = append(cfg.Transports, t)
+	}
+	for _, m := range splitList(*modes) {
+		md, err := venusd.ParseMode(m)
+		if err != nil {
+			return BadInput("--modes: %v", err)
+		}
+		cfg.Modes = append(cfg.Modes, md)
+	}
+	if cfg.Clients, err = intList("--clients", *clients, 1, lab.MaxClients); err != nil {
+		return err
+	}
+	if cfg.Depths, err = intList("--depth", *depth, 1, 1024); err != nil {
+		return err
+	}
+	if cfg.Loop != "batch" && cfg.Loop != "conn" {
+		return BadInput("--loop %q: want batch or conn", cfg.Loop)
+	}
+	if len(cfg.Transports) == 0 || len(cfg.Modes) == 0 {
+		return BadInput("--transports and --modes need at least one entry")
+	}
+	total := len(cfg.Transports) * len(cfg.Modes) * len(cfg.Clients) * len(cfg.Depths)
+	if total > maxBenchPoints {
+		return BadInput("%d points: at most %d per sweep", total, maxBenchPoints)
+	}
+	if *progress || isTerminal(env.Stderr) {
+		start := time.Now()
+		cfg.Progress = func(done, total int, p *lab.Point) {
+			const width = 30
+			bar := strings.Repeat("#", done*width/total) + strings.Repeat(".", width-done*width/total)
+			fmt.Fprintf(env.Stderr, "\rbench [%s] %d/%d %-28s %9.0f/s  %5.0fs", bar, done, total, p.Label(), p.ThroughputPerS, time.Since(start).Seconds())
+			if done == total {
+				fmt.Fprintln(env.Stderr)
+			}
+		}
+	}
+	res, err := lab.Run(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Failed("bench interrupted: %v", err)
+		}
+		return Failed("%v", err)
+	}
+	if *out != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*out, "bench.json"), append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			return Failed("write bench.json: %v", err)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(env.Stdout, "perflab bench: %d points, %s per point, %s loop, on %s (%d CPUs, Linux %s, %s)\n\n",
+		len(res.Points), cfg.Duration, res.Loop, res.Machine.Host, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go)
+	if err := lab.Render(env.Stdout, res, *format); err != nil {
+		return Failed("%v", err)
+	}
+	if *out != "" {
+		fmt.Fprintf(env.Stdout, "\ntraces and bench.json in %s\n", *out)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// intList parses a comma-separated list of integers in [lo, hi].
+func intList(flag, s string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < lo || n > hi {
+			return nil, BadInput("%s: %q is not a number from %d to %d", flag, f, lo, hi)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, BadInput("%s: empty list", flag)
+	}
+	return out, nil
+}
