@@ -96,11 +96,17 @@ type errKey struct {
 }
 
 type procAgg struct {
-	pending    int
-	blockStart int64
-	blocked    int64
-	lastTS     int64   // time of the last change of pending, ns
-	area       float64 // ∫ pending dt, request·ns
+	// tracer round-trip events: recent intervals (to count what else was in flight) and the
+	// interval being merged for the blocked time
+	recent            [64]interval
+	nRecent           int
+	curFrom, curTo    int64
+	rtEvents, wanting uint64
+	pending           int
+	blockStart        int64
+	blocked           int64
+	lastTS            int64   // time of the last change of pending, ns
+	area              float64 // ∫ pending dt, request·ns
 }
 
 // advance integrates the requests in flight up to ts.
@@ -129,7 +135,11 @@ type msgRec struct {
 	size uint32
 	kind uint8
 	proc uint16 // index of the message's process in analyzer.pids (maxProcs: any other)
+	rts  uint8  // round trips this message completed (a reply may answer several requests)
 }
+
+// maxTracerPairs bounds the tracer round trips kept for replay (40 MB at most).
+const maxTracerPairs = 1 << 20
 
 // maxProcs bounds the processes told apart in unit attribution.
 const maxProcs = 1<<16 - 1
@@ -179,6 +189,10 @@ type analyzer struct {
 	blocks            []interval        // this trace's intervals with a client blocked on a reply
 	unitSpec          string            // unit name of the spec unit commands seen
 	pids              map[uint32]uint16 // this trace's processes, numbered for msgRec.proc
+	tracerUnanswered  uint64
+	rtEventsSeen      uint64        // this trace's tracer round-trip events
+	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
+	lastRec           int           // index in recs of the last message
 	warnings          []string
 }
 
@@ -231,6 +245,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.haveTS = false
 	a.recs, a.marks, a.blocks, a.unitSpec = a.recs[:0], a.marks[:0], a.blocks[:0], ""
 	a.pids = map[uint32]uint16{}
+	a.rtEventsSeen, a.tracerPairs = 0, a.tracerPairs[:0]
 	if a.lost == nil || i > 0 {
 		a.lost = map[string]uint64{}
 	}
@@ -248,7 +263,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	}
 	if ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
 		if ev.Op == trace.OpRoundTrip {
-			a.recs = append(a.recs, msgRec{ts: ev.TS, kind: recRTEvent})
+			a.rtEvent(ev)
 		}
 		return
 	}
@@ -365,7 +380,8 @@ func (a *analyzer) message(m *Message) {
 	}
 	ca.count++
 	ca.bytes += uint64(m.Size)
-	rec := msgRec{ts: m.TS, size: uint32(min(m.Size, math.MaxUint32)), proc: a.procIndex(m.PID)}
+	// a message counts when it completes, as a client's counters do
+	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: a.procIndex(m.PID)}
 	if m.Dir == trace.DirSend {
 		rec.kind |= recSend
 	}
@@ -385,6 +401,18 @@ func (a *analyzer) message(m *Message) {
 		p = &procAgg{}
 		a.procs[pk] = p
 	}
+	if m.Source == trace.SourceTracer {
+		// A tracer reports its round trips itself (rtEvent); its frames only count. Pairs of
+		// frames stand in for those events when a trace has none (end).
+		if m.WantsReply && m.Dir == trace.DirSend {
+			p.wanting++
+		}
+		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv && len(a.tracerPairs) < maxTracerPairs {
+			a.tracerPairs = append(a.tracerPairs, trace.Event{TS: m.ReqTS, Dur: m.RTT, PID: m.PID, Conn: m.Conn, Command: uint32(m.Command), Op: trace.OpRoundTrip})
+		}
+		a.recs = append(a.recs, rec)
+		return
+	}
 	switch {
 	case m.WantsReply && m.Dir == trace.DirSend: // a client's request
 		p.advance(m.TS)
@@ -395,35 +423,143 @@ func (a *analyzer) message(m *Message) {
 		a.inflMax = max(a.inflMax, p.pending)
 		a.infl.add(m.TS, float64(p.pending))
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
-		a.rtt.Add(m.RTT)
-		a.rttSum += float64(m.RTT)
-		ca.rtt.Add(m.RTT)
-		// the request's own slot plus what else was outstanding when it completed
-		n := p.pending
-		if n < 1 {
-			n = 1
-		}
-		h := a.byN[n]
-		if h == nil {
-			h = &Hist{}
-			a.byN[n] = h
-		}
-		h.Add(m.RTT)
-		p.advance(m.End)
-		if p.pending > 0 {
-			p.pending--
-			if p.pending == 0 {
-				p.blocked += m.End - p.blockStart
-				a.blocks = append(a.blocks, interval{p.blockStart, m.End})
-			}
-		}
-		a.infl.add(m.End, float64(p.pending))
-		rec.kind |= recRoundTrip
+		a.clientRT(p, ca, m.RTT, m.End)
+		rec.rts++
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
 		a.service.Add(m.RTT)
 		ca.rtt.Add(m.RTT)
 	}
 	a.recs = append(a.recs, rec)
+	a.lastRec = len(a.recs) - 1
+}
+
+// clientRT counts a round trip completed at end by a client process p.
+func (a *analyzer) clientRT(p *procAgg, ca *cmdAgg, rtt, end int64) {
+	a.rtt.Add(rtt)
+	a.rttSum += float64(rtt)
+	ca.rtt.Add(rtt)
+	// the request's own slot plus what else was outstanding when it completed
+	n := max(p.pending, 1)
+	h := a.byN[n]
+	if h == nil {
+		h = &Hist{}
+		a.byN[n] = h
+	}
+	h.Add(rtt)
+	p.advance(end)
+	if p.pending > 0 {
+		p.pending--
+		if p.pending == 0 {
+			p.blocked += end - p.blockStart
+			a.blocks = append(a.blocks, interval{p.blockStart, end})
+		}
+	}
+	a.infl.add(end, float64(p.pending))
+}
+
+// answered counts a further request answered by the reply m (its first one is m itself);
+// it comes after m.
+func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
+	if m.Source == trace.SourceTracer || a.lastRec < 0 {
+		return
+	}
+	pk := uint64(a.cur)<<32 | uint64(m.PID)
+	p := a.procs[pk]
+	if p == nil {
+		return
+	}
+	if name == "" {
+		name = fmt.Sprintf("cmd%d", cmd)
+	}
+	k := cmdKey{proto: m.Protocol, name: name, id: cmd, dir: m.Dir}
+	ca := a.cmds[k]
+	if ca == nil {
+		ca = &cmdAgg{}
+		a.cmds[k] = ca
+	}
+	rtt := m.End - reqTS
+	if m.Dir == trace.DirRecv {
+		a.clientRT(p, ca, rtt, m.End)
+		if r := &a.recs[a.lastRec]; r.rts < 255 {
+			r.rts++
+		}
+	} else {
+		a.service.Add(rtt)
+		ca.rtt.Add(rtt)
+	}
+}
+
+// rtEvent takes a tracer's round-trip event: TS is when the request was sent, Dur the RTT.
+func (a *analyzer) rtEvent(ev *trace.Event) {
+	pk := uint64(a.cur)<<32 | uint64(ev.PID)
+	p := a.procs[pk]
+	if p == nil {
+		p = &procAgg{}
+		a.procs[pk] = p
+	}
+	from, to := ev.TS, ev.TS+ev.Dur
+	p.rtEvents++
+	a.rtEventsSeen++
+	n := 1
+	for i := 0; i < min(p.nRecent, len(p.recent)); i++ {
+		if r := p.recent[i]; r.from <= from && from < r.to {
+			n++
+		}
+	}
+	p.recent[p.nRecent%len(p.recent)] = interval{from, to}
+	p.nRecent++
+	a.rtt.Add(ev.Dur)
+	a.rttSum += float64(ev.Dur)
+	p.area += float64(ev.Dur)
+	h := a.byN[n]
+	if h == nil {
+		h = &Hist{}
+		a.byN[n] = h
+	}
+	h.Add(ev.Dur)
+	a.inflMax = max(a.inflMax, n)
+	a.infl.add(from, float64(n))
+	if sp := a.specs[a.tracerProto(ev)]; sp != nil {
+		name := sp.CommandName(uint64(ev.Command))
+		if name == "" {
+			name = fmt.Sprintf("cmd%d", ev.Command)
+		}
+		k := cmdKey{proto: sp.Name, name: name, id: uint64(ev.Command), dir: trace.DirRecv}
+		ca := a.cmds[k]
+		if ca == nil {
+			ca = &cmdAgg{}
+			a.cmds[k] = ca
+		}
+		ca.rtt.Add(ev.Dur)
+	}
+	// blocked: the union of the round trips' intervals
+	switch {
+	case p.curTo == 0:
+		p.curFrom, p.curTo = from, to
+	case from <= p.curTo:
+		p.curTo = max(p.curTo, to)
+	default:
+		p.closeBlock(a)
+		p.curFrom, p.curTo = from, to
+	}
+	a.recs = append(a.recs, msgRec{ts: to, kind: recRTEvent, proc: a.procIndex(ev.PID)})
+}
+
+func (p *procAgg) closeBlock(a *analyzer) {
+	if p.curTo > p.curFrom {
+		p.blocked += p.curTo - p.curFrom
+		a.blocks = append(a.blocks, interval{p.curFrom, p.curTo})
+	}
+	p.curFrom, p.curTo = 0, 0
+}
+
+// tracerProto is the protocol of a tracer's events: the chosen spec, else venus (the tracer
+// that writes round-trip events).
+func (a *analyzer) tracerProto(ev *trace.Event) string {
+	if a.opt.Spec != nil {
+		return a.opt.Spec.Name
+	}
+	return "venus"
 }
 
 func (a *analyzer) procIndex(pid uint32) uint16 {
@@ -459,6 +595,19 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 			a.s.Recovery.Clean = a.s.Recovery.Clean && rec.Clean
 		}
 		a.warnf("%s: trace damaged or cut (%s); results cover what was readable", a.s.Traces[i], rec.String())
+	}
+	if a.rtEventsSeen == 0 {
+		for k := range a.tracerPairs {
+			a.rtEvent(&a.tracerPairs[k])
+		}
+	}
+	for k, p := range a.procs {
+		if k>>32 == uint64(i) {
+			p.closeBlock(a)
+			if p.wanting > p.rtEvents && p.rtEvents > 0 {
+				a.tracerUnanswered += p.wanting - p.rtEvents
+			}
+		}
 	}
 	a.phasesAndUnits(i)
 	var protos []string

@@ -2,7 +2,6 @@ package analyzers
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,20 +44,85 @@ func fixturePath(t testing.TB, name string) string {
 	return path
 }
 
-func TestAnalyzeDump(t *testing.T) {
-	p := fixturePath(t, "traces/pingpong.plt")
-	v := writeTrace(t, "venus.plt", fixtures.Meta("tracer", "venus"), func(w *trace.Writer) error {
-		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4})
-	})
-	e := writeTrace(t, "venus-ebpf.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
-		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4, Source: trace.SourceEBPF})
-	})
-	for _, path := range []string{p, v, e} {
-		s, err := Analyze([]string{path}, Options{})
-		if err != nil {
-			t.Fatal(err)
+func TestAnalyzePingPong(t *testing.T) {
+	s, err := Analyze([]string{fixturePath(t, "traces/pingpong.plt")}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Events != 300 || s.Totals.Send.Calls != 150 || s.Totals.Recv.Frames != 150 || s.Protocol != "venus" {
+		t.Errorf("events %d, totals %+v, protocol %q", s.Events, s.Totals, s.Protocol)
+	}
+	if s.RoundTrips.Count != 150 || s.RoundTrips.Unanswered != 0 {
+		t.Errorf("round trips %+v", s.RoundTrips)
+	}
+	// the generator's RTT is 40 µs + up to 20 µs of jitter
+	if l := s.RoundTrips.RTTUS; l.P50 < 40 || l.Max > 60 || !(l.P50Low <= l.P50 && l.P50 <= l.P50High) {
+		t.Errorf("RTT %+v", l)
+	}
+	if s.InFlight == nil || s.InFlight.Max != 1 || len(s.LittlesLaw) != 1 {
+		t.Fatalf("in flight %+v, Little %+v", s.InFlight, s.LittlesLaw)
+	}
+	if e := s.LittlesLaw[0].Error; e > 0.01 || e < -0.01 {
+		t.Errorf("Little's law off by %.3f on a closed loop of one", e)
+	}
+}
+
+// The same venus-like workload recorded by the tracer and by eBPF gives the same per-token
+// answer: 9 messages and 4 round trips per token (5 calls, 4 of which want replies).
+func TestAnalyzeVenusSources(t *testing.T) {
+	for _, src := range []trace.Source{trace.SourceTracer, trace.SourceEBPF} {
+		t.Run(src.String(), func(t *testing.T) {
+			path := writeTrace(t, "v.plt", fixtures.Meta(src.String(), "venus"), func(w *trace.Writer) error {
+				return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4, Source: src})
+			})
+			s, err := Analyze([]string{path}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Units) != 1 {
+				t.Fatalf("units %+v", s.Units)
+			}
+			u := s.Units[0]
+			if u.Name != "token" || u.Count != 8 || u.MessagesPerUnit != 9 || u.RoundTripsPerUnit != 4 {
+				t.Errorf("unit %+v", u)
+			}
+			if u.NetWaitUS <= 0 || u.NetWaitUS >= u.UnitTimeUS || u.MaxSpeedup <= 1 {
+				t.Errorf("network wait %v of %v µs, speedup bound %v", u.NetWaitUS, u.UnitTimeUS, u.MaxSpeedup)
+			}
+			if len(s.Phases) != 2 || s.Phases[0].Name != "load" || s.Phases[0].Messages != 4 {
+				t.Errorf("phases %+v", s.Phases)
+			}
+			if s.RoundTrips.Count != 32 || s.RoundTrips.Unanswered != 0 {
+				t.Errorf("round trips %+v", s.RoundTrips)
+			}
+		})
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h Hist
+	for i := int64(1); i <= 100000; i++ {
+		h.Add(i * 1000)
+	}
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		want := q * 100000 * 1000
+		got := h.Quantile(q)
+		if d := (got - want) / want; d > 0.016 || d < -0.016 {
+			t.Errorf("q%.3f = %.0f, want %.0f within 1.6%%", q, got, want)
 		}
-		b, _ := json.MarshalIndent(s, "", " ")
-		t.Logf("%s", b)
+	}
+	lo, hi, ok := h.MedianCI(0.95)
+	if !ok || lo >= hi || lo > 50e6 || hi < 50e6 {
+		t.Errorf("median CI %v–%v", lo, hi)
+	}
+	var small Hist
+	for _, v := range []int64{5, 1, 4, 2, 3} {
+		small.Add(v)
+	}
+	if small.Quantile(0.5) != 3 || small.Max() != 5 {
+		t.Errorf("exact small sample: median %v", small.Quantile(0.5))
+	}
+	if _, _, ok := small.MedianCI(0.95); ok {
+		t.Errorf("5 samples gave a 95%% interval of the median")
 	}
 }

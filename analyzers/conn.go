@@ -38,7 +38,8 @@ type connDecoder struct {
 	dropped      uint64
 	respPrevCall [3]bool // resp: a message is open in this direction
 
-	ev *trace.Event // the event being decoded
+	ev     *trace.Event // the event being decoded
+	tracer bool         // frames come from an in-process tracer
 }
 
 func (c *connDecoder) setup(ev *trace.Event) {
@@ -130,7 +131,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 			p, ok = c.pop()
 		}
 		if ok {
-			m.Command, m.Name, m.ReqTS, m.RTT = p.cmd, p.name, p.ts, m.End-p.ts
+			m.Command, m.Name, m.ReqTS, m.RTT, m.Answered = p.cmd, p.name, p.ts, m.End-p.ts, 1
 			if c.spec.hasVer && p.hasCmd && p.cmd == c.spec.verCmdID {
 				c.learnVersion(fi.peek)
 			}
@@ -138,6 +139,23 @@ func (c *connDecoder) frame(fi *frameInfo) {
 			m.Command = fi.cmd
 			m.Name = c.spec.CommandName(fi.cmd)
 		}
+		// further reply records in the frame answer further requests
+		var more [maxReplyIDs]pendingReq
+		n := 0
+		for k := 0; k < ri.nReply; k++ {
+			if id := ri.replyIDs[k]; id != m.ReqID || !ok {
+				if q, found := c.popID(id); found {
+					more[n] = q
+					n++
+				}
+			}
+		}
+		m.Answered += n
+		c.d.deliver(m)
+		for k := 0; k < n; k++ {
+			c.d.out.answered(m, more[k].ts, more[k].cmd, more[k].name)
+		}
+		return
 	}
 	c.d.deliver(m)
 }
@@ -214,6 +232,7 @@ func (c *connDecoder) pop() (pendingReq, bool) {
 // id on the connection is the request). The payload head, when the spec has records, says
 // whether the frame wants a reply or is one.
 func (c *connDecoder) tracerFrame(ev *trace.Event) {
+	c.tracer = true
 	if c.spec == nil {
 		c.spec = c.d.detect(ev)
 		c.version = c.spec.defVer

@@ -18,6 +18,8 @@ type sink interface {
 	marker(m *trace.Marker)
 	lostCount(l *trace.Lost)
 	message(m *Message)
+	// answered reports, after m, a further request that the reply m answered
+	answered(m *Message, reqTS int64, cmd uint64, name string)
 	end(i int, rec trace.Recovery, d *decoder)
 }
 
@@ -139,7 +141,9 @@ func (d *decoder) stats() (lostSync, dropped uint64) {
 				lostSync += f.lost
 			}
 		}
-		dropped += c.dropped
+		if !c.tracer { // a tracer's own round-trip events count its unanswered requests
+			dropped += c.dropped
+		}
 	}
 	return
 }
@@ -228,12 +232,13 @@ type msgSink struct {
 	err error
 }
 
-func (s *msgSink) begin(int, string, trace.Meta)     {}
-func (s *msgSink) event(*trace.Event)                {}
-func (s *msgSink) connection(*trace.Connection)      {}
-func (s *msgSink) marker(*trace.Marker)              {}
-func (s *msgSink) lostCount(*trace.Lost)             {}
-func (s *msgSink) end(int, trace.Recovery, *decoder) {}
+func (s *msgSink) begin(int, string, trace.Meta)            {}
+func (s *msgSink) event(*trace.Event)                       {}
+func (s *msgSink) connection(*trace.Connection)             {}
+func (s *msgSink) marker(*trace.Marker)                     {}
+func (s *msgSink) lostCount(*trace.Lost)                    {}
+func (s *msgSink) end(int, trace.Recovery, *decoder)        {}
+func (s *msgSink) answered(*Message, int64, uint64, string) {}
 func (s *msgSink) message(m *Message) {
 	if s.err == nil {
 		s.err = s.fn(m)

@@ -72,7 +72,7 @@ func (a *analyzer) finish() {
 		area += p.area
 	}
 	rt.BlockedS = secs(blocked)
-	rt.Unanswered = uint64(pending) + a.dropped
+	rt.Unanswered = uint64(pending) + a.dropped + a.tracerUnanswered
 	if a.service.N() > 0 {
 		l := a.service.latency(a.conf)
 		rt.ServiceUS = &l

@@ -53,6 +53,9 @@ type Message struct {
 	// end of the reply, ns; 0 when unknown. ReqTS is the request's start.
 	RTT   int64
 	ReqTS int64
+	// Answered is how many requests a reply answered: 1 usually, more when a server batches
+	// the replies to several requests (records) into one frame; RTT is the first one's.
+	Answered int
 
 	Truncated bool // the frame's end was not seen (the trace or connection ended inside it)
 	LostSync  bool // the decoder lost the frame boundaries before this frame and resynchronised here

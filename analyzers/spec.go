@@ -373,7 +373,13 @@ type recordInfo struct {
 	reply   bool   // a record is a reply
 	reqID   uint64 // the request id that labels the frame
 	labeled bool
+	// replyIDs are the request ids of the reply records (not skipped), at most maxReplyIDs
+	replyIDs [maxReplyIDs]uint64
+	nReply   int
 }
+
+// maxReplyIDs bounds the reply records of one frame that are paired.
+const maxReplyIDs = 16
 
 // walkRecords walks the records of a frame whose first bytes are head.
 func (s *Spec) walkRecords(head []byte) recordInfo {
@@ -420,6 +426,10 @@ func (s *Spec) walkRecords(head []byte) recordInfo {
 		}
 		if r.ReplyMask != 0 && flags&r.ReplyMask != 0 {
 			ri.reply = true
+			if flags&r.SkipMask == 0 && ri.nReply < maxReplyIDs {
+				ri.replyIDs[ri.nReply] = id
+				ri.nReply++
+			}
 			if flags&r.SkipMask == 0 && !ri.labeled {
 				ri.reqID, ri.labeled = id, true
 			}

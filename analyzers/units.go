@@ -114,9 +114,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 		} else {
 			c.recv += uint64(r.size)
 		}
-		if r.kind&recRoundTrip != 0 {
-			c.rts++
-		}
+		c.rts += uint64(r.rts)
 	}
 	for _, r := range a.recs {
 		for k := range phases {
@@ -129,7 +127,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 			continue
 		}
 		for _, p := range unitPhase {
-			if r.ts >= p.from && r.ts < p.to {
+			if r.ts >= p.from && r.ts <= p.to {
 				add(&unitAcc, r)
 				break
 			}
