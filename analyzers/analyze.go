@@ -134,7 +134,7 @@ type msgRec struct {
 	ts   int64
 	size uint32
 	kind uint8
-	proc uint16 // index of the message's process in analyzer.pids (maxProcs: any other)
+	proc uint16 // index of the message's connection in analyzer.sides (maxProcs: any other)
 	rts  uint8  // round trips this message completed (a reply may answer several requests)
 }
 
@@ -183,12 +183,13 @@ type analyzer struct {
 	lostSync, dropped uint64
 	truncated         uint64
 	frames            uint64
-	specs             map[string]*Spec  // by name: the built-ins and the chosen spec
-	recs              []msgRec          // this trace's messages, for units and phases
-	marks             []trace.Marker    // this trace's phase and unit markers
-	blocks            []interval        // this trace's intervals with a client blocked on a reply
-	unitSpec          string            // unit name of the spec unit commands seen
-	pids              map[uint32]uint16 // this trace's processes, numbered for msgRec.proc
+	specs             map[string]*Spec     // by name: the built-ins and the chosen spec
+	recs              []msgRec             // this trace's messages, for units and phases
+	marks             []trace.Marker       // this trace's phase and unit markers
+	blocks            []interval           // this trace's intervals with a client blocked on a reply
+	unitSpec          string               // unit name of the spec unit commands seen
+	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
+	sidePID           []uint32             // the pid of each side
 	tracerUnanswered  uint64
 	rtEventsSeen      uint64        // this trace's tracer round-trip events
 	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
@@ -244,7 +245,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.s.Meta = append(a.s.Meta, meta)
 	a.haveTS = false
 	a.recs, a.marks, a.blocks, a.unitSpec = a.recs[:0], a.marks[:0], a.blocks[:0], ""
-	a.pids = map[uint32]uint16{}
+	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]
 	a.rtEventsSeen, a.tracerPairs = 0, a.tracerPairs[:0]
 	if a.lost == nil || i > 0 {
 		a.lost = map[string]uint64{}
@@ -381,7 +382,7 @@ func (a *analyzer) message(m *Message) {
 	ca.count++
 	ca.bytes += uint64(m.Size)
 	// a message counts when it completes, as a client's counters do
-	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: a.procIndex(m.PID)}
+	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: a.sideIndex(m.PID, m.Conn)}
 	if m.Dir == trace.DirSend {
 		rec.kind |= recSend
 	}
@@ -542,7 +543,7 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 		p.closeBlock(a)
 		p.curFrom, p.curTo = from, to
 	}
-	a.recs = append(a.recs, msgRec{ts: to, kind: recRTEvent, proc: a.procIndex(ev.PID)})
+	a.recs = append(a.recs, msgRec{ts: to, kind: recRTEvent, proc: a.sideIndex(ev.PID, ev.Conn)})
 }
 
 func (p *procAgg) closeBlock(a *analyzer) {
@@ -562,12 +563,15 @@ func (a *analyzer) tracerProto(ev *trace.Event) string {
 	return "venus"
 }
 
-func (a *analyzer) procIndex(pid uint32) uint16 {
-	i, ok := a.pids[pid]
+// sideIndex numbers a (process, connection) pair of this trace.
+func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
+	k := [2]uint64{uint64(pid), conn}
+	i, ok := a.sides[k]
 	if !ok {
-		i = uint16(min(len(a.pids), maxProcs))
-		if len(a.pids) < maxProcs {
-			a.pids[pid] = i
+		i = uint16(min(len(a.sides), maxProcs))
+		if len(a.sides) < maxProcs {
+			a.sides[k] = i
+			a.sidePID = append(a.sidePID, pid)
 		}
 	}
 	return i

@@ -55,7 +55,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	var unitAcc acc // messages in the unit phase
 	var spanAcc acc // messages between the first and the last unit command
 	// Units opened by commands: the sending side's (a client), or the receiving side's when
-	// only a server is traced. Only the messages of the processes that open units count.
+	// only a server is traced. Only the messages of the connections that open units count.
 	var unitTS []int64
 	procs := map[uint16]bool{}
 	for _, bit := range []uint8{recUnit, recUnitRecv} {
@@ -69,11 +69,15 @@ func (a *analyzer) phasesAndUnits(i int) {
 			break
 		}
 	}
-	if len(tokens) > 0 {
+	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
 		procs = map[uint16]bool{}
+		mpids := map[uint32]bool{}
 		for _, t := range tokens {
-			if i, ok := a.pids[t.PID]; ok {
-				procs[i] = true
+			mpids[t.PID] = true
+		}
+		for i, pid := range a.sidePID {
+			if mpids[pid] {
+				procs[uint16(i)] = true
 			}
 		}
 	}

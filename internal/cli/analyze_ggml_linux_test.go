@@ -1,0 +1,114 @@
+//go:build linux
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/internal/ggmlpeer"
+	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/probes"
+)
+
+// The test binary doubles as perflab (analyzeMainEnv) and as a ggml-rpc client and server that
+// talk over loopback TCP (ggmlPeerEnv = the number of tokens), so recording them needs no
+// separate build.
+const (
+	analyzeMainEnv = "PERFLAB_CLI_ANALYZE_MAIN"
+	ggmlPeerEnv    = "PERFLAB_CLI_GGML_PEER"
+)
+
+func init() {
+	if os.Getenv(analyzeMainEnv) == "1" {
+		os.Exit(Main(context.Background(), &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:]))
+	}
+	if n := os.Getenv(ggmlPeerEnv); n != "" {
+		tokens, _ := strconv.Atoi(n)
+		if err := ggmlSession(tokens); err != nil {
+			fmt.Fprintln(os.Stderr, "ggml peer:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+}
+
+// ggmlSession runs a ggml-rpc server and a client session against it over loopback TCP.
+func ggmlSession(tokens int) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &ggmlpeer.Server{Version: ggmlpeer.Version{Major: 5}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	cl, err := ggmlpeer.Dial(c)
+	if err == nil {
+		err = cl.Workload(tokens)
+	}
+	c.Close()
+	ln.Close()
+	if serr := <-done; err == nil {
+		err = serr
+	}
+	return err
+}
+
+// An unmodified ggml-rpc client and server, recorded by perflab record with eBPF, decode: every
+// command named, replies paired, one round trip per decode step.
+func TestAnalyzeRecordedGGMLRPC(t *testing.T) {
+	perr := probes.CheckPrivileges()
+	reason := ""
+	if perr != nil {
+		reason = perr.Error()
+	}
+	testutil.RequireBPF(t, perr == nil, reason)
+	const tokens = 30
+	out := filepath.Join(t.TempDir(), "ggml.plt")
+	cmd := exec.Command(os.Args[0], "record", "-o", out, "--payload-bytes", "64", "--",
+		"env", ggmlPeerEnv+"="+strconv.Itoa(tokens), analyzeMainEnv+"=0", os.Args[0])
+	cmd.Env = append(os.Environ(), analyzeMainEnv+"=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("record: %v\n%s", err, b)
+	}
+	names := map[string]bool{}
+	err := analyzers.Messages([]string{out}, analyzers.Options{}, func(m *analyzers.Message) error {
+		if m.Protocol == "ggml-rpc" && !m.IsReply {
+			names[m.Name] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"HELLO", "ALLOC_BUFFER", "SET_TENSOR", "GET_TENSOR", "GRAPH_COMPUTE", "GRAPH_RECOMPUTE",
+		"MEMSET_TENSOR", "FREE_BUFFER", "DEVICE_COUNT", "COPY_TENSOR", "SET_TENSOR_HASH"} {
+		if !names[n] {
+			t.Errorf("%s not decoded (decoded: %v)", n, names)
+		}
+	}
+	s, err := analyzers.Analyze([]string{out}, analyzers.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Units) != 1 || s.Units[0].Count != tokens || s.Units[0].RoundTripsPerUnit != 1 || s.Units[0].MessagesPerUnit != 4 {
+		t.Errorf("units %+v, want %d tokens of 4 messages and 1 round trip", s.Units, tokens)
+	}
+	if s.RoundTrips.Unanswered != 0 || s.RoundTrips.ServiceUS == nil {
+		t.Errorf("round trips %+v", s.RoundTrips)
+	}
+	for _, w := range s.Warnings {
+		t.Logf("warning: %s", w)
+	}
+}
