@@ -311,3 +311,102 @@ func TestBitFlips(t *testing.T) {
 		damageCheck(t, s, data, "garbage span")
 	}
 }
+
+// faultyWriter accepts budget bytes, then writes what fits and fails with err (ENOSPC-like).
+type faultyWriter struct {
+	buf    bytes.Buffer
+	budget int
+	err    error
+}
+
+func (f *faultyWriter) Write(p []byte) (int, error) {
+	if len(p) <= f.budget {
+		f.budget -= len(p)
+		return f.buf.Write(p)
+	}
+	n := f.budget
+	f.buf.Write(p[:n])
+	f.budget = 0
+	return n, f.err
+}
+
+// TestWriteFaults is the trace side of RELIABILITY B4: a writer over an io.Writer that fails
+// after N bytes (with a short write) reports the error, refuses further records, and leaves a
+// prefix that reads back as exactly the records of its complete chunks.
+func TestWriteFaults(t *testing.T) {
+	clean := makeSample(t, 300, 10, 8)
+	errNoSpace := errors.New("no space left on device")
+	for budget := 0; budget <= len(clean.data); budget += 1 + budget/40 {
+		fw := &faultyWriter{budget: budget, err: errNoSpace}
+		w, err := NewWriter(fw, testMeta, &WriterOptions{FlushRecords: 10, FlushInterval: -1, Now: fixedNow})
+		if err != nil {
+			if !errors.Is(err, errNoSpace) {
+				t.Fatalf("budget %d: NewWriter: %v", budget, err)
+			}
+			continue
+		}
+		rng := rand.New(rand.NewSource(8))
+		var set []written
+		for len(set) < 300 {
+			set = append(set, randSet(rng)...)
+		}
+		var failed error
+		for i := range set[:300] {
+			r := &set[i]
+			if p := r.Event.Payload; len(p) > 8 {
+				r.Event.Payload = p[:8]
+			}
+			switch r.Kind {
+			case KindEvent:
+				failed = w.WriteEvent(&r.Event)
+			case KindConnection:
+				failed = w.WriteConnection(&r.Conn)
+			case KindMarker:
+				failed = w.WriteMarker(&r.Marker)
+			case KindLost:
+				failed = w.WriteLost(r.Lost.Source, r.Lost.Count)
+			}
+			if failed != nil {
+				break
+			}
+		}
+		cerr := w.Close()
+		if budget < len(clean.data) {
+			if failed == nil && cerr == nil {
+				t.Fatalf("budget %d of %d: no error reported", budget, len(clean.data))
+			}
+			if e := failed; e != nil && !errors.Is(e, errNoSpace) || cerr != nil && !errors.Is(cerr, errNoSpace) {
+				t.Fatalf("budget %d: errors %v / %v do not wrap the writer's", budget, failed, cerr)
+			}
+			if err := w.WriteEvent(&Event{}); err == nil {
+				t.Fatalf("budget %d: write accepted after a failure", budget)
+			}
+		} else if failed != nil || cerr != nil {
+			t.Fatalf("budget %d: %v / %v with room to spare", budget, failed, cerr)
+		}
+		got := fw.buf.Bytes()
+		if !bytes.Equal(got, clean.data[:len(got)]) {
+			t.Fatalf("budget %d: output is not a prefix of the clean file", budget)
+		}
+		prints, r, err := decodePrints(got)
+		complete := 0
+		for _, sp := range clean.spans {
+			if sp.end <= len(got) {
+				complete++
+			}
+		}
+		if complete == 0 {
+			if err == nil {
+				t.Fatalf("budget %d: no complete chunk, yet no error", budget)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("budget %d: %v", budget, err)
+		}
+		want := clean.recordsOf(func(i int) bool { return clean.spans[i+1].end <= len(got) })
+		if !equalPrints(prints, want) || r.Recovery().ChunksBad != 0 {
+			t.Fatalf("budget %d: %d records (recovery %v), want %d", budget, len(prints), r.Recovery(), len(want))
+		}
+	}
+}

@@ -84,34 +84,31 @@ func runExport(env *Env, c *Command, args []string) error {
 		return BadInput("--format %q unknown (want %s)", *format, exportNames())
 	}
 	path := paths[0]
-	// Check the file before creating the output, so that a bad trace leaves no empty file behind.
-	tr, err := trace.Open(path)
-	if err != nil {
-		return exportReadError(path, err)
-	}
-	tr.Close()
 	var w io.Writer = env.Stdout
-	var f *os.File
+	var lf *exportLazyFile
 	if *out != "" {
-		f, err = os.Create(*out)
-		if err != nil {
-			return BadInput("create %s: %v", *out, exportUnwrapPath(err))
-		}
-		w = f
+		// Created on the first byte written, so that a bad trace leaves no empty file behind.
+		lf = &exportLazyFile{path: *out}
+		w = lf
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	rec, err := fn(bw, path)
 	if err == nil {
 		err = bw.Flush()
 	}
-	if f != nil {
-		if cerr := f.Close(); err == nil && cerr != nil {
+	if lf != nil {
+		if cerr := lf.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
 	}
 	if err != nil {
+		var ce *exportCreateError
+		if errors.As(err, &ce) {
+			return BadInput("create %s: %v", ce.path, exportUnwrapPath(ce.err))
+		}
 		var fe *trace.FormatError
-		if errors.As(err, &fe) || errors.Is(err, os.ErrNotExist) {
+		var pe *os.PathError
+		if errors.As(err, &fe) || errors.As(err, &pe) && pe.Path == path {
 			return exportReadError(path, err)
 		}
 		return fmt.Errorf("export %s: %w", path, err)
@@ -135,4 +132,37 @@ func exportUnwrapPath(err error) error {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
 	return err
+}
+
+// exportLazyFile creates its file on the first Write.
+type exportLazyFile struct {
+	path string
+	f    *os.File
+}
+
+// exportCreateError is a failure to create the output file.
+type exportCreateError struct {
+	path string
+	err  error
+}
+
+func (e *exportCreateError) Error() string { return fmt.Sprintf("create %s: %v", e.path, e.err) }
+func (e *exportCreateError) Unwrap() error { return e.err }
+
+func (l *exportLazyFile) Write(p []byte) (int, error) {
+	if l.f == nil {
+		f, err := os.Create(l.path)
+		if err != nil {
+			return 0, &exportCreateError{l.path, err}
+		}
+		l.f = f
+	}
+	return l.f.Write(p)
+}
+
+func (l *exportLazyFile) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	return l.f.Close()
 }

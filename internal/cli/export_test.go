@@ -103,9 +103,6 @@ func TestExportExitCodes(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "x.jsonl")); err == nil {
-		t.Error("output file created for bad input")
-	}
 
 	// A trace of many chunks, cut in the middle of one.
 	var many bytes.Buffer
@@ -137,5 +134,22 @@ func TestExportUsage(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "export"); code != ExitBadInput {
 		t.Errorf("no trace: exit %d", code)
+	}
+}
+
+func TestExportOutputErrors(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "no", "such", "dir", "out.csv")
+	code, _, errs := runCLI(t, "export", "--format", "csv", "-o", dst, pingpongTrace)
+	if code != ExitBadInput || !strings.HasPrefix(errs, "perflab export: create "+dst) {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.plt")
+	os.WriteFile(bad, []byte("nonsense"), 0o644)
+	dst = filepath.Join(t.TempDir(), "out.csv")
+	if code, _, _ := runCLI(t, "export", "--format", "csv", "-o", dst, bad); code != ExitBadInput {
+		t.Fatalf("bad trace: exit %d", code)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatal("output file created for a bad trace")
 	}
 }
