@@ -171,3 +171,27 @@ func TestHostile(t *testing.T) {
 	}
 	t.Logf("slowest case: %v", slowest)
 }
+
+// stallReader yields data, then returns (0, nil) forever, as a broken io.Reader may.
+type stallReader struct{ data []byte }
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n := copy(p, s.data)
+	s.data = s.data[n:]
+	return n, nil
+}
+
+func TestStalledSource(t *testing.T) {
+	src := &stallReader{data: cat(fileHeader(FormatVersion), metaChunk, goodChunk(chunkRecords, []byte{tagEvent | 1<<evDirShift, 0, 0, 0, 0, 0, 0, 0, 0}))}
+	r, err := NewReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := r.Next(&rec); err != nil {
+		t.Fatalf("first record: %v", err)
+	}
+	if err := r.Next(&rec); !errors.Is(err, io.ErrNoProgress) {
+		t.Fatalf("Next on a stalled source = %v, want io.ErrNoProgress", err)
+	}
+}

@@ -14,7 +14,8 @@ import (
 const readBlock = 64 << 10
 
 // Reader reads a trace as a stream of records. Its memory does not grow with the file: it holds
-// at most one chunk (bounded by MaxChunkBody) and a small read-ahead.
+// at most one chunk (bounded by MaxChunkBody) and a small read-ahead. A Reader is not safe for
+// concurrent use.
 type Reader struct {
 	src    io.Reader
 	closer io.Closer // the file Open made, nil otherwise
@@ -25,6 +26,7 @@ type Reader struct {
 	eof    bool
 	ioErr  error
 	remain int64 // bytes the source still holds past buf, when it can tell (a file); -1 otherwise
+	empty  int   // reads in a row that returned nothing
 
 	meta      Meta
 	hasMeta   bool
@@ -147,7 +149,8 @@ func (r *Reader) Meta() Meta { return r.meta }
 // Recovery reports what was read and skipped so far.
 func (r *Reader) Recovery() Recovery { return r.rec }
 
-// Footer returns the footer, and false when none was read.
+// Footer returns the footer, and false when none was read. The footer is the last chunk of a
+// file: it is known once Next has returned io.EOF.
 func (r *Reader) Footer() (Footer, bool) { return r.footer, r.hasFooter }
 
 // Next fills rec with the next record; io.EOF at the end. Only the field of rec named by
@@ -245,6 +248,13 @@ func (r *Reader) fill(need int) bool {
 			r.buf = nb
 		}
 		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
+		if n == 0 && err == nil {
+			if r.empty++; r.empty >= 100 {
+				r.ioErr = fmt.Errorf("read trace at offset %d: %w", r.bufOff+int64(len(r.buf)), io.ErrNoProgress)
+			}
+			continue
+		}
+		r.empty = 0
 		r.buf = r.buf[:len(r.buf)+n]
 		if r.remain >= 0 {
 			r.remain = max(r.remain-int64(n), 0)
