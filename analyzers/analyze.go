@@ -191,6 +191,7 @@ type analyzer struct {
 	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
 	sidePID           []uint32             // the pid of each side
 	tracerUnanswered  uint64
+	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
 	rtEventsSeen      uint64        // this trace's tracer round-trip events
 	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
 	lastRec           int           // index in recs of the last message
@@ -415,16 +416,8 @@ func (a *analyzer) message(m *Message) {
 		return
 	}
 	switch {
-	case m.WantsReply && m.Dir == trace.DirSend: // a client's request
-		p.advance(m.TS)
-		if p.pending == 0 {
-			p.blockStart = m.TS
-		}
-		p.pending++
-		a.inflMax = max(a.inflMax, p.pending)
-		a.infl.add(m.TS, float64(p.pending))
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
-		a.clientRT(p, ca, m.RTT, m.End)
+		a.roundTrip(p, ca, m.ReqTS, m.End)
 		rec.rts++
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
 		a.service.Add(m.RTT)
@@ -432,30 +425,6 @@ func (a *analyzer) message(m *Message) {
 	}
 	a.recs = append(a.recs, rec)
 	a.lastRec = len(a.recs) - 1
-}
-
-// clientRT counts a round trip completed at end by a client process p.
-func (a *analyzer) clientRT(p *procAgg, ca *cmdAgg, rtt, end int64) {
-	a.rtt.Add(rtt)
-	a.rttSum += float64(rtt)
-	ca.rtt.Add(rtt)
-	// the request's own slot plus what else was outstanding when it completed
-	n := max(p.pending, 1)
-	h := a.byN[n]
-	if h == nil {
-		h = &Hist{}
-		a.byN[n] = h
-	}
-	h.Add(rtt)
-	p.advance(end)
-	if p.pending > 0 {
-		p.pending--
-		if p.pending == 0 {
-			p.blocked += end - p.blockStart
-			a.blocks = append(a.blocks, interval{p.blockStart, end})
-		}
-	}
-	a.infl.add(end, float64(p.pending))
 }
 
 // answered counts a further request answered by the reply m (its first one is m itself);
@@ -480,7 +449,7 @@ func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
 	}
 	rtt := m.End - reqTS
 	if m.Dir == trace.DirRecv {
-		a.clientRT(p, ca, rtt, m.End)
+		a.roundTrip(p, ca, reqTS, m.End)
 		if r := &a.recs[a.lastRec]; r.rts < 255 {
 			r.rts++
 		}
@@ -498,9 +467,31 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 		p = &procAgg{}
 		a.procs[pk] = p
 	}
-	from, to := ev.TS, ev.TS+ev.Dur
 	p.rtEvents++
 	a.rtEventsSeen++
+	var ca *cmdAgg
+	if sp := a.specs[a.tracerProto(ev)]; sp != nil {
+		name := sp.CommandName(uint64(ev.Command))
+		if name == "" {
+			name = fmt.Sprintf("cmd%d", ev.Command)
+		}
+		k := cmdKey{proto: sp.Name, name: name, id: uint64(ev.Command), dir: trace.DirRecv}
+		ca = a.cmds[k]
+		if ca == nil {
+			ca = &cmdAgg{}
+			a.cmds[k] = ca
+		}
+	}
+	a.roundTrip(p, ca, ev.TS, ev.TS+ev.Dur)
+	a.recs = append(a.recs, msgRec{ts: ev.TS + ev.Dur, kind: recRTEvent, proc: a.sideIndex(ev.PID, ev.Conn)})
+}
+
+// roundTrip counts a client's round trip from its request's start to its reply's end: the
+// RTT, what else was in flight when it started (the recent round trips of the process that
+// cover its start), the integral of requests in flight, and the time blocked (the union of
+// the round trips' intervals).
+func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
+	rtt := to - from
 	n := 1
 	for i := 0; i < min(p.nRecent, len(p.recent)); i++ {
 		if r := p.recent[i]; r.from <= from && from < r.to {
@@ -509,41 +500,30 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 	}
 	p.recent[p.nRecent%len(p.recent)] = interval{from, to}
 	p.nRecent++
-	a.rtt.Add(ev.Dur)
-	a.rttSum += float64(ev.Dur)
-	p.area += float64(ev.Dur)
+	a.rtt.Add(rtt)
+	a.rttSum += float64(rtt)
+	p.area += float64(rtt)
+	if ca != nil {
+		ca.rtt.Add(rtt)
+	}
 	h := a.byN[n]
 	if h == nil {
 		h = &Hist{}
 		a.byN[n] = h
 	}
-	h.Add(ev.Dur)
+	h.Add(rtt)
 	a.inflMax = max(a.inflMax, n)
 	a.infl.add(from, float64(n))
-	if sp := a.specs[a.tracerProto(ev)]; sp != nil {
-		name := sp.CommandName(uint64(ev.Command))
-		if name == "" {
-			name = fmt.Sprintf("cmd%d", ev.Command)
-		}
-		k := cmdKey{proto: sp.Name, name: name, id: uint64(ev.Command), dir: trace.DirRecv}
-		ca := a.cmds[k]
-		if ca == nil {
-			ca = &cmdAgg{}
-			a.cmds[k] = ca
-		}
-		ca.rtt.Add(ev.Dur)
-	}
-	// blocked: the union of the round trips' intervals
 	switch {
 	case p.curTo == 0:
 		p.curFrom, p.curTo = from, to
 	case from <= p.curTo:
+		p.curFrom = min(p.curFrom, from)
 		p.curTo = max(p.curTo, to)
 	default:
 		p.closeBlock(a)
 		p.curFrom, p.curTo = from, to
 	}
-	a.recs = append(a.recs, msgRec{ts: to, kind: recRTEvent, proc: a.sideIndex(ev.PID, ev.Conn)})
 }
 
 func (p *procAgg) closeBlock(a *analyzer) {
@@ -578,9 +558,10 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 }
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
-	ls, dr := d.stats()
+	ls, dr, w := d.stats()
 	a.lostSync += ls
 	a.dropped += dr
+	a.unanswered += w
 	if a.haveTS {
 		a.durNS += a.last - a.first
 	}

@@ -18,6 +18,7 @@ type pendingReq struct {
 	reqID  uint64
 	tid    uint32
 	hasCmd bool
+	maybe  bool // not known to want a reply (its records lay past the captured head)
 }
 
 // connDecoder decodes one connection: it picks the protocol (auto), learns which direction
@@ -34,7 +35,8 @@ type connDecoder struct {
 
 	pending      []pendingReq // FIFO ring when the protocol has no request id
 	head, n      int
-	byID         map[uint64]pendingReq // tracer frames: by request id
+	byID         map[uint64]pendingReq // requests by id
+	maybeQ       []pendingReq          // request frames that may want a reply, oldest first
 	dropped      uint64
 	respPrevCall [3]bool // resp: a message is open in this direction
 
@@ -98,7 +100,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	m.ReqID = fi.reqID
 	var ri recordInfo
 	if c.spec.Records != nil {
-		ri = c.spec.walkRecords(fi.peek)
+		ri = c.spec.walkRecords(fi.peek, fi.size)
 		if ri.parsed > 0 && c.spec.Records.ReqID != nil {
 			m.ReqID = ri.reqID
 		}
@@ -116,17 +118,23 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		default:
 			m.WantsReply = fi.hasCmd && c.spec.WantsReply(fi.cmd, c.version)
 		}
-		if m.WantsReply {
-			p := pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: m.ReqID, tid: m.TID, hasCmd: fi.hasCmd}
-			if m.ReqID != 0 && c.spec.Records != nil {
-				c.pushID(p)
-			} else {
-				c.push(p)
-			}
+		p := pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: m.ReqID, tid: m.TID, hasCmd: fi.hasCmd}
+		switch {
+		case m.WantsReply && m.ReqID != 0 && c.spec.Records != nil:
+			c.pushID(p)
+		case m.WantsReply:
+			c.push(p)
+		case ri.parsed > 0 && !ri.complete && m.ReqID != 0:
+			// a record past the head may want a reply: pair it if one comes
+			p.maybe = true
+			c.pushMaybe(p)
 		}
 	} else {
 		m.IsReply = true
 		p, ok := c.popID(m.ReqID)
+		if !ok {
+			p, ok = c.popMaybe(m.ReqID)
+		}
 		if !ok {
 			p, ok = c.pop()
 		}
@@ -196,13 +204,40 @@ func (c *connDecoder) pushID(p pendingReq) {
 		c.byID = map[uint64]pendingReq{}
 	}
 	if _, dup := c.byID[p.reqID]; !dup && len(c.byID) >= maxPending {
-		for k := range c.byID { // drop one: a request whose reply never came
+		for k, q := range c.byID { // drop one: a request whose reply never came
 			delete(c.byID, k)
-			c.dropped++
+			if !q.maybe {
+				c.dropped++
+			}
 			break
 		}
 	}
 	c.byID[p.reqID] = p
+}
+
+// pushMaybe keeps a request frame whose records lay past the captured head: one of them may
+// want a reply. Its id is its first record's.
+func (c *connDecoder) pushMaybe(p pendingReq) {
+	if len(c.maybeQ) >= maxPending {
+		c.maybeQ = c.maybeQ[1:]
+	}
+	c.maybeQ = append(c.maybeQ, p)
+}
+
+// popMaybe returns the request frame that holds record id: the last kept frame whose first
+// record's id is not above id (request ids grow along a connection, as Venus's do). Frames
+// before it got no reply and are forgotten.
+func (c *connDecoder) popMaybe(id uint64) (pendingReq, bool) {
+	var got pendingReq
+	ok := false
+	for len(c.maybeQ) > 0 && c.maybeQ[0].reqID <= id {
+		got, ok = c.maybeQ[0], true
+		c.maybeQ = c.maybeQ[1:]
+	}
+	if len(c.maybeQ) == 0 {
+		c.maybeQ = nil // let the backing array go
+	}
+	return got, ok
 }
 
 // popID returns the request with id, if one awaits.
@@ -245,7 +280,7 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	m.ReqID = ev.ReqID
 	m.Command = uint64(ev.Command)
 	m.Name = c.spec.CommandName(m.Command)
-	ri := c.spec.walkRecords(ev.Payload)
+	ri := c.spec.walkRecords(ev.Payload, ev.Bytes)
 	known := ri.parsed > 0 && c.spec.Records != nil && c.spec.Records.Flags != nil
 	if !known && c.spec.Kind == "binary" && c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0 {
 		// no whole record in the head: the frame header's flags field, when the head holds it

@@ -133,9 +133,18 @@ func (d *decoder) flush() {
 	}
 }
 
-// lostSync returns how many times framers lost frame boundaries, and requests dropped unpaired.
-func (d *decoder) stats() (lostSync, dropped uint64) {
+// stats returns how many times framers lost frame boundaries, requests dropped from pairing,
+// and requests still awaiting a reply.
+func (d *decoder) stats() (lostSync, dropped, waiting uint64) {
 	for _, c := range d.conns {
+		if !c.tracer && c.reqDir == trace.DirSend { // a client's requests
+			waiting += uint64(c.n)
+			for _, p := range c.byID {
+				if !p.maybe {
+					waiting++
+				}
+			}
+		}
 		for _, f := range c.framers {
 			if f != nil {
 				lostSync += f.lost

@@ -64,15 +64,13 @@ func (a *analyzer) finish() {
 	rt.Count = a.rtt.N()
 	rt.RTTUS = a.rtt.latency(a.conf)
 	var blocked int64
-	var pending int
 	var area float64
 	for _, p := range a.procs {
 		blocked += p.blocked
-		pending += p.pending
 		area += p.area
 	}
 	rt.BlockedS = secs(blocked)
-	rt.Unanswered = uint64(pending) + a.dropped + a.tracerUnanswered
+	rt.Unanswered = a.unanswered + a.dropped + a.tracerUnanswered
 	if a.service.N() > 0 {
 		l := a.service.latency(a.conf)
 		rt.ServiceUS = &l

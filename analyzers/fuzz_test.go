@@ -191,7 +191,7 @@ func TestFramerLostSync(t *testing.T) {
 	send(venusFrame(10, 18, 0), 64)    // resync here
 	send(venusFrame(10, 39, 1)[:5], 5) // a cut header at the end of the stream
 	d.flush()
-	ls, _ := d.stats()
+	ls, _, _ := d.stats()
 	if ls < 1 {
 		t.Errorf("lost sync counted %d times, want ≥ 1", ls)
 	}

@@ -373,6 +373,8 @@ type recordInfo struct {
 	reply   bool   // a record is a reply
 	reqID   uint64 // the request id that labels the frame
 	labeled bool
+	// complete: the walk reached the frame's end, so every record was seen
+	complete bool
 	// replyIDs are the request ids of the reply records (not skipped), at most maxReplyIDs
 	replyIDs [maxReplyIDs]uint64
 	nReply   int
@@ -382,7 +384,7 @@ type recordInfo struct {
 const maxReplyIDs = 16
 
 // walkRecords walks the records of a frame whose first bytes are head.
-func (s *Spec) walkRecords(head []byte) recordInfo {
+func (s *Spec) walkRecords(head []byte, frameLen int64) recordInfo {
 	var ri recordInfo
 	r := s.Records
 	if r == nil {
@@ -435,6 +437,9 @@ func (s *Spec) walkRecords(head []byte) recordInfo {
 			}
 		}
 		next := uint64(off) + uint64(r.Bytes) + get(rec, &r.Size)
+		if next == uint64(frameLen) {
+			ri.complete = true
+		}
 		if next > uint64(len(head)) {
 			break
 		}
