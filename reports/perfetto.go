@@ -35,27 +35,44 @@ import (
 // outstanding at once, not with the length of the traces. opt selects the protocol decoder
 // that finds round trips.
 func Perfetto(w io.Writer, paths []string, opt analyzers.Options) error {
+	_, err := perfetto(w, paths, opt)
+	return err
+}
+
+// PerfettoTrace writes the trace at path like Perfetto and returns what its reader recovered,
+// for callers that warn about a damaged or cut trace.
+func PerfettoTrace(w io.Writer, path string, opt analyzers.Options) (trace.Recovery, error) {
+	rc, err := perfetto(w, []string{path}, opt)
+	if len(rc) == 0 {
+		return trace.Recovery{}, err
+	}
+	return rc[0], err
+}
+
+func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recovery, error) {
 	if len(paths) == 0 {
-		return errors.New("write perfetto: no trace given")
+		return nil, errors.New("write perfetto: no trace given")
 	}
 	for _, p := range paths {
 		if err := checkTrace(p); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
 	// No displayTimeUnit: Perfetto ignores it and flags it in the trace's info page.
 	pw.raw(`{"traceEvents":[` + "\n")
 	var other []string
+	var recs []trace.Recovery
 	for i, p := range paths {
-		info, err := pw.events(i, p)
+		info, rc, err := pw.events(i, p)
 		if err != nil {
-			return err
+			return recs, err
 		}
 		other = append(other, info)
+		recs = append(recs, rc)
 	}
 	if err := pw.roundTrips(paths, opt); err != nil {
-		return err
+		return recs, err
 	}
 	pw.raw("\n],\n" + `"otherData":{`)
 	for i, o := range other {
@@ -67,12 +84,12 @@ func Perfetto(w io.Writer, paths []string, opt analyzers.Options) error {
 	}
 	pw.raw("}}\n")
 	if pw.err != nil {
-		return fmt.Errorf("write perfetto: %w", pw.err)
+		return recs, fmt.Errorf("write perfetto: %w", pw.err)
 	}
 	if err := pw.w.Flush(); err != nil {
-		return fmt.Errorf("write perfetto: %w", err)
+		return recs, fmt.Errorf("write perfetto: %w", err)
 	}
-	return nil
+	return recs, nil
 }
 
 // checkTrace opens path and reads its header, so that a bad file is reported before any output
@@ -197,15 +214,15 @@ type traceState struct {
 
 // events streams the records of trace i: slices, markers, thread names. It returns a one-line
 // description of the trace for otherData.
-func (pw *perfettoWriter) events(i int, path string) (string, error) {
+func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("open trace: %w", err)
+		return "", trace.Recovery{}, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
 	r, err := trace.NewReader(bufio.NewReaderSize(f, 256<<10))
 	if err != nil {
-		return "", fmt.Errorf("read trace %s: %w", path, err)
+		return "", trace.Recovery{}, fmt.Errorf("read trace %s: %w", path, err)
 	}
 	st := &traceState{index: i, meta: r.Meta(), conns: map[uint64]string{}}
 	var rec trace.Record
@@ -216,7 +233,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("read trace %s: %w", path, err)
+			return "", trace.Recovery{}, fmt.Errorf("read trace %s: %w", path, err)
 		}
 		switch rec.Kind {
 		case trace.KindConnection:
@@ -232,7 +249,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, error) {
 			markers++
 		}
 		if pw.err != nil {
-			return "", fmt.Errorf("write perfetto: %w", pw.err)
+			return "", trace.Recovery{}, fmt.Errorf("write perfetto: %w", pw.err)
 		}
 	}
 	m := st.meta
@@ -256,7 +273,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, error) {
 	if rc.Damaged() {
 		info += "; recovery: " + rc.String()
 	}
-	return info, nil
+	return info, rc, nil
 }
 
 // labels formats labels as sorted K=V pairs.

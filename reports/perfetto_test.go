@@ -34,7 +34,7 @@ type chromeEvent struct {
 	Args map[string]any `json:"args"`
 }
 
-func perfetto(t *testing.T, paths []string, opt analyzers.Options) ([]byte, chromeTrace) {
+func runPerfetto(t *testing.T, paths []string, opt analyzers.Options) ([]byte, chromeTrace) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := Perfetto(&buf, paths, opt); err != nil {
@@ -114,7 +114,7 @@ func TestPerfettoEventCounts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const tokens = 4
 			path := synthTrace{tokens: tokens, tracer: tc.tracer}.write(t, t.TempDir(), "venus.plt")
-			_, ct := perfetto(t, []string{path}, analyzers.Options{Protocol: "venus"})
+			_, ct := runPerfetto(t, []string{path}, analyzers.Options{Protocol: "venus"})
 			byPh, async := checkChrome(t, ct)
 			// 6 loads, tokens-1 synchronous waits and 2 pipelined ones.
 			const roundTrips = 6 + (tokens - 1) + 2
@@ -176,7 +176,7 @@ func TestPerfettoGolden(t *testing.T) {
 		tracer bool
 	}{{"perfetto_ebpf.json", false}, {"perfetto_tracer.json", true}} {
 		path := synthTrace{tokens: 2, tracer: tc.tracer}.write(t, t.TempDir(), "venus.plt")
-		got, ct := perfetto(t, []string{path}, analyzers.Options{Protocol: "venus"})
+		got, ct := runPerfetto(t, []string{path}, analyzers.Options{Protocol: "venus"})
 		checkChrome(t, ct)
 		testutil.Golden(t, tc.golden, got)
 	}
@@ -186,7 +186,7 @@ func TestPerfettoTwoTraces(t *testing.T) {
 	dir := t.TempDir()
 	a := synthTrace{tokens: 2}.write(t, dir, "a.plt")
 	b := synthTrace{tokens: 3, tracer: true}.write(t, dir, "b.plt")
-	_, ct := perfetto(t, []string{a, b}, analyzers.Options{Protocol: "venus"})
+	_, ct := runPerfetto(t, []string{a, b}, analyzers.Options{Protocol: "venus"})
 	byPh, _ := checkChrome(t, ct)
 	if len(ct.OtherData) != 2 {
 		t.Errorf("otherData has %d traces, want 2: %v", len(ct.OtherData), ct.OtherData)
@@ -264,7 +264,7 @@ func TestPerfettoFixtures(t *testing.T) {
 		{"perfetto_venus_ebpf.json", venusTrace(t, dir, "venus-ebpf.plt", trace.SourceEBPF, 3)},
 		{"perfetto_venus_tracer.json", venusTrace(t, dir, "venus-tracer.plt", trace.SourceTracer, 3)},
 	} {
-		got, ct := perfetto(t, []string{tc.path}, analyzers.Options{})
+		got, ct := runPerfetto(t, []string{tc.path}, analyzers.Options{})
 		byPh, async := checkChrome(t, ct)
 		if byPh["X"] == 0 || async["round_trip"] == 0 || byPh["C"] == 0 {
 			t.Errorf("%s: no slices, round trips or counter: %v %v", tc.golden, byPh, async)
@@ -293,7 +293,7 @@ func TestPerfettoHostileStrings(t *testing.T) {
 	must(w.WriteEvent(&trace.Event{TS: 10, Dur: 5, PID: 1, TID: 1, Conn: 1, Dir: trace.DirSend, Op: trace.OpWrite, Bytes: 3, Payload: []byte(evil)}))
 	must(w.WriteMarker(&trace.Marker{TS: 12, PID: 1, TID: 1, Name: evil, Text: evil}))
 	must(w.Close())
-	out, ct := perfetto(t, []string{path}, analyzers.Options{})
+	out, ct := runPerfetto(t, []string{path}, analyzers.Options{})
 	checkChrome(t, ct)
 	if bytes.Contains(out, []byte("<script")) {
 		t.Error("markup reached the output unescaped")
@@ -343,3 +343,33 @@ func BenchmarkPerfetto(b *testing.B) {
 type countWriter int64
 
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+// TestTraceRecovery checks that the one-trace writers report a cut trace as damaged, and
+// still write what could be read.
+func TestTraceRecovery(t *testing.T) {
+	dir := t.TempDir()
+	full := synthTrace{tokens: 4}.write(t, dir, "full.plt")
+	b, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.plt")
+	if err := os.WriteFile(cut, b[:len(b)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path    string
+		damaged bool
+	}{{full, false}, {cut, true}} {
+		var buf bytes.Buffer
+		rc, err := PerfettoTrace(&buf, tc.path, analyzers.Options{})
+		if err != nil || rc.Damaged() != tc.damaged || buf.Len() == 0 {
+			t.Errorf("PerfettoTrace(%s) = %v, %v (%d bytes); want damaged=%v", filepath.Base(tc.path), rc, err, buf.Len(), tc.damaged)
+		}
+		buf.Reset()
+		rc, err = PprofTrace(&buf, tc.path, analyzers.Options{})
+		if err != nil || rc.Damaged() != tc.damaged || buf.Len() == 0 {
+			t.Errorf("PprofTrace(%s) = %v, %v (%d bytes); want damaged=%v", filepath.Base(tc.path), rc, err, buf.Len(), tc.damaged)
+		}
+	}
+}

@@ -38,7 +38,7 @@ var pprofSampleTypes = []*profile.ValueType{
 // the traces have round trips, latency otherwise. opt selects the protocol decoder. Memory
 // grows with the number of distinct stacks, not with the traces' length.
 func Pprof(w io.Writer, paths []string, opt analyzers.Options) error {
-	p, err := buildProfile(paths, opt)
+	p, _, err := buildProfile(paths, opt)
 	if err != nil {
 		return err
 	}
@@ -46,6 +46,19 @@ func Pprof(w io.Writer, paths []string, opt analyzers.Options) error {
 		return fmt.Errorf("write pprof: %w", err)
 	}
 	return nil
+}
+
+// PprofTrace writes the trace at path like Pprof and returns what its reader recovered, for
+// callers that warn about a damaged or cut trace.
+func PprofTrace(w io.Writer, path string, opt analyzers.Options) (trace.Recovery, error) {
+	p, infos, err := buildProfile([]string{path}, opt)
+	if err != nil {
+		return trace.Recovery{}, err
+	}
+	if err := p.Write(w); err != nil {
+		return infos[0].recovery, fmt.Errorf("write pprof: %w", err)
+	}
+	return infos[0].recovery, nil
 }
 
 // stackKey identifies one synthetic call stack.
@@ -65,17 +78,18 @@ type traceInfo struct {
 	meta       trace.Meta
 	conns      map[uint64]string
 	first, end int64
+	recovery   trace.Recovery
 }
 
-func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, error) {
+func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*traceInfo, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("build pprof: no trace given")
+		return nil, nil, errors.New("build pprof: no trace given")
 	}
 	infos := make([]*traceInfo, len(paths))
 	for i, p := range paths {
 		ti, err := readTraceInfo(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		infos[i] = ti
 	}
@@ -111,7 +125,7 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, erro
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("build pprof: %w", err)
+		return nil, nil, fmt.Errorf("build pprof: %w", err)
 	}
 
 	p := &profile.Profile{
@@ -191,9 +205,9 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, erro
 		p.Sample = append(p.Sample, &profile.Sample{Location: stack, Value: v[:]})
 	}
 	if err := p.CheckValid(); err != nil {
-		return nil, fmt.Errorf("build pprof: %w", err)
+		return nil, nil, fmt.Errorf("build pprof: %w", err)
 	}
-	return p, nil
+	return p, infos, nil
 }
 
 // processName names a process by the recorded command when it is one of the target pids.
@@ -243,5 +257,6 @@ func readTraceInfo(path string) (*traceInfo, error) {
 			seen = true
 		}
 	}
+	ti.recovery = r.Recovery()
 	return ti, nil
 }
