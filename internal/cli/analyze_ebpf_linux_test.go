@@ -4,18 +4,22 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/internal/ggmlpeer"
 	"github.com/perflab/perflab/internal/testutil"
 	"github.com/perflab/perflab/probes"
+	"github.com/perflab/perflab/venusd"
 )
 
 // The test binary doubles as perflab (analyzeMainEnv) and as a ggml-rpc client and server that
@@ -65,15 +69,78 @@ func ggmlSession(tokens int) error {
 	return err
 }
 
-// An unmodified ggml-rpc client and server, recorded by perflab record with eBPF, decode: every
-// command named, replies paired, one round trip per decode step.
-func TestAnalyzeRecordedGGMLRPC(t *testing.T) {
+func requireEBPF(t *testing.T) {
+	t.Helper()
 	perr := probes.CheckPrivileges()
 	reason := ""
 	if perr != nil {
 		reason = perr.Error()
 	}
 	testutil.RequireBPF(t, perr == nil, reason)
+}
+
+// A venusd client recorded by perflab record with eBPF: frames and round trips rebuilt from the
+// system calls equal the client's own counters, in every mode (coalesced frames included).
+func TestAnalyzeRecordedVenusd(t *testing.T) {
+	requireEBPF(t)
+	srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	for _, mode := range venusd.Modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "venus.plt")
+			rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer rcancel()
+			cmd := exec.CommandContext(rctx, os.Args[0], "record", "-o", out, "--payload-bytes", "256", "--",
+				os.Args[0], "venus", "run", "--connect", srv.Addr(), "--tokens", "6", "--logits-bytes", "16384",
+				"--mode", mode.String(), "--no-verify", "--json")
+			cmd.Env = append(os.Environ(), analyzeMainEnv+"=1")
+			b, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("record: %v\n%s", err, b)
+			}
+			stdout := string(b)
+			i := strings.Index(stdout, `"schema": "perflab.venus.run/v1"`)
+			if i < 0 {
+				t.Fatalf("no venus run json in %q", stdout)
+			}
+			var res venusd.Result
+			if err := json.NewDecoder(strings.NewReader(stdout[strings.LastIndex(stdout[:i], "{"):])).Decode(&res); err != nil {
+				t.Fatal(err)
+			}
+			s, err := analyzers.Analyze([]string{out}, analyzers.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Totals.Send.Frames != uint64(res.Totals.FramesSent) || s.Totals.Recv.Frames != uint64(res.Totals.FramesRecv) ||
+				s.RoundTrips.Count != uint64(res.Totals.RoundTrips) {
+				t.Errorf("analyze: frames %d/%d, round trips %d; client: frames %d/%d, round trips %d",
+					s.Totals.Send.Frames, s.Totals.Recv.Frames, s.RoundTrips.Count, res.Totals.FramesSent, res.Totals.FramesRecv, res.Totals.RoundTrips)
+			}
+			if s.Totals.Send.Calls != uint64(res.Totals.SendCalls) || s.Totals.Recv.Calls != uint64(res.Totals.RecvCalls) {
+				t.Errorf("calls: analyze %d/%d, client %d/%d", s.Totals.Send.Calls, s.Totals.Recv.Calls, res.Totals.SendCalls, res.Totals.RecvCalls)
+			}
+			for _, w := range s.Warnings {
+				t.Logf("warning: %s", w)
+			}
+		})
+	}
+}
+
+// An unmodified ggml-rpc client and server, recorded by perflab record with eBPF, decode: every
+// command named, replies paired, one round trip per decode step.
+func TestAnalyzeRecordedGGMLRPC(t *testing.T) {
+	requireEBPF(t)
 	const tokens = 30
 	out := filepath.Join(t.TempDir(), "ggml.plt")
 	cmd := exec.Command(os.Args[0], "record", "-o", out, "--payload-bytes", "64", "--",
