@@ -176,7 +176,16 @@ func (l *linkFrames) readFrame() ([]byte, error) {
 	if l.rxErr != nil {
 		return nil, l.rxErr
 	}
-	it := <-l.rx
+	var it linkItem
+	select {
+	case it = <-l.rx:
+	case <-l.rxDone:
+		select {
+		case it = <-l.rx:
+		default:
+			it.err = net.ErrClosed
+		}
+	}
 	if it.err != nil {
 		l.rxErr = it.err
 		return nil, it.err

@@ -154,6 +154,12 @@ func (c LLMConfig) normalize() (LLMConfig, error) {
 	return c, nil
 }
 
+// Validate checks the configuration (zero fields count as their defaults).
+func (c LLMConfig) Validate() error {
+	_, err := c.normalize()
+	return err
+}
+
 // splitmix64 is the workload's deterministic generator.
 func splitmix64(x uint64) uint64 {
 	x += 0x9E3779B97F4A7C15

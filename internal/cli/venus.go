@@ -1,0 +1,280 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/perflab/perflab/trace"
+	"github.com/perflab/perflab/venusd"
+)
+
+func init() {
+	c := &Command{
+		Name:    "venus",
+		Summary: "run the bundled Venus-style server or client workload (serve | run)",
+		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--trace FILE]\n" +
+			"       perflab venus run --connect ADDR [--workload llm|ping] [--tokens N] [--mode baseline|coalesce|pipeline|coalesce+pipeline] [--depth D] [--delay D] [--trace FILE] [--json]",
+	}
+	c.Run = func(ctx context.Context, env *Env, args []string) error { return runVenus(ctx, env, c, args) }
+	Register(c)
+}
+
+func runVenus(ctx context.Context, env *Env, c *Command, args []string) error {
+	if len(args) == 0 {
+		return BadInput("want a subcommand: serve or run (usage: perflab venus %s)", c.Usage)
+	}
+	switch args[0] {
+	case "serve":
+		return venusServe(ctx, env, &Command{Name: "venus serve", Summary: "serve the Venus-style protocol on an emulated device until SIGINT/SIGTERM",
+			Usage: "[--listen ADDR] [--allow-remote] [--trace FILE]"}, args[1:])
+	case "run":
+		return venusRun(ctx, env, &Command{Name: "venus run", Summary: "run a Venus-style client workload against a server and report what it measured",
+			Usage: "--connect ADDR [--workload llm|ping] [--tokens N] [--mode M] [--delay D] [--trace FILE] [--json]"}, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintf(env.Stdout, "usage: perflab venus %s\n", c.Usage)
+		return nil
+	}
+	return BadInput("unknown subcommand %q: want serve or run", args[0])
+}
+
+// openTrace creates a tracer trace file, or returns nil when path is empty.
+func openTrace(path string, payload int) (*trace.Writer, error) {
+	if path == "" {
+		return nil, nil
+	}
+	meta := venusd.TraceMeta(os.Args, payload)
+	meta.Version = Version
+	w, err := trace.Create(path, meta, nil)
+	if err != nil {
+		return nil, BadInput("--trace %s: %v", path, err)
+	}
+	return w, nil
+}
+
+func venusServe(ctx context.Context, env *Env, c *Command, args []string) error {
+	fs := NewFlagSet(env, c)
+	listen := fs.String("listen", venusd.DefaultListen, "listen on `ADDR`: tcp://HOST:PORT, unix:///PATH or shm:///NAME")
+	allowRemote := fs.Bool("allow-remote", false, "allow a TCP address that is not loopback (there is no authentication)")
+	maxConns := fs.Int("max-conns", venusd.DefaultMaxConns, "serve at most `N` clients at once")
+	maxFrame := fs.String("max-frame", "64MiB", "largest frame payload accepted, in `bytes`")
+	maxMem := fs.String("max-memory", "1GiB", "device memory quota per client, in `bytes`")
+	idle := fs.Duration("idle-timeout", venusd.DefaultIdleTimeout, "close a client that sends no frame for `D`")
+	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
+	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return BadInput("unexpected argument %q", pos[0])
+	}
+	mf, err := venusd.ParseBytes(*maxFrame)
+	if err != nil || mf < 4096 || mf > 1<<30 {
+		return BadInput("--max-frame %q: want 4KiB to 1GiB", *maxFrame)
+	}
+	mm, err := venusd.ParseBytes(*maxMem)
+	if err != nil || mm < 1 {
+		return BadInput("--max-memory %q: want a byte count", *maxMem)
+	}
+	if *payload < 0 || *payload > trace.MaxPayload {
+		return BadInput("--payload-bytes %d: want 0..%d", *payload, trace.MaxPayload)
+	}
+	if *maxConns < 1 {
+		return BadInput("--max-conns %d: want at least 1", *maxConns)
+	}
+	tw, err := openTrace(*tracePath, *payload)
+	if err != nil {
+		return err
+	}
+	srv, err := venusd.NewServer(venusd.ServerConfig{
+		Listen: *listen, AllowRemote: *allowRemote, MaxConns: *maxConns, MaxFrameBytes: int(mf),
+		MaxMemoryBytes: mm, IdleTimeout: *idle, Trace: tw, TracePayloadBytes: *payload,
+		Getenv: env.Getenv, Log: env.Stderr,
+	})
+	if err != nil {
+		if tw != nil {
+			tw.Close()
+		}
+		return BadInput("%v", err)
+	}
+	fmt.Fprintf(env.Stderr, "venusd: listening on %s (stop with Ctrl-C or SIGTERM)\n", srv.Addr())
+	serr := srv.Serve(ctx)
+	st := srv.Stats()
+	fmt.Fprintf(env.Stderr, "venusd: stopped: %d clients served, %d frames, %d refused, %d closed for protocol errors\n",
+		st.Accepted, st.Frames, st.Rejected, st.ProtocolErrors)
+	if tw != nil {
+		if err := tw.Close(); err != nil && serr == nil {
+			serr = fmt.Errorf("close trace: %w", err)
+		}
+	}
+	if serr != nil {
+		return Failed("%v", serr)
+	}
+	return nil
+}
+
+// parseLinkRate reads a link rate: "100Mbit", "1Gbit", "500kbit" (bits per second) or a byte
+// count per second ("12MB", "1048576").
+func parseLinkRate(s string) (float64, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	for _, u := range []struct {
+		suf string
+		m   float64
+	}{{"Gbit", 1e9}, {"Mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}} {
+		if strings.HasSuffix(s, u.suf) {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(s, u.suf), 64)
+			if err != nil || v <= 0 {
+				return 0, fmt.Errorf("bad bandwidth %q", s)
+			}
+			return v * u.m / 8, nil
+		}
+	}
+	n, err := venusd.ParseBytes(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad bandwidth %q: want e.g. 100Mbit or 12MB (bytes per second)", s)
+	}
+	return float64(n), nil
+}
+
+func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
+	fs := NewFlagSet(env, c)
+	d := venusd.DefaultLLMConfig()
+	p := venusd.DefaultPingConfig()
+	connect := fs.String("connect", "", "connect to `ADDR`: tcp://HOST:PORT, unix:///PATH or shm:///NAME")
+	workload := fs.String("workload", "llm", "`NAME`: llm (llama.cpp token loop) or ping (small-command ping-pong)")
+	mode := fs.String("mode", "baseline", "`MODE`: baseline, coalesce, pipeline or coalesce+pipeline")
+	depth := fs.Int("depth", venusd.DefaultDepth, "requests in flight in pipeline modes")
+	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each direction (e.g. 2ms)")
+	jitter := fs.Duration("jitter", 0, "uniform random extra delay up to `D` per frame")
+	bandwidth := fs.String("bandwidth", "", "emulated link `RATE` (e.g. 100Mbit, 12MB per second); empty: unlimited")
+	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
+	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
+	asJSON := fs.Bool("json", false, "print the result as JSON (schema perflab.venus.run/v1)")
+	noVerify := fs.Bool("no-verify", false, "skip the in-process reference run that checks the checksum")
+	fs.IntVar(&d.Tokens, "tokens", d.Tokens, "llm: tokens to generate")
+	fs.IntVar(&d.Hidden, "hidden", d.Hidden, "llm: hidden size of the model, floats")
+	fs.IntVar(&d.SubmitsPerToken, "submits", d.SubmitsPerToken, "llm: vkQueueSubmit calls per token")
+	fs.IntVar(&d.WaitsPerToken, "waits", d.WaitsPerToken, "llm: vkWaitForFences calls per token (divides --submits)")
+	fs.IntVar(&d.SubmitMinBytes, "submit-min", d.SubmitMinBytes, "llm: smallest payload sent with a submit, bytes")
+	fs.IntVar(&d.SubmitMaxBytes, "submit-max", d.SubmitMaxBytes, "llm: largest payload sent with a submit, bytes")
+	fs.IntVar(&d.StateBytes, "state-bytes", d.StateBytes, "llm: host-coherent mapping 0x9 (hidden state), bytes")
+	fs.IntVar(&d.LogitsBytes, "logits-bytes", d.LogitsBytes, "llm: host-coherent mapping 0x11 (logits), bytes")
+	fs.IntVar(&d.ParamsBytes, "params-bytes", d.ParamsBytes, "llm: host-coherent mapping 0x19 (token parameters), bytes")
+	fs.IntVar(&d.UploadChunk, "upload-chunk", d.UploadChunk, "llm: bytes per weight-upload command")
+	seed := fs.Uint64("seed", d.Seed, "llm: seed of the weights, data and first token")
+	fs.IntVar(&p.Requests, "requests", p.Requests, "ping: requests to send")
+	fs.DurationVar(&p.Duration, "duration", 0, "ping: run for `D` instead of a request count")
+	fs.IntVar(&p.Warmup, "warmup", p.Warmup, "ping: requests before measuring")
+	fs.IntVar(&p.RequestBytes, "request-bytes", p.RequestBytes, "ping: request frame payload, bytes")
+	fs.IntVar(&p.ReplyBytes, "reply-bytes", p.ReplyBytes, "ping: reply frame payload, bytes")
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return BadInput("unexpected argument %q", pos[0])
+	}
+	if *connect == "" {
+		return BadInput("--connect ADDR is required (e.g. tcp://127.0.0.1:5556)")
+	}
+	if _, err := venusd.ParseAddr(*connect); err != nil {
+		return BadInput("--connect: %v", err)
+	}
+	m, err := venusd.ParseMode(*mode)
+	if err != nil {
+		return BadInput("--mode: %v", err)
+	}
+	if *workload != "llm" && *workload != "ping" {
+		return BadInput("--workload %q: want llm or ping", *workload)
+	}
+	if *depth < 1 || *depth > 1<<16 {
+		return BadInput("--depth %d: want 1 to 65536", *depth)
+	}
+	if *delay < 0 || *jitter < 0 {
+		return BadInput("--delay and --jitter must not be negative")
+	}
+	bw, err := parseLinkRate(*bandwidth)
+	if err != nil {
+		return BadInput("--bandwidth: %v", err)
+	}
+	if *payload < 0 || *payload > trace.MaxPayload {
+		return BadInput("--payload-bytes %d: want 0..%d", *payload, trace.MaxPayload)
+	}
+	d.Seed = *seed
+	if *workload == "llm" {
+		if d.Tokens < 1 {
+			return BadInput("--tokens %d: want at least 1", d.Tokens)
+		}
+		if err := d.Validate(); err != nil {
+			return BadInput("%v", err)
+		}
+	}
+	tw, err := openTrace(*tracePath, *payload)
+	if err != nil {
+		return err
+	}
+	cfg := venusd.ClientConfig{
+		Connect: *connect, Workload: *workload, Mode: m, Depth: *depth, Delay: *delay, Jitter: *jitter,
+		Bandwidth: bw, LLM: d, Ping: p, Trace: tw, TracePayloadBytes: *payload, NoVerify: *noVerify,
+		Getenv: env.Getenv, Log: env.Stderr,
+	}
+	res, runErr := venusd.RunWorkload(ctx, cfg)
+	if tw != nil {
+		if err := tw.Close(); err != nil && runErr == nil {
+			runErr = fmt.Errorf("close trace: %w", err)
+		}
+	}
+	if res != nil {
+		if *asJSON {
+			enc := json.NewEncoder(env.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(res); err != nil {
+				return Failed("write result: %v", err)
+			}
+		} else {
+			printVenusResult(env, res)
+		}
+	}
+	if runErr != nil {
+		if errors.Is(runErr, flag.ErrHelp) {
+			return runErr
+		}
+		return Failed("%v", runErr)
+	}
+	return nil
+}
+
+func printVenusResult(env *Env, r *venusd.Result) {
+	w := env.Stdout
+	fmt.Fprintf(w, "workload %s, mode %s, transport %s, depth %d, delay %.0fµs\n", r.Workload, r.Mode, r.Transport, r.Depth, r.DelayUS)
+	if r.Workload == "llm" {
+		ok := "ok"
+		if !r.ChecksumOK {
+			ok = "WRONG (reference " + r.ReferenceChecksum + ")"
+		} else if r.ReferenceChecksum == "" {
+			ok = "not verified"
+		}
+		fmt.Fprintf(w, "tokens %d in %.3fs: %.1f tokens/s; load %.3fs\n", r.Tokens, r.GenerateS, r.TokensPerS, r.LoadS)
+		fmt.Fprintf(w, "checksum %s %s\n", r.Checksum, ok)
+		fmt.Fprintf(w, "per token: %.1f frames, %.1f round trips, %.1f blocking waits, %.0f bytes sent, %.0f bytes received\n",
+			r.PerToken.Frames, r.PerToken.RoundTrips, r.PerToken.SyncWaits, r.PerToken.BytesSent, r.PerToken.BytesRecv)
+		fmt.Fprintf(w, "auto-invalidate: enabled=%v, %d mappings, %d bytes per wait, cap %d\n",
+			r.Invalidate.Enabled, r.Invalidate.Eligible, r.Invalidate.BytesPerWait, r.Invalidate.CapBytes)
+	}
+	if p := r.Ping; p != nil {
+		fmt.Fprintf(w, "ping: %d requests, %.0f/s, rtt min %.1fµs p50 %.1fµs mean %.1fµs p99 %.1fµs max %.1fµs\n",
+			p.Requests, p.ThroughputPerS, p.RTTMinUS, p.RTTP50US, p.RTTMeanUS, p.RTTP99US, p.RTTMaxUS)
+	}
+	t := r.Totals
+	fmt.Fprintf(w, "totals: %d frames sent, %d received, %d send calls, %d recv calls, %d bytes sent, %d received\n",
+		t.FramesSent, t.FramesRecv, t.SendCalls, t.RecvCalls, t.BytesSent, t.BytesRecv)
+	fmt.Fprintf(w, "send avg %.1fµs max %.1fµs; recv avg %.1fµs max %.1fµs\n", t.SendAvgUS, t.SendMaxUS, t.RecvAvgUS, t.RecvMaxUS)
+}
