@@ -21,6 +21,14 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 		return fmt.Errorf("render html: no summary")
 	}
 	d := htmlPage{S: s, Charts: summaryCharts(s)}
+	d.Conns, d.ConnsMore = s.Connections, 0
+	if n := len(s.Connections); n > htmlMaxConns {
+		d.Conns, d.ConnsMore = s.Connections[:htmlMaxConns], n-htmlMaxConns
+	}
+	d.Windows, d.WindowsMore = s.Windows, 0
+	if n := len(s.Windows); n > htmlMaxWindows {
+		d.Windows, d.WindowsMore = s.Windows[:htmlMaxWindows], n-htmlMaxWindows
+	}
 	if s.Lost > 0 {
 		d.Notices = append(d.Notices, fmt.Sprintf("%d events were lost by the recorder: counts and rates are lower bounds.", s.Lost))
 	}
@@ -37,7 +45,18 @@ type htmlPage struct {
 	S       *analyzers.Summary
 	Charts  []chart
 	Notices []string
+	// Long tables are cut to their first rows; the JSON output has them all.
+	Conns       []analyzers.ConnStats
+	ConnsMore   int
+	Windows     []analyzers.Window
+	WindowsMore int
 }
+
+// Row limits of the long tables: enough to read, short enough to keep the page light.
+const (
+	htmlMaxConns   = 200
+	htmlMaxWindows = 100
+)
 
 // chart is one figure of the page.
 type chart struct {
@@ -334,10 +353,10 @@ figcaption{font-size:.85em;color:#555}
 <tr><th>id</th><th class="l">family</th><th class="l">local</th><th class="l">remote</th><th>pid</th>
 <th>send calls</th><th>send bytes</th><th>send p50 µs</th><th>send p99 µs</th><th>send max µs</th>
 <th>recv calls</th><th>recv bytes</th><th>recv p50 µs</th><th>recv p99 µs</th><th>recv max µs</th></tr>
-{{range .S.Connections}}<tr><td>{{.ID}}</td><td class="l">{{.Family}}</td><td class="l">{{.Local}}</td><td class="l">{{.Remote}}</td><td>{{.PID}}</td>
+{{range .Conns}}<tr><td>{{.ID}}</td><td class="l">{{.Family}}</td><td class="l">{{.Local}}</td><td class="l">{{.Remote}}</td><td>{{.PID}}</td>
 <td>{{.Send.Calls}}</td><td>{{.Send.Bytes}}</td><td>{{num .Send.LatencyUS.P50}}</td><td>{{num .Send.LatencyUS.P99}}</td><td>{{num .Send.LatencyUS.Max}}</td>
 <td>{{.Recv.Calls}}</td><td>{{.Recv.Bytes}}</td><td>{{num .Recv.LatencyUS.P50}}</td><td>{{num .Recv.LatencyUS.P99}}</td><td>{{num .Recv.LatencyUS.Max}}</td></tr>
-{{end}}</table>{{else}}<p class="muted">No connections.</p>{{end}}
+{{end}}</table>{{if .ConnsMore}}<p class="muted">{{.ConnsMore}} more connections: see <code>--format json</code>.</p>{{end}}{{else}}<p class="muted">No connections.</p>{{end}}
 
 <h2>Commands</h2>
 {{if .S.Commands}}<table id="commands">
@@ -395,8 +414,8 @@ figcaption{font-size:.85em;color:#555}
 {{if .S.Windows}}<h2>Per-100-call windows</h2>
 <table id="windows">
 <tr><th class="l">direction</th><th>calls</th><th>avg µs</th><th>avg bytes</th><th>max µs</th></tr>
-{{range .S.Windows}}<tr><td class="l">{{.Dir}}</td><td>{{.Calls}}</td><td>{{num .AvgUS}}</td><td>{{num .AvgBytes}}</td><td>{{num .MaxUS}}</td></tr>
-{{end}}</table>{{end}}
+{{range .Windows}}<tr><td class="l">{{.Dir}}</td><td>{{.Calls}}</td><td>{{num .AvgUS}}</td><td>{{num .AvgBytes}}</td><td>{{num .MaxUS}}</td></tr>
+{{end}}</table>{{if .WindowsMore}}<p class="muted">{{.WindowsMore}} more windows: see <code>--format json</code>.</p>{{end}}{{end}}
 
 <h2>Recordings</h2>
 {{if .S.Meta}}<table id="meta">

@@ -282,3 +282,21 @@ func TestScales(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLLongTables checks that very long tables are cut, with a note, so that the page stays
+// light on a long recording.
+func TestHTMLLongTables(t *testing.T) {
+	s := richSummary()
+	for i := range 1000 {
+		s.Windows = append(s.Windows, analyzers.Window{Dir: "send", Calls: uint64(100 * (i + 2))})
+		s.Connections = append(s.Connections, analyzers.ConnStats{ID: uint64(i + 2), Family: "tcp"})
+	}
+	page := renderHTML(t, s)
+	// The totals table has a "send" row too.
+	if got := strings.Count(page, `<tr><td class="l">send</td>`) - 1; got != htmlMaxWindows {
+		t.Errorf("%d window rows, want %d", got, htmlMaxWindows)
+	}
+	if !strings.Contains(page, "901 more windows") || !strings.Contains(page, "801 more connections") {
+		t.Error("the cut tables do not say how many rows are left out")
+	}
+}

@@ -227,6 +227,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 	st := &traceState{index: i, meta: r.Meta(), conns: map[uint64]string{}}
 	var rec trace.Record
 	var events, markers uint64
+	lost := map[string]uint64{}
 	for {
 		err := r.Next(&rec)
 		if err == io.EOF {
@@ -247,6 +248,8 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 			pw.name(st, rec.Marker.PID, rec.Marker.TID)
 			pw.marker(&rec.Marker)
 			markers++
+		case trace.KindLost:
+			lost[rec.Lost.Source] = rec.Lost.Count // cumulative: the latest is the total
 		}
 		if pw.err != nil {
 			return "", trace.Recovery{}, fmt.Errorf("write perfetto: %w", pw.err)
@@ -260,6 +263,14 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 	}
 	if l := labels(m.Labels); l != "" {
 		info += ", labels " + l
+	}
+	srcs := make([]string, 0, len(lost))
+	for k := range lost {
+		srcs = append(srcs, k)
+	}
+	slices.Sort(srcs)
+	for _, k := range srcs {
+		info += fmt.Sprintf("; lost %s: %d", k, lost[k])
 	}
 	ids := make([]uint64, 0, len(st.conns))
 	for id := range st.conns {
