@@ -86,11 +86,11 @@ func histogramChart(s *analyzers.Summary) template.HTML {
 	var lo, hi, n []float64
 	var maxN float64
 	for _, b := range s.Histogram {
-		if !(b.HighUS > 0) || b.Count == 0 {
+		if !(b.HighUS > 0) || !finite(b.HighUS) || b.Count == 0 {
 			continue
 		}
 		low := b.LowUS
-		if !(low > 0) {
+		if !(low > 0) || !finite(low) {
 			low = b.HighUS / 2 // a first bucket from 0 has no place on a log axis
 		}
 		lo, hi, n = append(lo, low), append(hi, b.HighUS), append(n, float64(b.Count))
@@ -113,7 +113,7 @@ func cdfChart(s *analyzers.Summary) template.HTML {
 	const name, title = "cdf", "Latency CDF"
 	var total float64
 	for _, b := range s.Histogram {
-		if b.HighUS > 0 {
+		if b.HighUS > 0 && finite(b.HighUS) {
 			total += float64(b.Count)
 		}
 	}
@@ -123,12 +123,12 @@ func cdfChart(s *analyzers.Summary) template.HTML {
 	var xs, ys []float64
 	var cum float64
 	for _, b := range s.Histogram {
-		if !(b.HighUS > 0) {
+		if !(b.HighUS > 0) || !finite(b.HighUS) {
 			continue
 		}
 		if len(xs) == 0 {
 			low := b.LowUS
-			if !(low > 0) {
+			if !(low > 0) || !finite(low) {
 				low = b.HighUS / 2
 			}
 			xs, ys = append(xs, low), append(ys, 0)
@@ -151,14 +151,17 @@ func batchChart(s *analyzers.Summary) template.HTML {
 	// each N that the batch refinement gives back (T = T_fixed + t_per_req(N)·N).
 	var ns, ts []float64
 	for _, r := range s.LittlesLaw {
-		if r.InFlight > 0 && r.RTTMeasuredUS > 0 {
+		if r.InFlight > 0 && r.RTTMeasuredUS > 0 && finite(r.InFlight) && finite(r.RTTMeasuredUS) {
 			ns, ts = append(ns, r.InFlight), append(ts, r.RTTMeasuredUS)
 		}
 	}
 	f := s.BatchFit
+	if f != nil && !(finite(f.TFixedUS) && finite(f.TPerReqUS)) {
+		f = nil // nothing to draw of a fit that did not converge
+	}
 	if f != nil {
 		for _, r := range s.BatchRefinement {
-			if r.N > 0 {
+			if r.N > 0 && finite(r.N) && finite(r.TPerReqUS) {
 				ns, ts = append(ns, r.N), append(ts, f.TFixedUS+r.TPerReqUS*r.N)
 			}
 		}
@@ -173,7 +176,9 @@ func batchChart(s *analyzers.Summary) template.HTML {
 	if f != nil {
 		nMax = math.Max(nMax, 4)
 		tMax = math.Max(tMax, f.TFixedUS+f.TPerReqUS*nMax)
-		tMax = math.Max(tMax, f.TFixedCI[1]+f.TPerReqCI[1]*nMax)
+		if hi := f.TFixedCI[1] + f.TPerReqCI[1]*nMax; finite(hi) {
+			tMax = math.Max(tMax, hi)
+		}
 	}
 	p := newPlot(name, title, linScale(0, nMax), linScale(0, tMax), "requests in flight N", "RTT (µs)")
 	if f != nil {
@@ -211,15 +216,21 @@ func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases [
 	if len(pts) == 0 {
 		return noData(name, title, "no data: no time series in this analysis")
 	}
-	xs, ys := make([]float64, len(pts)), make([]float64, len(pts))
-	t0, t1, yMax := pts[0].TS, pts[0].TS, 0.0
-	for i, pt := range pts {
-		xs[i], ys[i] = pt.TS, pt.Value
+	var xs, ys []float64
+	t0, t1, yMax := math.Inf(1), math.Inf(-1), 0.0
+	for _, pt := range pts {
+		if !finite(pt.TS) || !finite(pt.Value) {
+			continue
+		}
+		xs, ys = append(xs, pt.TS), append(ys, pt.Value)
 		t0, t1, yMax = math.Min(t0, pt.TS), math.Max(t1, pt.TS), math.Max(yMax, pt.Value)
+	}
+	if len(xs) == 0 {
+		return noData(name, title, "no data: no time series in this analysis")
 	}
 	p := newPlot(name, title, linScale(t0, t1), linScale(0, yMax), "time (s)", yLabel)
 	for i, ph := range phases {
-		if ph.StartS >= t0 && ph.StartS <= t1 {
+		if finite(ph.StartS) && ph.StartS >= t0 && ph.StartS <= t1 {
 			p.vline(ph.StartS, ph.Name, 4+i)
 		}
 	}
@@ -231,7 +242,7 @@ func unitsChart(s *analyzers.Summary) template.HTML {
 	var cats, notes []string
 	wait, rest := []float64{}, []float64{}
 	for _, u := range s.Units {
-		if u.UnitTimeUS <= 0 {
+		if !(u.UnitTimeUS > 0) || !finite(u.UnitTimeUS) {
 			continue
 		}
 		cats = append(cats, u.Name)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -298,5 +299,32 @@ func TestHTMLLongTables(t *testing.T) {
 	}
 	if !strings.Contains(page, "901 more windows") || !strings.Contains(page, "801 more connections") {
 		t.Error("the cut tables do not say how many rows are left out")
+	}
+}
+
+// TestHTMLOddNumbers feeds NaN, infinities, negatives and zeros where a summary has numbers:
+// the page must still render, with well-formed charts and no "NaN" in the SVG.
+func TestHTMLOddNumbers(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, v := range []float64{nan, inf, -inf, -5, 0, 1e300} {
+		s := richSummary()
+		for i := range s.Histogram {
+			s.Histogram[i].LowUS, s.Histogram[i].HighUS = v, v
+		}
+		s.Histogram = append(s.Histogram, analyzers.HistBucket{LowUS: 1, HighUS: 2, Count: 3})
+		s.Timeline = append(s.Timeline, analyzers.TimePoint{TS: v, Value: v})
+		s.InFlight.Series = append(s.InFlight.Series, analyzers.TimePoint{TS: v, Value: v})
+		s.BatchFit.TFixedUS, s.BatchFit.TPerReqUS, s.BatchFit.R2 = v, v, v
+		s.LittlesLaw[0].InFlight, s.LittlesLaw[0].RTTMeasuredUS = v, v
+		s.Units[0].UnitTimeUS, s.Units[0].NetWaitUS = v, v
+		s.Modes[0].CenterUS = v
+		s.RoundTrips.RTTUS.P50 = v
+		page := renderHTML(t, s)
+		charts(t, page)
+		for _, m := range figureRE.FindAllStringSubmatch(page, -1) {
+			if strings.Contains(m[2], "NaN") || strings.Contains(m[2], "Inf") {
+				t.Errorf("value %v: chart %s contains NaN or Inf", v, m[1])
+			}
+		}
 	}
 }

@@ -55,10 +55,15 @@ func num(v float64) string {
 	return s
 }
 
-// tickLabel formats an axis value compactly: 0.5, 12, 1.5k, 20M.
+// finite reports whether v is a number that can be drawn.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// tickLabel formats an axis value compactly: 0.5, 12, 1.5k, 20M; "–" for NaN and infinities.
 func tickLabel(v float64) string {
 	a := math.Abs(v)
 	switch {
+	case !finite(v):
+		return "–"
 	case a >= 1e9:
 		return trimNum(v/1e9) + "G"
 	case a >= 1e6:
@@ -87,6 +92,12 @@ type scale struct {
 
 // linScale returns a linear scale over [lo, hi], widened to nice round ends.
 func linScale(lo, hi float64) scale {
+	if !finite(lo) {
+		lo = 0
+	}
+	if !finite(hi) {
+		hi = lo + 1
+	}
 	if !(hi > lo) || math.IsInf(hi-lo, 0) {
 		hi = lo + 1
 		if lo > 0 {
@@ -100,10 +111,10 @@ func linScale(lo, hi float64) scale {
 // logScale returns a log10 scale over [lo, hi], widened to whole decades. lo must be > 0;
 // values ≤ 0 are clamped to lo when drawn.
 func logScale(lo, hi float64) scale {
-	if !(lo > 0) {
+	if !(lo > 0) || !finite(lo) {
 		lo = 1
 	}
-	if !(hi > lo) {
+	if !(hi > lo) || !finite(hi) {
 		hi = lo * 10
 	}
 	return scale{lo: math.Pow(10, math.Floor(math.Log10(lo))), hi: math.Pow(10, math.Ceil(math.Log10(hi))), log: true}
@@ -216,15 +227,17 @@ func (p *plot) step(label string, c int, xs, ys []float64) {
 
 func (p *plot) path(label string, c int, xs, ys []float64, step, dash bool) {
 	n := min(len(xs), len(ys))
-	if n == 0 {
-		return
-	}
 	var d strings.Builder
 	var prevY float64
+	drawn := 0
 	for i := 0; i < n; i++ {
+		if !finite(xs[i]) || !finite(ys[i]) {
+			continue // a gap in the data, not a point at 0
+		}
 		x, y := p.x.px(xs[i]), p.y.px(ys[i])
+		drawn++
 		switch {
-		case i == 0:
+		case drawn == 1:
 			fmt.Fprintf(&d, "M%s %s", num(x), num(y))
 		case step:
 			fmt.Fprintf(&d, " L%s %s L%s %s", num(x), num(prevY), num(x), num(y))
@@ -233,26 +246,33 @@ func (p *plot) path(label string, c int, xs, ys []float64, step, dash bool) {
 		}
 		prevY = y
 	}
+	if drawn == 0 {
+		return
+	}
 	da := ""
 	if dash {
 		da = ` stroke-dasharray="6 4"`
 	}
 	fmt.Fprintf(&p.body, `<path class="datum" data-series="%s" data-n="%d" d="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n",
-		esc(label), n, d.String(), color(c), da)
+		esc(label), drawn, d.String(), color(c), da)
 	p.marks++
 	p.addLegend(label, color(c), dash)
 }
 
 // points draws a circle per point, each with data-x and data-y.
 func (p *plot) points(label string, c int, xs, ys []float64, legend bool) {
-	n := min(len(xs), len(ys))
+	n, drawn := min(len(xs), len(ys)), 0
 	for i := 0; i < n; i++ {
+		if !finite(xs[i]) || !finite(ys[i]) {
+			continue
+		}
+		drawn++
 		fmt.Fprintf(&p.body, `<circle class="datum" data-series="%s" data-x="%s" data-y="%s" cx="%s" cy="%s" r="3" fill="%s"><title>%s: %s, %s</title></circle>`+"\n",
 			esc(label), num(xs[i]), num(ys[i]), num(p.x.px(xs[i])), num(p.y.px(ys[i])), color(c),
 			esc(label), esc(tickLabel(xs[i])), esc(tickLabel(ys[i])))
 		p.marks++
 	}
-	if legend && n > 0 {
+	if legend && drawn > 0 {
 		p.addLegend(label, color(c), false)
 	}
 }
@@ -260,9 +280,13 @@ func (p *plot) points(label string, c int, xs, ys []float64, legend bool) {
 // bars draws a bar per bucket [lo[i], hi[i]) of height v[i], each with data-lo, data-hi and
 // data-n (the value).
 func (p *plot) bars(label string, c int, lo, hi, v []float64) {
-	n := min(len(lo), len(hi), len(v))
+	n, drawn := min(len(lo), len(hi), len(v)), 0
 	base := p.y.px(p.y.lo)
 	for i := 0; i < n; i++ {
+		if !finite(lo[i]) || !finite(hi[i]) || !finite(v[i]) {
+			continue
+		}
+		drawn++
 		x0, x1 := p.x.px(lo[i]), p.x.px(hi[i])
 		if x1-x0 > 2 {
 			x0, x1 = x0+0.5, x1-0.5 // a hair of space between bars
@@ -277,7 +301,7 @@ func (p *plot) bars(label string, c int, lo, hi, v []float64) {
 			esc(tickLabel(lo[i])), esc(tickLabel(hi[i])), esc(tickLabel(v[i])))
 		p.marks++
 	}
-	if n > 0 {
+	if drawn > 0 {
 		p.addLegend(label, color(c), false)
 	}
 }
@@ -286,6 +310,9 @@ func (p *plot) bars(label string, c int, lo, hi, v []float64) {
 // of successive markers go on successive rows so that close markers stay readable. It is not a
 // data mark.
 func (p *plot) vline(x float64, label string, c int) {
+	if !finite(x) {
+		return
+	}
 	px := p.x.px(x)
 	y := plotTop + 10 + 12*(p.vlines%4)
 	p.vlines++
@@ -299,6 +326,11 @@ func (p *plot) band(c int, xs, ylo, yhi []float64) {
 	n := min(len(xs), len(ylo), len(yhi))
 	if n == 0 {
 		return
+	}
+	for i := 0; i < n; i++ {
+		if !finite(xs[i]) || !finite(ylo[i]) || !finite(yhi[i]) {
+			return // a band with a hole is no band
+		}
 	}
 	var d strings.Builder
 	for i := 0; i < n; i++ {
@@ -411,13 +443,13 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 	for c := 0; c < shown; c++ {
 		t := 0.0
 		for s := range series {
-			if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 {
+			if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 && finite(vals[s][c]) {
 				t += vals[s][c]
 			}
 		}
 		hi = math.Max(hi, t)
 	}
-	if shown == 0 || hi == 0 {
+	if shown == 0 || hi == 0 || !finite(hi) {
 		return noData(name, title, "no data")
 	}
 	x := linScale(0, hi)
@@ -437,7 +469,7 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 		acc := 0.0
 		for s := range series {
 			v := 0.0
-			if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 {
+			if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 && finite(vals[s][c]) {
 				v = vals[s][c]
 			}
 			x0, x1 := p.x.px(acc), p.x.px(acc+v)
