@@ -67,8 +67,11 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, &FormatError{Offset: 0, Msg: "not a perflab trace (bad magic)"}
 	}
 	v := binary.LittleEndian.Uint16(tr.buf[len(Magic):])
-	if v == 0 || v > FormatVersion {
-		return nil, &FormatError{Offset: int64(len(Magic)), Msg: fmt.Sprintf("format version %d; this perflab reads versions 1 to %d", v, FormatVersion)}
+	if v == 0 {
+		return nil, &FormatError{Offset: int64(len(Magic)), Msg: "format version 0 is not valid"}
+	}
+	if v > FormatVersion {
+		return nil, &FormatError{Offset: int64(len(Magic)), Msg: fmt.Sprintf("format version %d is newer than this perflab reads (up to %d): upgrade perflab", v, FormatVersion)}
 	}
 	tr.pos = headerSize
 	for {
