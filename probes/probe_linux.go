@@ -382,3 +382,25 @@ func (p *Probe) Close() error {
 	p.objs = recordObjects{}
 	return errors.Join(errs...)
 }
+
+// ProgramExists reports whether the kernel still holds the BPF program with id and it is one
+// of perflab's (its name starts with ProgramPrefix).
+func ProgramExists(id uint32) bool {
+	pr, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return false
+	}
+	defer pr.Close()
+	info, err := pr.Info()
+	return err == nil && strings.HasPrefix(info.Name, ProgramPrefix)
+}
+
+// LinkExists reports whether the kernel still holds the BPF link with id.
+func LinkExists(id uint32) bool {
+	l, err := link.NewFromID(link.ID(id))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}

@@ -39,3 +39,9 @@ func (p *Probe) Stats() map[string]int64 { return nil }
 
 // Close does nothing.
 func (p *Probe) Close() error { return nil }
+
+// ProgramExists returns false.
+func ProgramExists(id uint32) bool { return false }
+
+// LinkExists returns false.
+func LinkExists(id uint32) bool { return false }
