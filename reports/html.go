@@ -174,7 +174,11 @@ func batchChart(s *analyzers.Summary) template.HTML {
 		nMax, tMax = math.Max(nMax, ns[i]), math.Max(tMax, ts[i])
 	}
 	if f != nil {
+		// Draw the fit over the N the trace reached: its maximum in flight.
 		nMax = math.Max(nMax, 4)
+		if s.InFlight != nil && s.InFlight.Max > 0 && s.InFlight.Max <= 1<<20 {
+			nMax = math.Max(nMax, float64(s.InFlight.Max))
+		}
 		tMax = math.Max(tMax, f.TFixedUS+f.TPerReqUS*nMax)
 		if hi := f.TFixedCI[1] + f.TPerReqCI[1]*nMax; finite(hi) {
 			tMax = math.Max(tMax, hi)
