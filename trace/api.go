@@ -30,8 +30,6 @@ type File struct {
 	Lost        map[string]uint64 // latest total per source
 	Footer      *Footer           // nil when the file was not closed cleanly
 	Recovery    Recovery
-
-	connIndex map[uint64]int // Connections by id, built by Read
 }
 
 var (

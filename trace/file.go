@@ -41,7 +41,8 @@ func unwrapPathError(err error) error {
 }
 
 func readAll(tr *Reader) (*File, error) {
-	f := &File{Meta: tr.Meta(), Lost: map[string]uint64{}, connIndex: map[uint64]int{}}
+	f := &File{Meta: tr.Meta(), Lost: map[string]uint64{}}
+	connIndex := map[uint64]int{}
 	var rec Record
 	for {
 		err := tr.Next(&rec)
@@ -59,7 +60,7 @@ func readAll(tr *Reader) (*File, error) {
 			}
 			f.Events = append(f.Events, e)
 		case KindConnection:
-			f.mergeConn(&rec.Conn)
+			f.mergeConn(connIndex, &rec.Conn)
 		case KindMarker:
 			f.Markers = append(f.Markers, rec.Marker)
 		case KindLost:
@@ -76,10 +77,10 @@ func readAll(tr *Reader) (*File, error) {
 
 // mergeConn folds c into the connection with the same id: later non-empty fields win, FirstSeen
 // keeps the earliest non-zero value and LastSeen the latest.
-func (f *File) mergeConn(c *Connection) {
-	i, ok := f.connIndex[c.ID]
+func (f *File) mergeConn(index map[uint64]int, c *Connection) {
+	i, ok := index[c.ID]
 	if !ok {
-		f.connIndex[c.ID] = len(f.Connections)
+		index[c.ID] = len(f.Connections)
 		f.Connections = append(f.Connections, *c)
 		return
 	}
@@ -104,13 +105,9 @@ func (f *File) mergeConn(c *Connection) {
 	}
 }
 
-// Conn returns the connection with id, or nil when the trace has none.
+// Conn returns the connection with id, or nil when the trace has none. It scans
+// f.Connections: callers looking up every event's connection build a map once instead.
 func (f *File) Conn(id uint64) *Connection {
-	if f.connIndex != nil {
-		if i, ok := f.connIndex[id]; ok && i < len(f.Connections) && f.Connections[i].ID == id {
-			return &f.Connections[i]
-		}
-	}
 	for i := range f.Connections {
 		if f.Connections[i].ID == id {
 			return &f.Connections[i]
