@@ -387,3 +387,41 @@ func TestConcurrentWriters(t *testing.T) {
 		last[e.TID] = e.TS
 	}
 }
+
+func TestCheckValid(t *testing.T) {
+	base := func() *File {
+		return &File{
+			Events:      []Event{{TS: 1, Dur: 2, Conn: 7, Bytes: 3}},
+			Connections: []Connection{{ID: 7}},
+			Markers:     []Marker{{Name: "token"}},
+			Footer:      &Footer{Events: 1, Markers: 1},
+			Recovery:    Recovery{Clean: true, ChunksRead: 3},
+		}
+	}
+	tests := []struct {
+		name  string
+		spoil func(f *File)
+		want  string // "" = valid
+	}{
+		{"valid", func(f *File) {}, ""},
+		{"connection id 0", func(f *File) { f.Connections = append(f.Connections, Connection{}) }, "id 0"},
+		{"connection twice", func(f *File) { f.Connections = append(f.Connections, Connection{ID: 7}) }, "listed twice"},
+		{"dangling connection", func(f *File) { f.Events[0].Conn = 8 }, "connection 8 not in the trace"},
+		{"no connection is fine", func(f *File) { f.Events[0].Conn = 0 }, ""},
+		{"negative duration", func(f *File) { f.Events[0].Dur = -1 }, "negative duration"},
+		{"negative bytes", func(f *File) { f.Events[0].Bytes = -1 }, "negative byte count"},
+		{"long payload", func(f *File) { f.Events[0].Payload = make([]byte, MaxPayload+1) }, "payload head"},
+		{"unnamed marker", func(f *File) { f.Markers[0].Name = "" }, "no name"},
+		{"negative marker span", func(f *File) { f.Markers[0].Dur = -5 }, "negative duration"},
+		{"footer disagrees", func(f *File) { f.Footer.Events = 2 }, "footer counts 2 events"},
+		{"footer of a damaged file is not checked", func(f *File) { f.Footer.Events = 2; f.Recovery.ChunksBad = 1 }, ""},
+	}
+	for _, tc := range tests {
+		f := base()
+		tc.spoil(f)
+		err := f.CheckValid()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: CheckValid() = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
