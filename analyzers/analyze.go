@@ -73,10 +73,12 @@ type dirAgg struct {
 }
 
 type connAgg struct {
-	trace int
-	id    uint64
-	info  trace.Connection
-	dirs  [3]dirAgg
+	side    int // index in analyzer.sides of (its pid, it), -1 until known
+	sidePID uint32
+	trace   int
+	id      uint64
+	info    trace.Connection
+	dirs    [3]dirAgg
 }
 
 type cmdKey struct {
@@ -133,9 +135,9 @@ type windowAgg struct {
 type msgRec struct {
 	ts   int64
 	size uint32
-	kind uint8
 	proc uint16 // index of the message's connection in analyzer.sides (maxProcs: any other)
-	rts  uint8  // round trips this message completed (a reply may answer several requests)
+	kind uint8
+	rts  uint8 // round trips this message completed (a reply may answer several requests)
 }
 
 // maxTracerPairs bounds the tracer round trips kept for replay (40 MB at most).
@@ -165,8 +167,6 @@ type analyzer struct {
 	last              int64
 	haveTS            bool
 	durNS             int64
-	conns             map[[2]uint64]*connAgg
-	connOrd           [][2]uint64
 	cmds              map[cmdKey]*cmdAgg
 	errs              map[errKey]uint64
 	procs             map[uint64]*procAgg
@@ -184,9 +184,10 @@ type analyzer struct {
 	truncated         uint64
 	frames            uint64
 	specs             map[string]*Spec     // by name: the built-ins and the chosen spec
-	recs              []msgRec             // this trace's messages, for units and phases
+	recs              chunked[msgRec]      // this trace's messages, for units and phases
+	lastRecP          *msgRec              // the last message's record
 	marks             []trace.Marker       // this trace's phase and unit markers
-	blocks            []interval           // this trace's intervals with a client blocked on a reply
+	blocks            chunked[interval]    // this trace's intervals with a client blocked on a reply
 	unitSpec          string               // unit name of the spec unit commands seen
 	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
 	sidePID           []uint32             // the pid of each side
@@ -194,7 +195,14 @@ type analyzer struct {
 	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
 	rtEventsSeen      uint64        // this trace's tracer round-trip events
 	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
-	lastRec           int           // index in recs of the last message
+	lastConn          *connAgg      // cache of connAgg's last answer
+	lastConnKey       uint64
+	curConns          map[uint64]*connAgg // this trace's connections by id
+	connList          []*connAgg          // every trace's connections, in first-seen order
+	lastProc          *procAgg            // cache of proc's last answer
+	lastProcKey       uint64
+	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
+	specIdx           map[*Spec]uint64
 	warnings          []string
 }
 
@@ -203,7 +211,7 @@ type analyzer struct {
 // batch fit, populations and warnings. A trace that cannot be read gives a *ReadError; a
 // damaged one is analysed as far as it goes, with Recovery set and a warning.
 func Analyze(paths []string, opt Options) (*Summary, error) {
-	a := &analyzer{opt: opt, conf: opt.Confidence, conns: map[[2]uint64]*connAgg{}, cmds: map[cmdKey]*cmdAgg{},
+	a := &analyzer{opt: opt, conf: opt.Confidence, cmds: map[cmdKey]*cmdAgg{},
 		errs: map[errKey]uint64{}, procs: map[uint64]*procAgg{}, byN: map[int]*Hist{}, lost: map[string]uint64{}}
 	if a.conf <= 0 || a.conf >= 1 {
 		a.conf = DefaultConfidence
@@ -213,6 +221,7 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 	}
 	a.infl.useMax = true
 	a.specs = map[string]*Spec{}
+	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*Spec]uint64{}
 	for _, n := range Builtins() {
 		if sp, err := BuiltinSpec(n); err == nil {
 			a.specs[n] = sp
@@ -245,7 +254,11 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.s.Traces = append(a.s.Traces, filepath.Base(path))
 	a.s.Meta = append(a.s.Meta, meta)
 	a.haveTS = false
-	a.recs, a.marks, a.blocks, a.unitSpec = a.recs[:0], a.marks[:0], a.blocks[:0], ""
+	a.recs.reset()
+	a.blocks.reset()
+	a.marks, a.unitSpec, a.lastRecP = a.marks[:0], "", nil
+	a.lastConn, a.lastProc = nil, nil
+	a.curConns = map[uint64]*connAgg{}
 	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]
 	a.rtEventsSeen, a.tracerPairs = 0, a.tracerPairs[:0]
 	if a.lost == nil || i > 0 {
@@ -310,17 +323,21 @@ func (a *analyzer) event(ev *trace.Event) {
 }
 
 func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
-	key := [2]uint64{uint64(a.cur), id}
+	key := id
 	if id == 0 {
-		key[1] = 1<<63 | uint64(pid)
+		key = 1<<63 | uint64(pid)
 	}
-	c := a.conns[key]
+	if a.lastConn != nil && a.lastConnKey == key {
+		return a.lastConn
+	}
+	c := a.curConns[key]
 	if c == nil {
-		c = &connAgg{trace: a.cur, id: id}
+		c = &connAgg{trace: a.cur, id: id, side: -1}
 		c.info.ID, c.info.PID = id, pid
-		a.conns[key] = c
-		a.connOrd = append(a.connOrd, key)
+		a.curConns[key] = c
+		a.connList = append(a.connList, c)
 	}
+	a.lastConn, a.lastConnKey = c, key
 	return c
 }
 
@@ -363,7 +380,84 @@ func (a *analyzer) message(m *Message) {
 	}
 	c := a.connAgg(m.Conn, m.PID)
 	c.dirs[m.Dir].frames++
+	if c.side < 0 || c.sidePID != m.PID {
+		c.side, c.sidePID = int(a.sideIndex(m.PID, m.Conn)), m.PID
+	}
 	a.tl.add(m.TS, 1)
+	ca := a.cmdFor(m)
+	ca.count++
+	ca.bytes += uint64(m.Size)
+	// a message counts when it completes, as a client's counters do
+	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: uint16(c.side)}
+	if m.Dir == trace.DirSend {
+		rec.kind |= recSend
+	}
+	if !m.IsReply {
+		if sp := m.spec; sp != nil && sp.OpensUnit(m.Command) {
+			if m.Dir == trace.DirSend {
+				rec.kind |= recUnit
+			} else {
+				rec.kind |= recUnitRecv
+			}
+			a.unitSpec = sp.UnitName
+		}
+	}
+	p := a.proc(m.PID)
+	if m.Source == trace.SourceTracer {
+		// A tracer reports its round trips itself (rtEvent); its frames only count. Pairs of
+		// frames stand in for those events when a trace has none (end).
+		if m.WantsReply && m.Dir == trace.DirSend {
+			p.wanting++
+		}
+		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv && len(a.tracerPairs) < maxTracerPairs {
+			a.tracerPairs = append(a.tracerPairs, trace.Event{TS: m.ReqTS, Dur: m.RTT, PID: m.PID, Conn: m.Conn, Command: uint32(m.Command), Op: trace.OpRoundTrip})
+		}
+		a.recs.add(rec)
+		return
+	}
+	switch {
+	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
+		a.roundTrip(p, ca, m.ReqTS, m.End)
+		rec.rts++
+	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
+		a.service.Add(m.RTT)
+		ca.rtt.Add(m.RTT)
+	}
+	a.lastRecP = a.recs.add(rec)
+}
+
+// proc returns the aggregate of process pid in the current trace.
+func (a *analyzer) proc(pid uint32) *procAgg {
+	pk := uint64(a.cur)<<32 | uint64(pid)
+	if a.lastProc != nil && a.lastProcKey == pk {
+		return a.lastProc
+	}
+	p := a.procs[pk]
+	if p == nil {
+		p = &procAgg{}
+		a.procs[pk] = p
+	}
+	a.lastProc, a.lastProcKey = p, pk
+	return p
+}
+
+// cmdFor returns the aggregate of m's command and direction. Commands of a binary spec are
+// found by number (their name follows from it); others by name.
+func (a *analyzer) cmdFor(m *Message) *cmdAgg {
+	var fk uint64
+	if sp := m.spec; sp != nil && sp.Kind == "binary" && m.Command < 1<<52 && (m.Name != "" || m.Command != 0) {
+		si, ok := a.specIdx[sp]
+		if !ok {
+			si = uint64(len(a.specIdx) + 1)
+			a.specIdx[sp] = si
+		}
+		if si < 1<<10 {
+			fk = si<<54 | uint64(m.Dir)<<52 | m.Command
+			if ca := a.fastCmds[fk]; ca != nil {
+				return ca
+			}
+		}
+	}
 	name := m.Name
 	if name == "" && m.Command != 0 {
 		name = fmt.Sprintf("cmd%d", m.Command)
@@ -380,57 +474,16 @@ func (a *analyzer) message(m *Message) {
 		ca = &cmdAgg{}
 		a.cmds[k] = ca
 	}
-	ca.count++
-	ca.bytes += uint64(m.Size)
-	// a message counts when it completes, as a client's counters do
-	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: a.sideIndex(m.PID, m.Conn)}
-	if m.Dir == trace.DirSend {
-		rec.kind |= recSend
+	if fk != 0 {
+		a.fastCmds[fk] = ca
 	}
-	if !m.IsReply {
-		if sp := a.specs[m.Protocol]; sp != nil && sp.OpensUnit(m.Command) {
-			if m.Dir == trace.DirSend {
-				rec.kind |= recUnit
-			} else {
-				rec.kind |= recUnitRecv
-			}
-			a.unitSpec = sp.UnitName
-		}
-	}
-	pk := uint64(a.cur)<<32 | uint64(m.PID)
-	p := a.procs[pk]
-	if p == nil {
-		p = &procAgg{}
-		a.procs[pk] = p
-	}
-	if m.Source == trace.SourceTracer {
-		// A tracer reports its round trips itself (rtEvent); its frames only count. Pairs of
-		// frames stand in for those events when a trace has none (end).
-		if m.WantsReply && m.Dir == trace.DirSend {
-			p.wanting++
-		}
-		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv && len(a.tracerPairs) < maxTracerPairs {
-			a.tracerPairs = append(a.tracerPairs, trace.Event{TS: m.ReqTS, Dur: m.RTT, PID: m.PID, Conn: m.Conn, Command: uint32(m.Command), Op: trace.OpRoundTrip})
-		}
-		a.recs = append(a.recs, rec)
-		return
-	}
-	switch {
-	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
-		a.roundTrip(p, ca, m.ReqTS, m.End)
-		rec.rts++
-	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
-		a.service.Add(m.RTT)
-		ca.rtt.Add(m.RTT)
-	}
-	a.recs = append(a.recs, rec)
-	a.lastRec = len(a.recs) - 1
+	return ca
 }
 
 // answered counts a further request answered by the reply m (its first one is m itself);
 // it comes after m.
 func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
-	if m.Source == trace.SourceTracer || a.lastRec < 0 {
+	if m.Source == trace.SourceTracer || a.lastRecP == nil {
 		return
 	}
 	pk := uint64(a.cur)<<32 | uint64(m.PID)
@@ -450,7 +503,7 @@ func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
 	rtt := m.End - reqTS
 	if m.Dir == trace.DirRecv {
 		a.roundTrip(p, ca, reqTS, m.End)
-		if r := &a.recs[a.lastRec]; r.rts < 255 {
+		if r := a.lastRecP; r.rts < 255 {
 			r.rts++
 		}
 	} else {
@@ -483,7 +536,7 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 		}
 	}
 	a.roundTrip(p, ca, ev.TS, ev.TS+ev.Dur)
-	a.recs = append(a.recs, msgRec{ts: ev.TS + ev.Dur, kind: recRTEvent, proc: a.sideIndex(ev.PID, ev.Conn)})
+	a.recs.add(msgRec{ts: ev.TS + ev.Dur, kind: recRTEvent, proc: a.sideIndex(ev.PID, ev.Conn)})
 }
 
 // roundTrip counts a client's round trip from its request's start to its reply's end: the
@@ -529,7 +582,7 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 func (p *procAgg) closeBlock(a *analyzer) {
 	if p.curTo > p.curFrom {
 		p.blocked += p.curTo - p.curFrom
-		a.blocks = append(a.blocks, interval{p.curFrom, p.curTo})
+		a.blocks.add(interval{p.curFrom, p.curTo})
 	}
 	p.curFrom, p.curTo = 0, 0
 }

@@ -49,6 +49,7 @@ func (c *connDecoder) setup(ev *trace.Event) {
 	if c.spec == nil {
 		c.spec = c.d.detect(ev)
 	}
+	c.d.protos[c.spec.Name] = true
 	c.version = c.spec.defVer
 	if c.spec.Kind == "binary" {
 		other := trace.DirSend
@@ -274,6 +275,7 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	}
 	if c.reqDir == trace.DirNone {
 		c.reqDir = ev.Dir
+		c.d.protos[c.spec.Name] = true
 	}
 	m := c.d.msg(c, ev)
 	m.Size, m.Calls = ev.Bytes, 1

@@ -107,14 +107,11 @@ func (d *decoder) event(ev *trace.Event) {
 // msg returns the decoder's Message, reset and filled from ev.
 func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
 	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
-		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name}
+		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec}
 	return &d.m
 }
 
-func (d *decoder) deliver(m *Message) {
-	d.protos[m.Protocol] = true
-	d.out.message(m)
-}
+func (d *decoder) deliver(m *Message) { d.out.message(m) }
 
 // extendLast counts a call that continues a message already delivered (RESP): its bytes are in
 // the totals; the message's size stays that of its first call.

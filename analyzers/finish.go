@@ -14,8 +14,7 @@ const minCISamples = 6
 func (a *analyzer) finish() {
 	s := a.s
 	s.Duration = secs(a.durNS)
-	for _, key := range a.connOrd {
-		c := a.conns[key]
+	for _, c := range a.connList {
 		cs := ConnStats{ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			ag := &c.dirs[d]

@@ -59,6 +59,8 @@ type Message struct {
 
 	Truncated bool // the frame's end was not seen (the trace or connection ended inside it)
 	LostSync  bool // the decoder lost the frame boundaries before this frame and resynchronised here
+
+	spec *Spec // the decoder's spec
 }
 
 // Duration returns End - TS in ns.

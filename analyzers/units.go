@@ -59,10 +59,12 @@ func (a *analyzer) phasesAndUnits(i int) {
 	var unitTS []int64
 	procs := map[uint16]bool{}
 	for _, bit := range []uint8{recUnit, recUnitRecv} {
-		for _, r := range a.recs {
-			if r.kind&bit != 0 {
-				unitTS = append(unitTS, r.ts)
-				procs[r.proc] = true
+		for _, blk := range a.recs.blocks {
+			for _, r := range blk {
+				if r.kind&bit != 0 {
+					unitTS = append(unitTS, r.ts)
+					procs[r.proc] = true
+				}
 			}
 		}
 		if len(unitTS) > 0 {
@@ -120,24 +122,26 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 		c.rts += uint64(r.rts)
 	}
-	for _, r := range a.recs {
-		for k := range phases {
-			if r.ts >= phases[k].from && r.ts < phases[k].to {
-				add(&pacc[k], r)
-				break
+	for _, blk := range a.recs.blocks {
+		for _, r := range blk {
+			for k := range phases {
+				if r.ts >= phases[k].from && r.ts < phases[k].to {
+					add(&pacc[k], r)
+					break
+				}
 			}
-		}
-		if len(procs) > 0 && !procs[r.proc] {
-			continue
-		}
-		for _, p := range unitPhase {
-			if r.ts >= p.from && r.ts <= p.to {
-				add(&unitAcc, r)
-				break
+			if len(procs) > 0 && !procs[r.proc] {
+				continue
 			}
-		}
-		if len(unitTS) >= 2 && r.ts >= uFirst && r.ts < uLast {
-			add(&spanAcc, r)
+			for _, p := range unitPhase {
+				if r.ts >= p.from && r.ts <= p.to {
+					add(&unitAcc, r)
+					break
+				}
+			}
+			if len(unitTS) >= 2 && r.ts >= uFirst && r.ts < uLast {
+				add(&spanAcc, r)
+			}
 		}
 	}
 	for k, p := range phases {
@@ -146,10 +150,12 @@ func (a *analyzer) phasesAndUnits(i int) {
 	}
 	wait := func(from, to int64) int64 {
 		var w int64
-		for _, b := range a.blocks {
-			lo, hi := max(b.from, from), min(b.to, to)
-			if hi > lo {
-				w += hi - lo
+		for _, blk := range a.blocks.blocks {
+			for _, b := range blk {
+				lo, hi := max(b.from, from), min(b.to, to)
+				if hi > lo {
+					w += hi - lo
+				}
 			}
 		}
 		return w

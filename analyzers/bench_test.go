@@ -1,0 +1,119 @@
+package analyzers
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// benchTrace writes (once per process) an eBPF-style trace of n events: a client's sendto of a
+// 24-byte VPLS request (vkWaitForFences, reply wanted) and recvfrom of the 24-byte reply, on 4
+// connections, with 16-byte payload heads and a token marker every 50 round trips.
+func benchTrace(b *testing.B, n int) string {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("perflab-bench-analyze-%d.plt", n))
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	w, err := trace.Create(path+".tmp", trace.Meta{Source: "ebpf", Protocol: "venus", PayloadBytes: 16}, &trace.WriterOptions{FlushInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	head := func(flags uint32) []byte {
+		p := make([]byte, 16)
+		binary.LittleEndian.PutUint32(p[0:], 0x56504C53)
+		binary.LittleEndian.PutUint32(p[4:], 16)
+		binary.LittleEndian.PutUint32(p[8:], 39)
+		binary.LittleEndian.PutUint32(p[12:], flags)
+		return p
+	}
+	req, rep := head(1), head(2)
+	ts := int64(1e9)
+	for i := 0; i < n/2; i++ {
+		conn := uint64(i%4 + 1)
+		e := trace.Event{TS: ts, Dur: 2000, PID: 100, TID: 100 + uint32(conn), Conn: conn, Dir: trace.DirSend, Op: trace.OpSendto,
+			Source: trace.SourceEBPF, Bytes: 24, Payload: req}
+		if err := w.WriteEvent(&e); err != nil {
+			b.Fatal(err)
+		}
+		e.TS, e.Dur, e.Dir, e.Op, e.Payload = ts+3000, 40000+int64(i%7)*1000, trace.DirRecv, trace.OpRecvfrom, rep
+		if err := w.WriteEvent(&e); err != nil {
+			b.Fatal(err)
+		}
+		if i%50 == 0 {
+			if err := w.WriteMarker(&trace.Marker{TS: ts, PID: 100, Name: "token", Value: int64(i / 50)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ts += 50000
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// peakHeap samples the live heap every millisecond until stop is closed.
+func peakHeap(stop <-chan struct{}, peak *uint64, wg *sync.WaitGroup) {
+	defer wg.Done()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		metrics.Read(s)
+		if v := s[0].Value.Uint64(); v > *peak {
+			*peak = v
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// BenchmarkAnalyze analyses a trace of PERFLAB_BENCH_EVENTS events (default 1,000,000) and
+// reports events/s and the peak live heap per event.
+func BenchmarkAnalyze(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("PERFLAB_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	path := benchTrace(b, n)
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	b.ResetTimer()
+	var peak uint64
+	for i := 0; i < b.N; i++ {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go peakHeap(stop, &peak, &wg)
+		s, err := Analyze([]string{path}, Options{})
+		close(stop)
+		wg.Wait()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.Events != uint64(n) || s.RoundTrips.Count != uint64(n/2) {
+			b.Fatalf("events %d, round trips %d", s.Events, s.RoundTrips.Count)
+		}
+	}
+	b.StopTimer()
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(n)/sec, "events/s")
+	b.ReportMetric(float64(peak-min(peak, base.HeapAlloc))/float64(n), "peak-B/event")
+}
