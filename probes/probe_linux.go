@@ -190,10 +190,10 @@ func (p *Probe) Counts() (Counts, error) {
 	return c, nil
 }
 
-// Run drains the ring into emit until ctx is done or every target process has exited, then
-// drains what is left
-// and emits the final lost count and the connections with their last-seen times. The ring is
-// read on a DrainEvery timer; the kernel side wakes the reader early when the ring fills past
+// Run drains the ring into emit until ctx is done or every target process has exited; then it
+// detaches the programs (Run is once per Probe), drains what is left, and emits the
+// connections with their last-seen times and the final lost count. The ring is read on a
+// DrainEvery timer; the kernel side wakes the reader early when the ring fills past
 // WakeupBytes. It returns nil on a normal stop, or the first error of emit.
 func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
 	var (
@@ -215,7 +215,9 @@ func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
 		return emit(&out)
 	}
 	finish := func() error {
-		// Drain what is in the ring now, then close the account.
+		// Detach first, so that nothing more is produced, then drain the ring to empty and
+		// close the account: the lost count is final.
+		p.detach()
 		p.reader.SetDeadline(time.Now().Add(-time.Second))
 		for {
 			err := p.reader.ReadInto(&rec)
@@ -237,31 +239,42 @@ func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
 		}
 		return emitLost(true)
 	}
-	p.reader.SetDeadline(time.Now().Add(p.cfg.DrainEvery))
-	for {
+	// tick is the periodic work: it reports whether to stop.
+	tick := func() (bool, error) {
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		if t, err := p.Targets(); err != nil {
+			return false, err
+		} else if len(t) == 0 {
+			return true, nil
+		}
+		return false, emitLost(false)
+	}
+	lastTick := time.Now()
+	p.reader.SetDeadline(lastTick.Add(p.cfg.DrainEvery))
+	for n := 0; ; n++ {
 		err := p.reader.ReadInto(&rec)
 		if err == nil {
 			if err := p.handle(rec.RawSample, &out, emit); err != nil {
 				return err
 			}
-			continue
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			// While records keep coming the deadline never fires: tick on the clock.
+			if n%1024 != 0 || time.Since(lastTick) < p.cfg.DrainEvery {
+				continue
+			}
+		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		// A drain tick: the ring is empty now.
-		if ctx.Err() != nil {
-			return finish()
-		}
-		if t, err := p.Targets(); err != nil {
-			return err
-		} else if len(t) == 0 {
-			return finish()
-		}
-		if err := emitLost(false); err != nil {
+		stop, err := tick()
+		if err != nil {
 			return err
 		}
-		p.reader.SetDeadline(time.Now().Add(p.cfg.DrainEvery))
+		if stop {
+			return finish()
+		}
+		lastTick = time.Now()
+		p.reader.SetDeadline(lastTick.Add(p.cfg.DrainEvery))
 	}
 }
 
@@ -363,13 +376,19 @@ func (p *Probe) Stats() map[string]int64 {
 	return st
 }
 
-// Close detaches the programs and frees the maps. It is safe to call more than once.
-func (p *Probe) Close() error {
+// detach closes the links: the programs stop running, their maps and statistics stay.
+func (p *Probe) detach() error {
 	var errs []error
 	for _, l := range p.links {
 		errs = append(errs, l.Close())
 	}
 	p.links = nil
+	return errors.Join(errs...)
+}
+
+// Close detaches the programs and frees the maps. It is safe to call more than once.
+func (p *Probe) Close() error {
+	errs := []error{p.detach()}
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 		p.reader = nil
