@@ -49,9 +49,8 @@ type serverConn struct {
 	idle bool // waiting for a frame header: safe to interrupt on shutdown
 }
 
-// NewServer checks cfg and binds its address. A TCP address that is not loopback is refused
-// unless cfg.AllowRemote is set, and then a warning naming the risk goes to cfg.Log.
-func NewServer(cfg ServerConfig) (*Server, error) {
+// withDefaults fills zero fields with their defaults.
+func (cfg ServerConfig) withDefaults() ServerConfig {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
 	}
@@ -81,6 +80,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
+	return cfg
+}
+
+// NewServer checks cfg and binds its address. A TCP address that is not loopback is refused
+// unless cfg.AllowRemote is set, and then a warning naming the risk goes to cfg.Log.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg = cfg.withDefaults()
 	if cfg.MaxFrameBytes > 1<<30 {
 		return nil, fmt.Errorf("max frame %d bytes: at most 1GiB", cfg.MaxFrameBytes)
 	}

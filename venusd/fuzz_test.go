@@ -1,0 +1,104 @@
+package venusd
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// memConn is a conn over a byte slice: reads come from it, writes are counted and dropped.
+type memConn struct {
+	r       *bytes.Reader
+	written int
+	ctr     ioCounters
+}
+
+func (m *memConn) Read(p []byte) (int, error)        { return m.r.Read(p) }
+func (m *memConn) Write(p []byte) (int, error)       { m.written += len(p); return len(p), nil }
+func (m *memConn) SetReadDeadline(t time.Time) error { return nil }
+func (m *memConn) Close() error                      { return nil }
+func (m *memConn) counters() *ioCounters             { return &m.ctr }
+func (m *memConn) family() trace.Family              { return trace.FamilyUnknown }
+func (m *memConn) localAddr() string                 { return "mem" }
+func (m *memConn) remoteAddr() string                { return "mem" }
+
+// fuzzSeeds are valid VPLS sessions and near misses.
+func fuzzSeeds() [][]byte {
+	ping := frameOf(cmdOf(CmdPing, FlagReplyWanted, 1, func(e *encoder) { e.u32(8); e.bytes([]byte("abcd")) }))
+	session := append(frameOf(
+		cmdOf(CmdAllocateMemory, 0, 1, alloc(9, 4096, MemHostVisible|MemHostCoherent)),
+		cmdOf(CmdMapMemory, 0, 2, u64s(9, 0, wholeSize)),
+		cmdOf(CmdTransferMemoryData, 0, 3, func(e *encoder) { u64s(9, 0, 8)(e); e.bytes([]byte{0, 0, 128, 63, 0, 0, 0, 64}) }),
+		cmdOf(CmdAllocateMemory, 0, 4, alloc(0x100, 64, MemHostVisible)),
+		cmdOf(CmdCreateFence, 0, 5, func(e *encoder) { e.u64(0x400); e.u32(0) }),
+		cmdOf(CmdAllocateCommandBuffers, 0, 6, u64s(0x300)),
+		cmdOf(CmdBeginCommandBuffer, 0, 7, u64s(0x300)),
+		cmdOf(CmdDispatch, 0, 8, func(e *encoder) {
+			e.u64(0x300)
+			e.u32(KernelMatVecTanh)
+			e.u32(0)
+			u64s(0x100, 0, 9, 0, 9, 64)(e)
+			e.u32(2)
+			e.u32(2)
+			e.u32(0)
+			e.u32(0)
+		}),
+		cmdOf(CmdEndCommandBuffer, 0, 9, u64s(0x300)),
+		cmdOf(CmdResetFences, 0, 10, func(e *encoder) { e.u32(1); e.u64(0x400) }),
+		cmdOf(CmdQueueSubmit, FlagReplyWanted, 11, func(e *encoder) { e.u64(1); e.u64(0x400); e.u32(1); e.u64(0x300) }),
+	), frameOf(
+		cmdOf(CmdWaitForFences, FlagReplyWanted, 12, func(e *encoder) { e.u32(1); e.u64(1e9); e.u32(1); e.u64(0x400) }),
+		cmdOf(CmdReadMemoryData, FlagReplyWanted, 13, func(e *encoder) { e.u32(1); u64s(9, 0, 4096)(e) }),
+		cmdOf(CmdGetFenceStatus, FlagReplyWanted, 14, u64s(0x400)),
+		cmdOf(CmdFreeMemory, 0, 15, u64s(9)),
+		cmdOf(CmdFreeMemory, FlagReplyWanted, 16, u64s(9)),
+	)...)
+	badMagic := append([]byte(nil), ping...)
+	binary.LittleEndian.PutUint32(badMagic, 0x53504C56)
+	huge := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 0xFFFFFFF0)
+	return [][]byte{ping, session, badMagic, huge, ping[:11], {}, frameOf(cmdOf(12345, 1, 1, nil))}
+}
+
+// FuzzServeFrame feeds arbitrary bytes to a server connection: the frame reader, the command
+// walker and the dispatcher. It must never panic, and every object must be freed at the end.
+func FuzzServeFrame(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := &Server{cfg: ServerConfig{MaxFrameBytes: 1 << 20, MaxMemoryBytes: 1 << 20, MaxObjects: 64}.withDefaults(),
+			getenv: noEnv, conns: map[*serverConn]struct{}{}}
+		s.cfg.Getenv = noEnv
+		m := &memConn{r: bytes.NewReader(data)}
+		s.serveConn(&serverConn{}, m)
+		if st := s.Stats(); st.LiveObjects != 0 || st.LiveBytes != 0 {
+			t.Fatalf("objects left after the connection ended: %+v", st)
+		}
+	})
+}
+
+// FuzzClientReply feeds arbitrary bytes to the client's reply reader: a server is a peer too.
+func FuzzClientReply(f *testing.F) {
+	reply := func(recs ...func(e *encoder)) []byte { return frameOf(recs...) }
+	f.Add(reply(cmdOf(CmdPing, FlagReply, 1, func(e *encoder) { e.i32(0); e.bytes([]byte("data")) })))
+	f.Add(reply(cmdOf(CmdWaitForFences, FlagReply, 2, func(e *encoder) { e.i32(2) }),
+		cmdOf(CmdQueueSubmit, FlagReply|FlagDeferred, 1, func(e *encoder) { e.i32(-4) })))
+	f.Add(reply(cmdOf(CmdPing, FlagReply, 1, nil)))
+	f.Add([]byte("SLPV\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := &memConn{r: bytes.NewReader(data)}
+		c := &client{raw: m, fc: newDirectFrames(m, 1<<20), tr: newFrameTracer(nil, 0, noEnv, nil)}
+		for i := 0; i < 4; i++ {
+			rs, _, err := c.recv(nil)
+			if err != nil {
+				return
+			}
+			for _, r := range rs {
+				c.noteErr(&r)
+			}
+		}
+	})
+}
