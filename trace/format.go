@@ -36,6 +36,9 @@ const (
 	// maxBodyTarget is the body size at which a Writer cuts a chunk regardless of its record
 	// count, so that one chunk stays small next to MaxChunkBody even with long payload heads.
 	maxBodyTarget = 1 << 20
+	// maxJSONBody bounds the meta and footer chunks, so that decoding their JSON (maps, lists)
+	// stays small whatever a file holds; writers never come near it.
+	maxJSONBody = 256 << 10
 )
 
 // Chunk types. Numbers are part of the format: append, never renumber. A reader skips types it

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -100,6 +101,9 @@ func TestHostile(t *testing.T) {
 			}},
 		{"unknown chunk type first", cat(v1, goodChunk(200, []byte("future")), metaChunk), "",
 			func(r Recovery, n int) bool { return r.UnknownChunks == 1 && r.ChunksRead == 2 }},
+		{"meta JSON over the cap", cat(v1, goodChunk(chunkMeta, cat([]byte(`{"labels":{`), bytes.Repeat([]byte(`"a":"b",`), 200_000), []byte(`"a":"b"}}`)))), "offset 10: meta chunk of 1600020 bytes exceeds 262144", nil},
+		{"meta JSON at the cap, distinct keys", cat(v1, goodChunk(chunkMeta, distinctLabels(maxJSONBody))), "",
+			func(r Recovery, n int) bool { return r.ChunksRead == 1 && r.ChunksBad == 0 }},
 		{"footer not JSON", cat(v1, metaChunk, goodChunk(chunkFooter, []byte("{"))), "",
 			func(r Recovery, n int) bool { return r.ChunksBad == 1 && !r.Clean }},
 		{"meta damaged, records intact", cat(v1, rawChunk(chunkMeta, 2, []byte("{}"), false), goodChunk(chunkRecords, okEvent)), "",
@@ -194,4 +198,15 @@ func TestStalledSource(t *testing.T) {
 	if err := r.Next(&rec); !errors.Is(err, io.ErrNoProgress) {
 		t.Fatalf("Next on a stalled source = %v, want io.ErrNoProgress", err)
 	}
+}
+
+// distinctLabels returns a meta JSON of about n bytes whose labels are all distinct.
+func distinctLabels(n int) []byte {
+	b := []byte(`{"labels":{"x":"y"`)
+	for i := 0; len(b) < n-32; i++ {
+		b = append(b, `,"`...)
+		b = strconv.AppendInt(b, int64(i), 36)
+		b = append(b, `":""`...)
+	}
+	return append(b, "}}"...)
 }

@@ -193,6 +193,11 @@ func (r *Reader) Next(rec *Record) error {
 			}
 		case chunkFooter:
 			var f Footer
+			if len(body) > maxJSONBody {
+				r.rec.ChunksRead--
+				r.noteBad(r.chunkOff, fmt.Sprintf("footer chunk of %d bytes exceeds %d", len(body), maxJSONBody))
+				continue
+			}
 			if err := json.Unmarshal(body, &f); err != nil {
 				r.rec.ChunksRead--
 				r.noteBad(r.chunkOff, "footer chunk is not valid JSON")
@@ -208,6 +213,11 @@ func (r *Reader) Next(rec *Record) error {
 
 func (r *Reader) decodeMeta(body []byte) bool {
 	var m Meta
+	if len(body) > maxJSONBody {
+		r.rec.ChunksRead--
+		r.noteBad(r.chunkOff, fmt.Sprintf("meta chunk of %d bytes exceeds %d", len(body), maxJSONBody))
+		return false
+	}
 	if err := json.Unmarshal(body, &m); err != nil {
 		r.rec.ChunksRead--
 		r.noteBad(r.chunkOff, "meta chunk is not valid JSON")

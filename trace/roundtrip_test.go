@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -423,5 +424,23 @@ func TestCheckValid(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: CheckValid() = %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestWriterJSONCaps(t *testing.T) {
+	big := testMeta
+	big.Labels = map[string]string{"k": strings.Repeat("v", maxJSONBody)}
+	if _, err := NewWriter(io.Discard, big, nil); err == nil || !strings.Contains(err.Error(), "encode meta") {
+		t.Errorf("NewWriter with a meta over the cap: %v", err)
+	}
+	w, err := NewWriter(io.Discard, testMeta, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < maxJSONBody/8; i++ {
+		w.SetStat("stat"+strings.Repeat("x", 8)+string(rune('a'+i%26))+strconv.Itoa(i), int64(i))
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "encode footer") {
+		t.Errorf("Close with a footer over the cap: %v", err)
 	}
 }

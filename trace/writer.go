@@ -89,8 +89,8 @@ func NewWriter(w io.Writer, meta Meta, opt *WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode meta: %w", err)
 	}
-	if len(js) > maxBodyTarget {
-		return nil, fmt.Errorf("encode meta: %d bytes, more than %d", len(js), maxBodyTarget)
+	if len(js) > maxJSONBody {
+		return nil, fmt.Errorf("encode meta: %d bytes, more than %d", len(js), maxJSONBody)
 	}
 	hdr := make([]byte, 0, headerSize+chunkHeaderSize+len(js))
 	hdr = append(hdr, Magic...)
@@ -417,6 +417,9 @@ func (w *Writer) writeFooter() error {
 	js, err := json.Marshal(&f)
 	if err != nil {
 		return fmt.Errorf("encode footer: %w", err)
+	}
+	if len(js) > maxJSONBody {
+		return fmt.Errorf("encode footer: %d bytes, more than %d (too many stats or lost sources)", len(js), maxJSONBody)
 	}
 	b := make([]byte, chunkHeaderSize, chunkHeaderSize+len(js))
 	b = append(b, js...)
