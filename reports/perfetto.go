@@ -58,7 +58,8 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 			return nil, err
 		}
 	}
-	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
+	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), procs: map[uint32]bool{},
+		threads: map[uint64]bool{}, lanes: map[uint64][]*lane{}}
 	// No displayTimeUnit: Perfetto ignores it and flags it in the trace's info page.
 	pw.raw(`{"traceEvents":[` + "\n")
 	var other []string
@@ -108,12 +109,14 @@ func checkTrace(path string) error {
 
 // perfettoWriter streams trace events. The first write error sticks in err.
 type perfettoWriter struct {
-	w     *bufio.Writer
-	err   error
-	n     int             // events written
-	named map[uint64]bool // pid<<32|tid (and pid<<32|1<<31 for processes) already named
-	buf   []byte
-	ids   uint64 // async slice ids handed out
+	w       *bufio.Writer
+	err     error
+	n       int                // events written
+	procs   map[uint32]bool    // processes already named
+	threads map[uint64]bool    // pid<<32|tid of tracks already named
+	lanes   map[uint64][]*lane // pid<<32|tid → the tracks its complete slices are spread over
+	buf     []byte
+	ids     uint64 // async slice ids handed out
 }
 
 func (pw *perfettoWriter) raw(s string) {
@@ -302,9 +305,8 @@ func labels(m map[string]string) string {
 
 // name writes the metadata events naming pid and tid the first time they appear.
 func (pw *perfettoWriter) name(st *traceState, pid, tid uint32) {
-	pk := uint64(pid)<<32 | 1<<31
-	if !pw.named[pk] {
-		pw.named[pk] = true
+	if !pw.procs[pid] {
+		pw.procs[pid] = true
 		n := "pid " + strconv.FormatUint(uint64(pid), 10)
 		if len(st.meta.Command) > 0 && (len(st.meta.PIDs) == 0 || containsPID(st.meta.PIDs, pid)) {
 			n = filepath.Base(st.meta.Command[0]) + " (" + n + ")"
@@ -321,15 +323,66 @@ func (pw *perfettoWriter) name(st *traceState, pid, tid uint32) {
 			pw.raw("}}")
 		}
 	}
-	tk := uint64(pid)<<32 | uint64(tid)
-	if !pw.named[tk] && tid&(1<<31) == 0 {
-		pw.named[tk] = true
-		n := "tid " + strconv.FormatUint(uint64(tid), 10)
-		if tid == pid {
-			n = "main " + n
-		}
-		pw.meta("thread_name", pid, tid, n)
+	pw.nameThread(pid, tid, 0)
+}
+
+// nameThread names the track of lane i of thread tid the first time it appears.
+func (pw *perfettoWriter) nameThread(pid, tid uint32, i int) {
+	track := laneTID(tid, i)
+	tk := uint64(pid)<<32 | uint64(track)
+	if pw.threads[tk] {
+		return
 	}
+	pw.threads[tk] = true
+	n := "tid " + strconv.FormatUint(uint64(tid), 10)
+	if tid == pid {
+		n = "main " + n
+	}
+	if i > 0 {
+		n += " (overlap " + strconv.Itoa(i) + ")"
+	}
+	pw.meta("thread_name", pid, track, n)
+}
+
+// lane is one track of a thread's complete slices: slices on a track must nest, so a slice
+// that overlaps another without nesting in it (a tracer's operations from goroutines that
+// share a thread id) goes to the next lane that can take it.
+type lane struct {
+	last int64   // start of the latest slice, ns
+	ends []int64 // ends of the slices open at last, outermost first
+}
+
+// maxLanes bounds the lanes of one thread; slices beyond it share the last lane.
+const maxLanes = 64
+
+// laneTID returns the track id of lane i of thread tid: the thread itself for lane 0, else a
+// synthetic id with bit 31 set (above every Linux tid, whose maximum is 2^22).
+func laneTID(tid uint32, i int) uint32 {
+	if i == 0 {
+		return tid
+	}
+	return 1<<31 | uint32(i)<<22 | tid&(1<<22-1)
+}
+
+// place returns the lane of thread (pid, tid) that can take a slice [ts, end].
+func (pw *perfettoWriter) place(pid, tid uint32, ts, end int64) int {
+	k := uint64(pid)<<32 | uint64(tid)
+	ls := pw.lanes[k]
+	for i, l := range ls {
+		if ts < l.last && i < maxLanes-1 {
+			continue // out of order on this lane: try the next
+		}
+		for len(l.ends) > 0 && l.ends[len(l.ends)-1] <= ts {
+			l.ends = l.ends[:len(l.ends)-1]
+		}
+		if len(l.ends) == 0 || end <= l.ends[len(l.ends)-1] || i == maxLanes-1 {
+			l.ends = append(l.ends, end)
+			l.last = max(l.last, ts)
+			return i
+		}
+	}
+	pw.lanes[k] = append(ls, &lane{last: ts, ends: []int64{end}})
+	return len(ls)
 }
 
 func containsPID(ps []uint32, p uint32) bool {
@@ -364,7 +417,11 @@ func (pw *perfettoWriter) event(st *traceState, e *trace.Event) {
 		pw.async("tracer_round_trip", name, e.PID, e.TID, e.TS, e.Dur, func() { pw.eventArgs(st, e) })
 		return
 	}
-	pw.head("X", e.Source.String(), name, e.PID, e.TID, e.TS)
+	i := pw.place(e.PID, e.TID, e.TS, e.TS+max(e.Dur, 0))
+	if i > 0 {
+		pw.nameThread(e.PID, e.TID, i)
+	}
+	pw.head("X", e.Source.String(), name, e.PID, laneTID(e.TID, i), e.TS)
 	pw.raw(`,"dur":`)
 	pw.us(max(e.Dur, 0))
 	pw.raw(`,"args":{`)

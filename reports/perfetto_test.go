@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -103,7 +104,83 @@ func checkChrome(t *testing.T, ct chromeTrace) (byPh, asyncByCat map[string]int)
 	if len(open) != 0 {
 		t.Fatalf("%d async slices never end", len(open))
 	}
+	checkNesting(t, ct)
 	return byPh, asyncByCat
+}
+
+// checkNesting checks that the complete slices of each track nest, as Perfetto needs: sorted by
+// start (in input order at equal starts), each slice ends before the slice it starts in ends.
+func checkNesting(t *testing.T, ct chromeTrace) {
+	t.Helper()
+	tracks := map[[2]uint32][][2]float64{}
+	for _, e := range ct.TraceEvents {
+		if e.Ph == "X" {
+			k := [2]uint32{*e.PID, *e.TID}
+			tracks[k] = append(tracks[k], [2]float64{*e.TS, *e.TS + *e.Dur})
+		}
+	}
+	for k, sl := range tracks {
+		sort.SliceStable(sl, func(i, j int) bool { return sl[i][0] < sl[j][0] })
+		var stack []float64
+		for _, x := range sl {
+			for len(stack) > 0 && stack[len(stack)-1] <= x[0]+1e-6 {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) > 0 && x[1] > stack[len(stack)-1]+1e-6 {
+				t.Fatalf("track pid %d tid %d: slice [%v, %v] overlaps its parent ending at %v", k[0], k[1], x[0], x[1], stack[len(stack)-1])
+			}
+			stack = append(stack, x[1])
+		}
+	}
+}
+
+// TestPerfettoOverlaps writes a tracer trace whose operations overlap on one thread id (as
+// goroutines of a pipelined client do): they are spread over extra tracks so that every track
+// nests, and no slice is lost.
+func TestPerfettoOverlaps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "overlap.plt")
+	w, err := trace.Create(path, trace.Meta{Source: "tracer"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(ts, dur int64, op trace.Op) {
+		if err := w.WriteEvent(&trace.Event{TS: ts, Dur: dur, PID: 7, Op: op, Source: trace.SourceTracer}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev(100, 100, trace.OpCall)      // [100, 200]
+	ev(110, 20, trace.OpFrameSend)  // nests in the call
+	ev(150, 100, trace.OpFrameRecv) // [150, 250] overlaps the call's end: overlap lane 1
+	ev(160, 10, trace.OpFrameSend)  // nests in the call again
+	ev(170, 100, trace.OpFrameRecv) // [170, 270] overlaps both: lane 2
+	ev(300, 10, trace.OpCall)       // after everything: back on the thread's own track
+	ev(50, 10, trace.OpFrameSend)   // out of order: before lane 0's latest start
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, ct := runPerfetto(t, []string{path}, analyzers.Options{})
+	byPh, _ := checkChrome(t, ct)
+	if byPh["X"] != 7 {
+		t.Errorf("%d slices, want 7", byPh["X"])
+	}
+	lanes := map[uint32]int{}
+	names := map[string]bool{}
+	for _, e := range ct.TraceEvents {
+		if e.Ph == "X" {
+			lanes[*e.TID]++
+		}
+		if e.Ph == "M" && e.Name == "thread_name" {
+			names[e.Args["name"].(string)] = true
+		}
+	}
+	if lanes[0] != 4 || len(lanes) != 4 {
+		t.Errorf("slices per track %v; want 4 on the thread and one on each of three overlap tracks", lanes)
+	}
+	for _, n := range []string{"tid 0", "tid 0 (overlap 1)", "tid 0 (overlap 2)", "tid 0 (overlap 3)"} {
+		if !names[n] {
+			t.Errorf("no track named %q (have %v)", n, names)
+		}
+	}
 }
 
 func TestPerfettoEventCounts(t *testing.T) {
