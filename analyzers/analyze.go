@@ -545,9 +545,15 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 // the round trips' intervals).
 func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	rtt := to - from
+	// Round trips arrive in the order they complete, so the recent ones that still covered
+	// this one's start are the newest: walk back until one ended before it began.
 	n := 1
-	for i := 0; i < min(p.nRecent, len(p.recent)); i++ {
-		if r := p.recent[i]; r.from <= from && from < r.to {
+	for i := 1; i <= min(p.nRecent, len(p.recent)); i++ {
+		r := p.recent[(p.nRecent-i)%len(p.recent)]
+		if r.to <= from {
+			break
+		}
+		if r.from <= from {
 			n++
 		}
 	}

@@ -387,7 +387,7 @@ const maxReplyIDs = 16
 func (s *Spec) walkRecords(head []byte, frameLen int64) recordInfo {
 	var ri recordInfo
 	r := s.Records
-	if r == nil {
+	if r == nil || len(head) < r.Offset+r.Bytes {
 		return ri
 	}
 	order := binary.ByteOrder(binary.LittleEndian)

@@ -57,13 +57,14 @@ func (a *analyzer) phasesAndUnits(i int) {
 	// Units opened by commands: the sending side's (a client), or the receiving side's when
 	// only a server is traced. Only the messages of the connections that open units count.
 	var unitTS []int64
-	procs := map[uint16]bool{}
+	procs := make([]bool, maxProcs+1) // by msgRec.proc
+	anyProc := false
 	for _, bit := range []uint8{recUnit, recUnitRecv} {
 		for _, blk := range a.recs.blocks {
 			for _, r := range blk {
 				if r.kind&bit != 0 {
 					unitTS = append(unitTS, r.ts)
-					procs[r.proc] = true
+					procs[r.proc], anyProc = true, true
 				}
 			}
 		}
@@ -72,14 +73,15 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 	}
 	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
-		procs = map[uint16]bool{}
+		clear(procs)
+		anyProc = false
 		mpids := map[uint32]bool{}
 		for _, t := range tokens {
 			mpids[t.PID] = true
 		}
 		for i, pid := range a.sidePID {
 			if mpids[pid] {
-				procs[uint16(i)] = true
+				procs[i], anyProc = true, true
 			}
 		}
 	}
@@ -130,7 +132,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 					break
 				}
 			}
-			if len(procs) > 0 && !procs[r.proc] {
+			if anyProc && !procs[r.proc] {
 				continue
 			}
 			for _, p := range unitPhase {
