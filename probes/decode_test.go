@@ -1,0 +1,178 @@
+package probes
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// eventBytes builds an event record as bpf/record.bpf.c writes it.
+func eventBytes(op uint8, family uint16, ret int64, payload string) []byte {
+	b := make([]byte, eventHeaderSize+len(payload))
+	le := binary.LittleEndian
+	b[0], b[1] = kindEvent, op
+	le.PutUint16(b[2:], family)
+	le.PutUint16(b[4:], uint16(len(payload)))
+	le.PutUint16(b[6:], 1)
+	le.PutUint32(b[8:], 100)
+	le.PutUint32(b[12:], 101)
+	le.PutUint64(b[16:], 5000)
+	le.PutUint64(b[24:], 700)
+	le.PutUint64(b[32:], 0xc00c1e)
+	le.PutUint64(b[40:], uint64(ret))
+	le.PutUint32(b[48:], 7)
+	copy(b[eventHeaderSize:], payload)
+	return b
+}
+
+// connBytes builds a connection record.
+func connBytes(family, protocol, typ uint16, laddr, raddr []byte, lport, rport uint16, lpath, rpath string) []byte {
+	b := make([]byte, connSize)
+	le := binary.LittleEndian
+	b[0] = kindConn
+	le.PutUint16(b[2:], family)
+	le.PutUint16(b[4:], protocol)
+	le.PutUint16(b[6:], typ)
+	le.PutUint32(b[8:], 100)
+	le.PutUint16(b[12:], lport)
+	le.PutUint16(b[14:], rport)
+	le.PutUint64(b[16:], 0xc00c1e)
+	le.PutUint64(b[24:], 4000)
+	copy(b[32:48], laddr)
+	copy(b[48:64], raddr)
+	le.PutUint16(b[64:], uint16(len(lpath)))
+	le.PutUint16(b[66:], uint16(len(rpath)))
+	copy(b[72:], lpath)
+	copy(b[72+unixPathMax:], rpath)
+	return b
+}
+
+func TestToEvent(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  []byte
+		want trace.Event
+	}{
+		{"write", eventBytes(8, afInet, 64, "SLPV"), trace.Event{TS: 5000, Dur: 700, PID: 100, TID: 101, Conn: 3,
+			Dir: trace.DirSend, Op: trace.OpWrite, Source: trace.SourceEBPF, Bytes: 64, Payload: []byte("SLPV")}},
+		{"eagain", eventBytes(7, afInet, -11, ""), trace.Event{TS: 5000, Dur: 700, PID: 100, TID: 101, Conn: 3,
+			Dir: trace.DirRecv, Op: trace.OpRead, Source: trace.SourceEBPF, Errno: 11, Payload: []byte{}}},
+		{"recvmmsg", eventBytes(6, afUnix, 300, "ab"), trace.Event{TS: 5000, Dur: 700, PID: 100, TID: 101, Conn: 3,
+			Dir: trace.DirRecv, Op: trace.OpRecvmmsg, Source: trace.SourceEBPF, Bytes: 300, Payload: []byte("ab")}},
+		{"bad op", eventBytes(99, afUnix, 1, ""), trace.Event{TS: 5000, Dur: 700, PID: 100, TID: 101, Conn: 3,
+			Op: trace.OpUnknown, Source: trace.SourceEBPF, Bytes: 1, Payload: []byte{}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r rawEvent
+			if err := decodeEvent(tc.rec, &r); err != nil {
+				t.Fatal(err)
+			}
+			var e trace.Event
+			toEvent(&r, 3, &e)
+			if diff := cmp.Diff(tc.want, e); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestToConnection(t *testing.T) {
+	v6 := []byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+	mapped := []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1}
+	tests := []struct {
+		name string
+		rec  []byte
+		want trace.Connection
+	}{
+		{"tcp4", connBytes(afInet, ipprotoTCP, sockStream, []byte{127, 0, 0, 1}, []byte{10, 0, 0, 2}, 5556, 40000, "", ""),
+			trace.Connection{Family: trace.FamilyTCP, Local: "127.0.0.1:5556", Remote: "10.0.0.2:40000"}},
+		{"tcp6", connBytes(afInet6, ipprotoTCP, sockStream, v6, mapped, 443, 50000, "", ""),
+			trace.Connection{Family: trace.FamilyTCP, Local: "[2001:db8::1]:443", Remote: "127.0.0.1:50000"}},
+		{"udp", connBytes(afInet, ipprotoUDP, sockDgram, []byte{0, 0, 0, 0}, []byte{0, 0, 0, 0}, 53, 0, "", ""),
+			trace.Connection{Family: trace.FamilyUDP, Local: "0.0.0.0:53", Remote: "0.0.0.0:0"}},
+		{"unix", connBytes(afUnix, 0, sockStream, nil, nil, 0, 0, "/run/venus.sock\x00", ""),
+			trace.Connection{Family: trace.FamilyUnix, Local: "/run/venus.sock", Remote: ""}},
+		{"abstract", connBytes(afUnix, 0, sockSeqpack, nil, nil, 0, 0, "", "\x00venus"),
+			trace.Connection{Family: trace.FamilyUnix, Local: "", Remote: "@venus"}},
+		{"other", connBytes(16, 0, 3, nil, nil, 0, 0, "", ""), trace.Connection{Family: trace.FamilyUnknown}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r rawConn
+			if err := decodeConn(tc.rec, &r); err != nil {
+				t.Fatal(err)
+			}
+			var c trace.Connection
+			toConnection(&r, 9, &c)
+			tc.want.ID, tc.want.PID, tc.want.FirstSeen, tc.want.LastSeen = 9, 100, 4000, 4000
+			if diff := cmp.Diff(tc.want, c); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	long := eventBytes(8, afInet, 1, "x")
+	binary.LittleEndian.PutUint16(long[4:], 300)
+	past := eventBytes(8, afInet, 1, "xy")
+	binary.LittleEndian.PutUint16(past[4:], 3)
+	badPath := connBytes(afUnix, 0, 1, nil, nil, 0, 0, "", "")
+	binary.LittleEndian.PutUint16(badPath[64:], 109)
+	var e rawEvent
+	var c rawConn
+	for name, err := range map[string]error{
+		"short event":       decodeEvent(long[:eventHeaderSize-1], &e),
+		"payload over 256":  decodeEvent(long, &e),
+		"payload past end":  decodeEvent(past, &e),
+		"event wrong kind":  decodeEvent(connBytes(afUnix, 0, 1, nil, nil, 0, 0, "", ""), &e),
+		"short connection":  decodeConn(badPath[:connSize-1], &c),
+		"unix path too big": decodeConn(badPath, &c),
+		"conn wrong kind":   decodeConn(append(eventBytes(8, 2, 1, ""), make([]byte, connSize)...), &c),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// FuzzDecodeRecord feeds arbitrary ring-buffer records to the decoders: they must never panic,
+// and what they accept must stay within the record and the trace's limits.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(eventBytes(8, afInet, 64, "SLPV\x10\x00\x00\x00"))
+	f.Add(eventBytes(6, afUnix, -11, ""))
+	f.Add(connBytes(afInet, ipprotoTCP, sockStream, []byte{127, 0, 0, 1}, []byte{127, 0, 0, 1}, 5556, 40000, "", ""))
+	f.Add(connBytes(afUnix, 0, sockStream, nil, nil, 0, 0, "/tmp/x.sock", "\x00abstract"))
+	f.Add([]byte{})
+	f.Add([]byte{kindEvent})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		kind, err := decodeKind(b)
+		if err != nil {
+			return
+		}
+		switch kind {
+		case kindEvent:
+			var r rawEvent
+			if decodeEvent(b, &r) == nil {
+				if len(r.Payload) > trace.MaxPayload {
+					t.Fatalf("payload %d bytes", len(r.Payload))
+				}
+				var e trace.Event
+				toEvent(&r, 1, &e)
+				if e.Errno != 0 && e.Bytes != 0 {
+					t.Fatalf("failed call with bytes: %+v", e)
+				}
+			}
+		case kindConn:
+			var r rawConn
+			if decodeConn(b, &r) == nil {
+				var c trace.Connection
+				toConnection(&r, 1, &c)
+			}
+		}
+	})
+}
