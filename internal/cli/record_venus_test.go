@@ -36,8 +36,8 @@ func startVenusServer(t *testing.T, listen string) string {
 // TestRecordVenusExact records venusd clients (the perflab binary running "venus run") over
 // TCP and a unix socket, in baseline and coalesce+pipeline modes: the recorded calls and bytes
 // of each direction equal the client's own counters exactly, over at least 100,000 messages
-// for ping// (or, for llm, its thousands of large frames), the EAGAIN calls too, and no other process
-// appears.
+// for ping (for llm, thousands of frames of up to 120 kB), the EAGAIN calls too, and no other
+// process appears.
 func TestRecordVenusExact(t *testing.T) {
 	requireRecord(t)
 	tests := []struct {
