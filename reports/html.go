@@ -1,10 +1,12 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,6 +76,7 @@ func summaryCharts(s *analyzers.Summary) []chart {
 		{"timeline", "Messages per second over the recording.", timelineChart(s)},
 		{"inflight", "Requests in flight over the recording.", inflightChart(s)},
 		{"units", "Mean time of one unit of work, split into time blocked on round trips and the rest.", unitsChart(s)},
+		{"commands", "Messages per protocol command, by direction (the busiest commands).", commandsChart(s)},
 	}
 }
 
@@ -260,6 +263,50 @@ func unitsChart(s *analyzers.Summary) template.HTML {
 	}
 	return stackedBars("units", "Per-unit breakdown", "mean time per unit (µs)", cats,
 		[]string{"blocked on round trips", "other"}, [][]float64{wait, rest}, notes)
+}
+
+func commandsChart(s *analyzers.Summary) template.HTML {
+	type row struct {
+		name       string
+		send, recv float64
+	}
+	idx := map[string]int{}
+	var rows []row
+	for _, c := range s.Commands {
+		name := c.Name
+		if name == "" {
+			name = c.Protocol + " " + strconv.FormatUint(c.ID, 10)
+		}
+		i, ok := idx[name]
+		if !ok {
+			i = len(rows)
+			idx[name] = i
+			rows = append(rows, row{name: name})
+		}
+		switch c.Direction {
+		case "send":
+			rows[i].send += float64(c.Count)
+		case "recv":
+			rows[i].recv += float64(c.Count)
+		}
+	}
+	// Busiest first; ties by name, so the page is the same on every run.
+	slices.SortStableFunc(rows, func(a, b row) int {
+		if d := cmp.Compare(b.send+b.recv, a.send+a.recv); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	cats := make([]string, len(rows))
+	send, recv := make([]float64, len(rows)), make([]float64, len(rows))
+	for i, r := range rows {
+		cats[i], send[i], recv[i] = r.name, r.send, r.recv
+	}
+	if len(rows) == 0 {
+		return noData("commands", "Messages by command", "no data: no protocol commands decoded")
+	}
+	return stackedBars("commands", "Messages by command", "messages", cats, []string{"sent", "received"},
+		[][]float64{send, recv}, nil)
 }
 
 // fmtNum formats a measured value with about four significant digits and no exponent.

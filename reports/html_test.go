@@ -84,8 +84,8 @@ func charts(t *testing.T, page string) map[string]chartInfo {
 		}
 		out[name] = ci
 	}
-	if len(out) != 6 {
-		t.Fatalf("found %d charts, want 6: %v", len(out), out)
+	if len(out) != 7 {
+		t.Fatalf("found %d charts, want 7: %v", len(out), out)
 	}
 	return out
 }
@@ -226,8 +226,8 @@ func TestHTMLTraces(t *testing.T) {
 		path         string
 		data         []string // charts that must have data
 	}{
-		{"pingpong", "html_pingpong.html", pingpongTrace(t, dir), []string{"histogram", "cdf", "timeline", "inflight"}},
-		{"venus", "html_venus.html", venusTrace(t, dir, "venus.plt", trace.SourceEBPF, 8), []string{"histogram", "cdf", "timeline", "inflight", "units"}},
+		{"pingpong", "html_pingpong.html", pingpongTrace(t, dir), []string{"histogram", "cdf", "timeline", "inflight", "commands"}},
+		{"venus", "html_venus.html", venusTrace(t, dir, "venus.plt", trace.SourceEBPF, 8), []string{"histogram", "cdf", "timeline", "inflight", "units", "commands"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := analyzers.Analyze([]string{tc.path}, analyzers.Options{})

@@ -189,6 +189,9 @@ type plot struct {
 	marks  int // data marks drawn
 	vlines int // markers drawn, to stagger their labels
 	legend []legendItem
+	// legendBelow puts the legend in one row under the x axis, for charts whose plot area is
+	// full (bar charts).
+	legendBelow bool
 	notes  []string
 }
 
@@ -406,6 +409,20 @@ func (p *plot) drawLegend(b *strings.Builder) {
 	if len(p.legend) < 2 {
 		return
 	}
+	if p.legendBelow {
+		// Items side by side, right-aligned; ~6.5 px per character at font-size 11.
+		width := func(l legendItem) int { return 24 + 13*len([]rune(shorten(l.label, 28)))/2 + 14 }
+		x := plotW - plotRight
+		for _, l := range p.legend {
+			x -= width(l)
+		}
+		for _, l := range p.legend {
+			fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d" font-size="11">%s</text>`+"\n",
+				x, x+18, plotH-12, plotH-12, l.color, x+24, plotH-8, esc(shorten(l.label, 28)))
+			x += width(l)
+		}
+		return
+	}
 	x, y := plotW-plotRight-180, plotTop+4
 	for i, l := range p.legend {
 		yy := y + 14*i
@@ -454,14 +471,15 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 	}
 	x := linScale(0, hi)
 	p := newPlot(name, title, x, linScale(0, 1), xLabel, "")
-	left := float64(plotLeft + 56) // category labels sit left of the bars
+	p.legendBelow = true
+	left := float64(plotLeft + 90) // category labels sit left of the bars
 	p.x.p0 = left
 	rowH := float64(plotH-plotTop-plotBottom) / float64(shown)
 	barH := math.Min(rowH*0.6, 28)
 	for c := 0; c < shown; c++ {
 		y := float64(plotTop) + rowH*float64(c) + (rowH-barH)/2
 		fmt.Fprintf(&p.body, `<text x="%s" y="%s" text-anchor="end" font-size="11">%s</text>`+"\n",
-			num(left-6), num(y+barH/2+4), esc(shorten(cats[c], 14)))
+			num(left-6), num(y+barH/2+4), esc(shorten(cats[c], 19)))
 		if c < len(notes) && notes[c] != "" {
 			fmt.Fprintf(&p.body, `<text x="%s" y="%s" font-size="10" fill="#444">%s</text>`+"\n",
 				num(left+2), num(y+barH+11), esc(notes[c]))
@@ -498,11 +516,11 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 			num(px), num(px), plotTop, y0, num(px), y0+15, esc(tickLabel(t)))
 	}
 	fmt.Fprintf(&b, `<line x1="%s" x2="%d" y1="%d" y2="%d" stroke="#333"/>`+"\n", num(left), plotW-plotRight, y0, y0)
-	fmt.Fprintf(&b, `<text x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num((left+plotW-plotRight)/2), plotH-8, esc(xLabel))
+	fmt.Fprintf(&b, `<text x="%s" y="%d">%s</text>`+"\n", num(left), plotH-8, esc(xLabel))
 	b.WriteString("</g>\n")
 	b.WriteString(p.body.String())
 	for i, n := range p.notes {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#444">%s</text>`+"\n", plotLeft+6, plotH-plotBottom+30+12*i, esc(n))
+		fmt.Fprintf(&b, `<text x="6" y="%d" font-size="11" fill="#444">%s</text>`+"\n", plotH-8-12*i, esc(n))
 	}
 	p.drawLegend(&b)
 	b.WriteString("</svg>")
