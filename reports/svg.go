@@ -192,7 +192,7 @@ type plot struct {
 	// legendBelow puts the legend in one row under the x axis, for charts whose plot area is
 	// full (bar charts).
 	legendBelow bool
-	notes  []string
+	notes       []string
 }
 
 type legendItem struct {
