@@ -149,24 +149,34 @@ func (c *connDecoder) frame(fi *frameInfo) {
 			m.Name = c.spec.CommandName(fi.cmd)
 		}
 		// further reply records in the frame answer further requests
-		var more [maxReplyIDs]pendingReq
-		n := 0
-		for k := 0; k < ri.nReply; k++ {
-			if id := ri.replyIDs[k]; id != m.ReqID || !ok {
-				if q, found := c.popID(id); found {
-					more[n] = q
-					n++
-				}
-			}
+		if ri.nReply == 0 || ri.nReply == 1 && ok && ri.replyIDs[0] == m.ReqID {
+			c.d.deliver(m)
+			return
 		}
-		m.Answered += n
-		c.d.deliver(m)
-		for k := 0; k < n; k++ {
-			c.d.out.answered(m, more[k].ts, more[k].cmd, more[k].name)
-		}
+		c.moreReplies(m, &ri, ok)
 		return
 	}
 	c.d.deliver(m)
+}
+
+// moreReplies delivers reply m, which holds several reply records, and reports the further
+// requests it answers.
+func (c *connDecoder) moreReplies(m *Message, ri *recordInfo, paired bool) {
+	var more [maxReplyIDs]pendingReq
+	n := 0
+	for k := 0; k < ri.nReply; k++ {
+		if id := ri.replyIDs[k]; id != m.ReqID || !paired {
+			if q, found := c.popID(id); found {
+				more[n] = q
+				n++
+			}
+		}
+	}
+	m.Answered += n
+	c.d.deliver(m)
+	for k := 0; k < n; k++ {
+		c.d.out.answered(m, more[k].ts, more[k].cmd, more[k].name)
+	}
 }
 
 func (c *connDecoder) learnVersion(peek []byte) {
