@@ -58,6 +58,11 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 			return nil, err
 		}
 	}
+	// Check the decoder options (a protocol spec file, say) before writing anything: with no
+	// paths, Messages only resolves them.
+	if err := analyzers.Messages(nil, opt, func(*analyzers.Message) error { return nil }); err != nil {
+		return nil, fmt.Errorf("write perfetto: %w", err)
+	}
 	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), procs: map[uint32]bool{},
 		threads: map[uint64]bool{}, lanes: map[uint64][]*lane{}}
 	// No displayTimeUnit: Perfetto ignores it and flags it in the trace's info page.

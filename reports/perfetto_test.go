@@ -279,17 +279,21 @@ func TestPerfettoBadInput(t *testing.T) {
 	if err := os.WriteFile(junk, []byte("not a trace at all"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	good := synthTrace{tokens: 1}.write(t, dir, "good.plt")
 	for _, tc := range []struct {
 		name  string
 		paths []string
+		opt   analyzers.Options
 	}{
-		{"none", nil},
-		{"missing", []string{filepath.Join(dir, "missing.plt")}},
-		{"junk", []string{junk}},
+		{"none", nil, analyzers.Options{}},
+		{"missing", []string{filepath.Join(dir, "missing.plt")}, analyzers.Options{}},
+		{"junk", []string{junk}, analyzers.Options{}},
+		{"unknown protocol", []string{good}, analyzers.Options{Protocol: "no-such-protocol"}},
+		{"missing spec", []string{good}, analyzers.Options{SpecFile: filepath.Join(dir, "missing.json")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := Perfetto(&buf, tc.paths, analyzers.Options{})
+			err := Perfetto(&buf, tc.paths, tc.opt)
 			if err == nil {
 				t.Fatal("no error")
 			}

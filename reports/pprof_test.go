@@ -134,13 +134,22 @@ func TestPprofBadInput(t *testing.T) {
 	if err := os.WriteFile(junk, []byte("PK\x03\x04 not a trace"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, paths := range [][]string{nil, {filepath.Join(dir, "missing.plt")}, {junk}} {
+	good := synthTrace{tokens: 1}.write(t, dir, "good.plt")
+	for _, tc := range []struct {
+		paths []string
+		opt   analyzers.Options
+	}{
+		{nil, analyzers.Options{}},
+		{[]string{filepath.Join(dir, "missing.plt")}, analyzers.Options{}},
+		{[]string{junk}, analyzers.Options{}},
+		{[]string{good}, analyzers.Options{Protocol: "no-such-protocol"}},
+	} {
 		var buf bytes.Buffer
-		if err := Pprof(&buf, paths, analyzers.Options{}); err == nil {
-			t.Errorf("Pprof(%v): no error", paths)
+		if err := Pprof(&buf, tc.paths, tc.opt); err == nil {
+			t.Errorf("Pprof(%v, %+v): no error", tc.paths, tc.opt)
 		}
 		if buf.Len() != 0 {
-			t.Errorf("Pprof(%v) wrote %d bytes before failing", paths, buf.Len())
+			t.Errorf("Pprof(%v) wrote %d bytes before failing", tc.paths, buf.Len())
 		}
 	}
 }
