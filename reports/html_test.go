@@ -328,3 +328,17 @@ func TestHTMLOddNumbers(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHTML measures rendering the page of a full summary (the analysis is not timed).
+func BenchmarkHTML(b *testing.B) {
+	s := richSummary()
+	for i := range 10_000 {
+		s.Timeline = append(s.Timeline, analyzers.TimePoint{TS: float64(i) / 1000, Value: float64(i % 97)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := HTML(io.Discard, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,5 +205,16 @@ func TestPprofFixtures(t *testing.T) {
 			t.Errorf("%s: no round trips", tc.golden)
 		}
 		testutil.Golden(t, tc.golden, []byte(p.String()))
+	}
+}
+
+// BenchmarkPprof measures the profile writer on a venus-like trace of about 90,000 calls.
+func BenchmarkPprof(b *testing.B) {
+	path := venusTrace(b, b.TempDir(), "big.plt", trace.SourceEBPF, 10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Pprof(io.Discard, []string{path}, analyzers.Options{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
