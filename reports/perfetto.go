@@ -480,10 +480,10 @@ func (pw *perfettoWriter) async(cat, name string, pid, tid uint32, ts, dur int64
 	pw.raw(`,"id":` + id + "}")
 }
 
-// marker writes a marker: an instant, or an async slice when it has a duration. Perfetto
-// gives each name of async slice its own track, so a span is named by the marker's name and
-// text ("token", "phase load"), never by its value (token 17 is in its args); an instant
-// carries the value in its name too.
+// marker writes a marker as an instant on its thread's track, and a marker with a duration also
+// as an async slice. Perfetto gives each name of async slice its own track, so a span is named
+// by the marker's name and text ("token", "phase load"), never by its value (17 is in its
+// args); the instant carries the value in its name ("token 17").
 func (pw *perfettoWriter) marker(m *trace.Marker) {
 	name := m.Name
 	if m.Text != "" {
@@ -498,8 +498,9 @@ func (pw *perfettoWriter) marker(m *trace.Marker) {
 		}
 	}
 	if m.Dur > 0 {
+		// The span on its own track, and an instant where it starts on the thread's track,
+		// which carries the value in its name ("token 17") for reading the timeline.
 		pw.async("marker", name, m.PID, m.TID, m.TS, m.Dur, args)
-		return
 	}
 	if m.Text == "" && (m.Value != 0 || m.Name == "token") {
 		name += " " + strconv.FormatInt(m.Value, 10)

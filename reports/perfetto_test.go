@@ -201,8 +201,8 @@ func TestPerfettoEventCounts(t *testing.T) {
 			if byPh["X"] != calls {
 				t.Errorf("complete slices = %d, want %d (one per call)", byPh["X"], calls)
 			}
-			if byPh["i"] != tokens {
-				t.Errorf("instants = %d, want %d token markers", byPh["i"], tokens)
+			if byPh["i"] != tokens+2 {
+				t.Errorf("instants = %d, want %d token markers and 2 phase starts", byPh["i"], tokens)
 			}
 			if async["marker"] != 2 {
 				t.Errorf("marker spans = %d, want 2 phases", async["marker"])
