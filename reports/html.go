@@ -330,7 +330,21 @@ func fmtNum(v float64) string {
 // fmtPct formats a 0..1 share as a percentage.
 func fmtPct(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" }
 
+// fmtInt formats a count with thousands separators: 29,403,024.
+func fmtInt(v uint64) string {
+	d := strconv.FormatUint(v, 10)
+	var b strings.Builder
+	for i, c := range d {
+		if i > 0 && (len(d)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
 var htmlFuncs = template.FuncMap{
+	"int": fmtInt,
 	"num": fmtNum,
 	"pct": fmtPct,
 	"join": func(xs []string) string {
@@ -379,7 +393,7 @@ figcaption{font-size:.85em;color:#555}
 <body>
 <h1>perflab analyze</h1>
 <p>{{range $i, $t := .S.Traces}}{{if $i}}, {{end}}<code>{{$t}}</code>{{end}}
-— protocol <b>{{.S.Protocol}}</b>, {{.S.Events}} events, {{num .S.Duration}} s{{if .S.Lost}}, <b>{{.S.Lost}} lost</b>{{end}}</p>
+— protocol <b>{{.S.Protocol}}</b>, {{int .S.Events}} events, {{num .S.Duration}} s{{if .S.Lost}}, <b>{{int .S.Lost}} lost</b>{{end}}</p>
 {{if or .S.Warnings .Notices}}
 <section class="warnings" id="warnings" role="alert">
 <h2>Warnings ({{len .S.Warnings}}{{if .Notices}} + {{len .Notices}}{{end}})</h2>
@@ -402,12 +416,12 @@ figcaption{font-size:.85em;color:#555}
 <h2>Totals</h2>
 <table id="totals">
 <tr><th class="l">direction</th><th>calls</th><th>bytes</th><th>frames</th></tr>
-<tr><td class="l">send</td><td>{{.S.Totals.Send.Calls}}</td><td>{{.S.Totals.Send.Bytes}}</td><td>{{.S.Totals.Send.Frames}}</td></tr>
-<tr><td class="l">recv</td><td>{{.S.Totals.Recv.Calls}}</td><td>{{.S.Totals.Recv.Bytes}}</td><td>{{.S.Totals.Recv.Frames}}</td></tr>
+<tr><td class="l">send</td><td>{{int .S.Totals.Send.Calls}}</td><td>{{int .S.Totals.Send.Bytes}}</td><td>{{int .S.Totals.Send.Frames}}</td></tr>
+<tr><td class="l">recv</td><td>{{int .S.Totals.Recv.Calls}}</td><td>{{int .S.Totals.Recv.Bytes}}</td><td>{{int .S.Totals.Recv.Frames}}</td></tr>
 </table>
 {{if .S.Errors}}<table id="errors">
 <tr><th class="l">errno</th><th class="l">direction</th><th>failed calls</th></tr>
-{{range .S.Errors}}<tr><td class="l">{{.Name}} ({{.Errno}})</td><td class="l">{{.Dir}}</td><td>{{.Count}}</td></tr>
+{{range .S.Errors}}<tr><td class="l">{{.Name}} ({{.Errno}})</td><td class="l">{{.Dir}}</td><td>{{int .Count}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2>Connections</h2>
@@ -416,21 +430,21 @@ figcaption{font-size:.85em;color:#555}
 <th>send calls</th><th>send bytes</th><th>send p50 µs</th><th>send p99 µs</th><th>send max µs</th>
 <th>recv calls</th><th>recv bytes</th><th>recv p50 µs</th><th>recv p99 µs</th><th>recv max µs</th></tr>
 {{range .Conns}}<tr><td>{{.ID}}</td><td class="l">{{.Family}}</td><td class="l">{{.Local}}</td><td class="l">{{.Remote}}</td><td>{{.PID}}</td>
-<td>{{.Send.Calls}}</td><td>{{.Send.Bytes}}</td><td>{{num .Send.LatencyUS.P50}}</td><td>{{num .Send.LatencyUS.P99}}</td><td>{{num .Send.LatencyUS.Max}}</td>
-<td>{{.Recv.Calls}}</td><td>{{.Recv.Bytes}}</td><td>{{num .Recv.LatencyUS.P50}}</td><td>{{num .Recv.LatencyUS.P99}}</td><td>{{num .Recv.LatencyUS.Max}}</td></tr>
+<td>{{int .Send.Calls}}</td><td>{{int .Send.Bytes}}</td><td>{{num .Send.LatencyUS.P50}}</td><td>{{num .Send.LatencyUS.P99}}</td><td>{{num .Send.LatencyUS.Max}}</td>
+<td>{{int .Recv.Calls}}</td><td>{{int .Recv.Bytes}}</td><td>{{num .Recv.LatencyUS.P50}}</td><td>{{num .Recv.LatencyUS.P99}}</td><td>{{num .Recv.LatencyUS.Max}}</td></tr>
 {{end}}</table>{{if .ConnsMore}}<p class="muted">{{.ConnsMore}} more connections: see <code>--format json</code>.</p>{{end}}{{else}}<p class="muted">No connections.</p>{{end}}
 
 <h2>Commands</h2>
 {{if .S.Commands}}<table id="commands">
 <tr><th class="l">protocol</th><th class="l">command</th><th class="l">direction</th><th>count</th><th>bytes</th><th>RTT p50 µs</th><th>RTT p99 µs</th><th>RTT max µs</th></tr>
-{{range .S.Commands}}<tr><td class="l">{{.Protocol}}</td><td class="l">{{.Name}}</td><td class="l">{{.Direction}}</td><td>{{.Count}}</td><td>{{.Bytes}}</td>
+{{range .S.Commands}}<tr><td class="l">{{.Protocol}}</td><td class="l">{{.Name}}</td><td class="l">{{.Direction}}</td><td>{{int .Count}}</td><td>{{int .Bytes}}</td>
 {{with .RTTUS}}<td>{{num .P50}}</td><td>{{num .P99}}</td><td>{{num .Max}}</td>{{else}}<td>–</td><td>–</td><td>–</td>{{end}}</tr>
 {{end}}</table>{{else}}<p class="muted">No protocol commands decoded.</p>{{end}}
 
 <h2>Round trips</h2>
 {{with .S.RoundTrips}}<table id="round-trips">
 <tr><th>count</th><th>unanswered</th><th>blocked s</th><th>p50 µs</th><th>p50 CI µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>mean µs</th></tr>
-<tr><td>{{.Count}}</td><td>{{.Unanswered}}</td><td>{{num .BlockedS}}</td><td>{{num .RTTUS.P50}}</td><td>{{if .RTTUS.P50High}}{{num .RTTUS.P50Low}} … {{num .RTTUS.P50High}}{{else}}–{{end}}</td>
+<tr><td>{{int .Count}}</td><td>{{int .Unanswered}}</td><td>{{num .BlockedS}}</td><td>{{num .RTTUS.P50}}</td><td>{{if .RTTUS.P50High}}{{num .RTTUS.P50Low}} … {{num .RTTUS.P50High}}{{else}}–{{end}}</td>
 <td>{{num .RTTUS.P90}}</td><td>{{num .RTTUS.P99}}</td><td>{{num .RTTUS.P999}}</td><td>{{num .RTTUS.Max}}</td><td>{{num .RTTUS.Mean}}</td></tr>
 </table>
 {{with .ServiceUS}}<p>Server service time: p50 {{num .P50}} µs, p99 {{num .P99}} µs, max {{num .Max}} µs.</p>{{end}}{{end}}
@@ -438,11 +452,11 @@ figcaption{font-size:.85em;color:#555}
 <h2>Units of work</h2>
 {{if .S.Units}}<table id="units">
 <tr><th class="l">unit</th><th>count</th><th>messages/unit</th><th>round trips/unit</th><th>bytes sent/unit</th><th>bytes recv/unit</th><th>unit time µs</th><th>network wait µs</th><th>units/s</th><th>max speedup</th></tr>
-{{range .S.Units}}<tr><td class="l">{{.Name}}</td><td>{{.Count}}</td><td>{{num .MessagesPerUnit}}</td><td>{{num .RoundTripsPerUnit}}</td><td>{{num .BytesSentPerUnit}}</td><td>{{num .BytesRecvPerUnit}}</td><td>{{num .UnitTimeUS}}</td><td>{{num .NetWaitUS}}</td><td>{{num .UnitsPerS}}</td><td>{{num .MaxSpeedup}}×</td></tr>
+{{range .S.Units}}<tr><td class="l">{{.Name}}</td><td>{{int .Count}}</td><td>{{num .MessagesPerUnit}}</td><td>{{num .RoundTripsPerUnit}}</td><td>{{num .BytesSentPerUnit}}</td><td>{{num .BytesRecvPerUnit}}</td><td>{{num .UnitTimeUS}}</td><td>{{num .NetWaitUS}}</td><td>{{num .UnitsPerS}}</td><td>{{num .MaxSpeedup}}×</td></tr>
 {{end}}</table>{{else}}<p class="muted">No units of work (no token markers).</p>{{end}}
 {{if .S.Phases}}<table id="phases">
 <tr><th class="l">phase</th><th>start s</th><th>duration s</th><th>messages</th><th>bytes</th></tr>
-{{range .S.Phases}}<tr><td class="l">{{.Name}}</td><td>{{num .StartS}}</td><td>{{num .DurationS}}</td><td>{{.Messages}}</td><td>{{.Bytes}}</td></tr>
+{{range .S.Phases}}<tr><td class="l">{{.Name}}</td><td>{{num .StartS}}</td><td>{{num .DurationS}}</td><td>{{int .Messages}}</td><td>{{int .Bytes}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2>Little's law</h2>
@@ -476,7 +490,7 @@ figcaption{font-size:.85em;color:#555}
 {{if .S.Windows}}<h2>Per-100-call windows</h2>
 <table id="windows">
 <tr><th class="l">direction</th><th>calls</th><th>avg µs</th><th>avg bytes</th><th>max µs</th></tr>
-{{range .Windows}}<tr><td class="l">{{.Dir}}</td><td>{{.Calls}}</td><td>{{num .AvgUS}}</td><td>{{num .AvgBytes}}</td><td>{{num .MaxUS}}</td></tr>
+{{range .Windows}}<tr><td class="l">{{.Dir}}</td><td>{{int .Calls}}</td><td>{{num .AvgUS}}</td><td>{{num .AvgBytes}}</td><td>{{num .MaxUS}}</td></tr>
 {{end}}</table>{{if .WindowsMore}}<p class="muted">{{.WindowsMore}} more windows: see <code>--format json</code>.</p>{{end}}{{end}}
 
 <h2>Recordings</h2>

@@ -342,3 +342,22 @@ func BenchmarkHTML(b *testing.B) {
 		}
 	}
 }
+
+func TestFmt(t *testing.T) {
+	for _, tc := range []struct {
+		v    uint64
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {29403024, "29,403,024"}, {1 << 63, "9,223,372,036,854,775,808"}} {
+		if got := fmtInt(tc.v); got != tc.want {
+			t.Errorf("fmtInt(%d) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {0.0123, "0.0123"}, {1.5, "1.50"}, {150.25, "150.2"}, {12345.6, "12346"}, {math.NaN(), "–"}, {math.Inf(-1), "–"}} {
+		if got := fmtNum(tc.v); got != tc.want {
+			t.Errorf("fmtNum(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
