@@ -206,9 +206,8 @@ func (c *client) flushNoReply() error {
 func (c *client) send() error {
 	frame := c.enc.finish()
 	ts := Monotonic()
-	t0 := time.Now()
 	err := c.fc.writeFrame(frame)
-	dur := time.Since(t0)
+	dur := time.Duration(Monotonic() - ts)
 	c.lastTS = ts
 	c.framesSent.Add(1)
 	c.bytesSent.Add(int64(len(frame)))
@@ -232,14 +231,15 @@ func addDur(sum, mx *atomic.Int64, d time.Duration) {
 	}
 }
 
-// recv reads one frame and parses its reply records into rs (data aliasing the frame).
+// recv reads one frame and parses its reply records into rs (data aliasing the frame). It
+// returns when (Monotonic) the frame was in.
 func (c *client) recv(rs []reply) ([]reply, int64, error) {
-	t0 := time.Now()
 	ts := Monotonic()
 	frame, err := c.fc.readFrame()
-	dur := time.Since(t0)
+	end := Monotonic()
+	dur := time.Duration(end - ts)
 	if err != nil {
-		return rs, ts, err
+		return rs, end, err
 	}
 	c.framesRecv.Add(1)
 	c.bytesRecv.Add(int64(len(frame)))
@@ -249,15 +249,15 @@ func (c *client) recv(rs []reply) ([]reply, int64, error) {
 	var cmd Command
 	for it.Next(&cmd) {
 		if cmd.Flags&FlagReply == 0 || len(cmd.Args) < ReplyFixedSize {
-			return rs, ts, fmt.Errorf("%w: reply record %s request %d without a result", ErrMalformed, cmd.Type, cmd.ReqID)
+			return rs, end, fmt.Errorf("%w: reply record %s request %d without a result", ErrMalformed, cmd.Type, cmd.ReqID)
 		}
 		rs = append(rs, reply{cmd: cmd.Type, req: cmd.ReqID, deferred: cmd.Flags&FlagDeferred != 0,
 			result: int32(binary.LittleEndian.Uint32(cmd.Args)), data: cmd.Args[ReplyFixedSize:]})
 	}
 	if it.Err() != nil {
-		return rs, ts, fmt.Errorf("reply frame: %w", it.Err())
+		return rs, end, fmt.Errorf("reply frame: %w", it.Err())
 	}
-	return rs, ts, nil
+	return rs, end, nil
 }
 
 // noteErr keeps the first error of a call whose result was not awaited.
@@ -324,9 +324,6 @@ func (c *client) roundTrip() ([]reply, error) {
 		}
 		if found {
 			rtt := time.Duration(ts - c.lastTS)
-			if ts2 := Monotonic(); ts2 > ts {
-				rtt = time.Duration(ts2 - c.lastTS)
-			}
 			c.roundTrips.Add(1)
 			c.tr.roundTrip(c.lastTS, rtt, keyCmd, key)
 			if c.onRTT != nil {
@@ -407,9 +404,7 @@ func (c *client) receiver() {
 				c.noteErr(r)
 				continue
 			}
-			now := Monotonic()
-			rtt := time.Duration(now - p.sent)
-			_ = ts
+			rtt := time.Duration(ts - p.sent)
 			c.roundTrips.Add(1)
 			c.tr.roundTrip(p.sent, rtt, p.cmd, r.req)
 			if c.onRTT != nil {

@@ -396,8 +396,11 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			return nil
 		}
 		fr.idle = s.cfg.IdleTimeout
-		ts := Monotonic()
-		t0 := time.Now()
+		timed := tr.w != nil || tr.summaries
+		var ts int64
+		if timed {
+			ts = Monotonic()
+		}
 		payload, err := fr.read()
 		if err != nil {
 			if errors.Is(err, ErrBadMagic) || errors.Is(err, ErrFrameTooLarge) {
@@ -409,11 +412,12 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			// shutting down between header and now: still execute this frame
 		}
 		s.frames.Add(1)
-		if tr.w != nil || tr.summaries {
+		if timed {
+			dur := time.Duration(Monotonic() - ts)
 			frame := make([]byte, 0, min(HeaderSize+len(payload), 512))
 			frame = append(frame, fr.hdr[:]...)
 			frame = append(frame, payload[:min(len(payload), 512-HeaderSize)]...)
-			tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, HeaderSize+len(payload))
+			tr.frameSized(trace.DirRecv, ts, dur, frame, HeaderSize+len(payload))
 		}
 		rep.reset()
 		wantAny := false
@@ -477,10 +481,14 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			}
 			deferred = deferred[:0]
 			frame := rep.finish()
-			ts := Monotonic()
-			t0 := time.Now()
+			var ts int64
+			if timed {
+				ts = Monotonic()
+			}
 			_, err := c.Write(frame)
-			tr.frame(trace.DirSend, ts, time.Since(t0), frame)
+			if timed {
+				tr.frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
+			}
 			if err != nil {
 				return err
 			}

@@ -161,14 +161,16 @@ func futex(addr *uint32, op int, val uint32, timeout time.Duration) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
 }
 
-// wait blocks until ready reports true, the connection closes, or the deadline passes. It spins
-// c.spin times, then sleeps on seq with waiters set.
-func (c *shmConn) wait(ready func() bool, seq, waiters *uint32, useDeadline bool) error {
+// waitFor blocks until the shared word at *word differs from old (the peer moved its index),
+// the connection closes, or the deadline passes. It polls c.spin times, then sleeps on seq with
+// waiters set; the peer wakes it only when waiters is set, so a busy connection makes no system
+// call.
+func (c *shmConn) waitFor(word *uint64, old uint64, seq, waiters *uint32, useDeadline bool) error {
 	for i := 0; i < c.spin; i++ {
-		if ready() {
+		if atomic.LoadUint64(word) != old {
 			return nil
 		}
-		if i&255 == 255 {
+		if i&1023 == 1023 {
 			if c.isClosed() {
 				break
 			}
@@ -176,7 +178,7 @@ func (c *shmConn) wait(ready func() bool, seq, waiters *uint32, useDeadline bool
 		}
 	}
 	for {
-		if ready() {
+		if atomic.LoadUint64(word) != old {
 			return nil
 		}
 		if c.isClosed() {
@@ -192,7 +194,7 @@ func (c *shmConn) wait(ready func() bool, seq, waiters *uint32, useDeadline bool
 		}
 		atomic.StoreUint32(waiters, 1)
 		s := atomic.LoadUint32(seq)
-		if ready() || c.isClosed() {
+		if atomic.LoadUint64(word) != old || c.isClosed() {
 			atomic.StoreUint32(waiters, 0)
 			continue
 		}
@@ -222,18 +224,18 @@ func (c *shmConn) Read(p []byte) (int, error) {
 	}
 	defer c.leave()
 	r := c.rx
-	var avail uint64
-	ready := func() bool {
-		avail = atomic.LoadUint64(r.head) - r.pos
-		return avail != 0
-	}
-	if err := c.wait(ready, r.dataSeq, r.dataW, true); err != nil {
-		if ready() { // data that arrived before the close is still delivered
-			err = nil
-		} else {
+	head := atomic.LoadUint64(r.head)
+	if head == r.pos {
+		err := c.waitFor(r.head, r.pos, r.dataSeq, r.dataW, true)
+		head = atomic.LoadUint64(r.head)
+		if head == r.pos { // data that arrived before a close is still delivered
+			if err == nil {
+				err = io.EOF
+			}
 			return 0, err
 		}
 	}
+	avail := head - r.pos
 	if avail > uint64(len(r.data)) {
 		c.markClosed()
 		return 0, errShmCorrupt
@@ -260,24 +262,25 @@ func (c *shmConn) Write(p []byte) (int, error) {
 	}
 	defer c.leave()
 	r := c.tx
+	size := uint64(len(r.data))
 	done := 0
 	for done < len(p) {
-		var used uint64
-		ready := func() bool {
-			used = r.pos - atomic.LoadUint64(r.tail)
-			return used < uint64(len(r.data)) || used > uint64(len(r.data))
-		}
-		if err := c.wait(ready, r.spaceSeq, r.spW, false); err != nil {
-			return done, err
+		tail := atomic.LoadUint64(r.tail)
+		if r.pos-tail == size { // full: wait for the reader to move its tail
+			if err := c.waitFor(r.tail, tail, r.spaceSeq, r.spW, false); err != nil {
+				return done, err
+			}
+			continue
 		}
 		if c.isClosed() {
 			return done, net.ErrClosed
 		}
-		if used > uint64(len(r.data)) {
+		used := r.pos - tail
+		if used > size {
 			c.markClosed()
 			return done, errShmCorrupt
 		}
-		n := min(uint64(len(r.data))-used, uint64(len(p)-done))
+		n := min(size-used, uint64(len(p)-done))
 		off := r.pos & r.mask
 		k := copy(r.data[off:], p[done:done+int(n)])
 		if uint64(k) < n {

@@ -245,6 +245,8 @@ type frameReader struct {
 	buf []byte
 	// header and frame deadlines; zero means none
 	idle, frame time.Duration
+	dlSet       time.Time // when the idle deadline was last set
+	dlFrame     bool      // the frame deadline is in force
 }
 
 func newFrameReader(c conn, max int) *frameReader {
@@ -258,7 +260,12 @@ const growChunk = 1 << 20
 // read returns the next frame's payload and the frame's total size (header included).
 func (f *frameReader) read() ([]byte, error) {
 	if f.idle > 0 {
-		f.c.SetReadDeadline(time.Now().Add(f.idle))
+		// Setting a deadline costs a timer update: refresh the idle one only every idle/16, so
+		// an idle client is closed between 15/16 of the timeout and the timeout.
+		if now := time.Now(); f.dlFrame || now.Sub(f.dlSet) > f.idle/16 {
+			f.c.SetReadDeadline(now.Add(f.idle))
+			f.dlSet, f.dlFrame = now, false
+		}
 	}
 	if _, err := io.ReadFull(f.br, f.hdr[:]); err != nil {
 		return nil, err
@@ -267,10 +274,11 @@ func (f *frameReader) read() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.frame > 0 {
-		f.c.SetReadDeadline(time.Now().Add(f.frame))
-	}
 	size := int(h.Size)
+	if f.frame > 0 && f.br.Buffered() < size { // the payload is not all here yet
+		f.c.SetReadDeadline(time.Now().Add(f.frame))
+		f.dlFrame = true
+	}
 	if size <= cap(f.buf) {
 		f.buf = f.buf[:size]
 		if _, err := io.ReadFull(f.br, f.buf); err != nil {

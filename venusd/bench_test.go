@@ -1,0 +1,205 @@
+package venusd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The benchmarks print the figures as ratios measured in one process, variants
+// interleaved (A B A B ...), medians over rounds. Run them with
+//
+//	go test ./venusd -run XXX -bench . -benchtime 1x
+//
+// They assert nothing: timing on a shared machine is noise-prone, and the pass/fail figures are
+// read by a person (docs/venusd.md has the numbers measured on the project's VM).
+
+const benchRounds = 5
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+type rttStats struct{ min, p50, mean float64 }
+
+func statsOf(us []float64) rttStats {
+	s := append([]float64(nil), us...)
+	sort.Float64s(s)
+	sum := 0.0
+	for _, v := range s {
+		sum += v
+	}
+	return rttStats{min: s[0], p50: s[len(s)/2], mean: sum / float64(len(s))}
+}
+
+// bareTCPPingPong measures n round trips of reqBytes/replyBytes frames over a plain Go TCP
+// connection: the floor venusd's TCP path is compared with.
+func bareTCPPingPong(tb testing.TB, n, reqBytes, replyBytes int) rttStats {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req, rep := make([]byte, reqBytes), make([]byte, replyBytes)
+		for {
+			if _, err := io.ReadFull(c, req); err != nil {
+				return
+			}
+			if _, err := c.Write(rep); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req, rep := make([]byte, reqBytes), make([]byte, replyBytes)
+	us := make([]float64, 0, n)
+	for i := 0; i < n+100; i++ {
+		t0 := time.Now()
+		if _, err := c.Write(req); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, rep); err != nil {
+			tb.Fatal(err)
+		}
+		if i >= 100 {
+			us = append(us, float64(time.Since(t0))/1e3)
+		}
+	}
+	c.Close()
+	<-done
+	return statsOf(us)
+}
+
+// bareSpinPingPong measures round trips between two goroutines spinning on shared words: the
+// physical floor of any shared-memory transport on this machine.
+func bareSpinPingPong(n int) rttStats {
+	var ping, pong atomic.Uint64
+	go func() {
+		for i := uint64(1); i <= uint64(n+100); i++ {
+			for ping.Load() != i {
+			}
+			pong.Store(i)
+		}
+	}()
+	us := make([]float64, 0, n)
+	for i := uint64(1); i <= uint64(n+100); i++ {
+		t0 := time.Now()
+		ping.Store(i)
+		for pong.Load() != i {
+		}
+		if i > 100 {
+			us = append(us, float64(time.Since(t0))/1e3)
+		}
+	}
+	return statsOf(us)
+}
+
+func venusPing(tb testing.TB, addr string, n, reqBytes, replyBytes int) rttStats {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := RunWorkload(ctx, ClientConfig{Connect: addr, Workload: "ping", Getenv: noEnv,
+		Ping: PingConfig{Requests: n, Warmup: 100, RequestBytes: reqBytes, ReplyBytes: replyBytes, KeepSamples: true}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return statsOf(res.Ping.RTTsUS)
+}
+
+// BenchmarkSmallRoundTrip compares a small-command round trip over venusd's TCP, unix and shm
+// transports with a bare Go TCP ping-pong and a bare spin ping-pong of the same sizes.
+func BenchmarkSmallRoundTrip(b *testing.B) {
+	const n, req, rep = 20000, 64, 64 // frame payload bytes; frames are 72 bytes on the wire
+	servers := map[string]*Server{}
+	for _, tr := range []string{"tcp", "unix", "shm"} {
+		servers[tr] = startServer(b, ServerConfig{Listen: listenAddr(b, tr), Getenv: noEnv})
+	}
+	names := []string{"bare-tcp", "tcp", "unix", "shm", "bare-spin"}
+	p50 := map[string][]float64{}
+	mins := map[string][]float64{}
+	for i := 0; i < b.N; i++ {
+		for r := 0; r < benchRounds; r++ {
+			for _, name := range names {
+				var s rttStats
+				switch name {
+				case "bare-tcp":
+					s = bareTCPPingPong(b, n, req+HeaderSize, rep+HeaderSize)
+				case "bare-spin":
+					s = bareSpinPingPong(n)
+				default:
+					s = venusPing(b, servers[name].Addr(), n, req, rep)
+				}
+				p50[name] = append(p50[name], s.p50)
+				mins[name] = append(mins[name], s.min)
+			}
+		}
+	}
+	m := func(name string) float64 { return median(p50[name]) }
+	for _, name := range names {
+		b.ReportMetric(m(name), name+"-p50-µs")
+		b.Logf("%-9s rtt p50 %7.2f µs  min %7.2f µs (medians of %d rounds)", name, m(name), median(mins[name]), len(p50[name]))
+	}
+	b.ReportMetric(m("tcp")/m("bare-tcp"), "tcp/bare-tcp")
+	b.ReportMetric(m("unix")/m("tcp"), "unix/tcp")
+	b.ReportMetric(m("tcp")/m("shm"), "tcp/shm")
+	b.Logf("tcp/bare-tcp %.2f (want <= 1.3), unix/tcp %.2f (want <= 1), tcp/shm %.1f (want >= 5), shm p50 %.2f µs (want <= 1), GOMAXPROCS %d",
+		m("tcp")/m("bare-tcp"), m("unix")/m("tcp"), m("tcp")/m("shm"), m("shm"), runtime.GOMAXPROCS(0))
+}
+
+// BenchmarkLLMModes runs the llm workload in every mode over TCP at a 2 ms emulated link delay
+// (and at none), modes interleaved, and reports tokens/s and frames per token.
+func BenchmarkLLMModes(b *testing.B) {
+	s := startServer(b, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv})
+	for _, delay := range []time.Duration{2 * time.Millisecond, 0} {
+		tps := map[Mode][]float64{}
+		frames := map[Mode]float64{}
+		for i := 0; i < b.N; i++ {
+			for r := 0; r < 3; r++ {
+				for _, m := range Modes {
+					lc := DefaultLLMConfig()
+					lc.Tokens = 8
+					if delay == 0 {
+						lc.Tokens = 32
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					res, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Mode: m, Delay: delay, LLM: lc, Getenv: noEnv, NoVerify: true})
+					cancel()
+					if err != nil {
+						b.Fatal(err)
+					}
+					tps[m] = append(tps[m], res.TokensPerS)
+					frames[m] = res.PerToken.Frames
+				}
+			}
+		}
+		base := median(tps[ModeBaseline])
+		for _, m := range Modes {
+			b.Logf("delay %-4s %-18s %8.1f tokens/s (%.2f× baseline)  %5.1f frames/token (baseline/this %.2f×)",
+				delay, m, median(tps[m]), median(tps[m])/base, frames[m], frames[ModeBaseline]/frames[m])
+		}
+		tag := fmt.Sprintf("d%s", delay)
+		b.ReportMetric(median(tps[ModeCoalescePipeline])/base, "c+p/baseline-"+tag)
+		b.ReportMetric(frames[ModeBaseline]/frames[ModeCoalesce], "frames-baseline/coalesce")
+	}
+}
