@@ -51,7 +51,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	type acc struct {
 		msgs, rts, rtev, sent, recv, bytes uint64
 	}
-	pacc := make([]acc, len(phases))
+	pacc := make([]acc, 2+len(phases))
 	var unitAcc acc // messages in the unit phase
 	var spanAcc acc // messages between the first and the last unit command
 	// Units opened by commands: the sending side's (a client), or the receiving side's when
@@ -110,6 +110,29 @@ func (a *analyzer) phasesAndUnits(i int) {
 			uFirst, uLast = min(uFirst, t), max(uLast, t)
 		}
 	}
+	// Without phase markers, the phases are detected: what comes before the first unit of
+	// work is loading, the rest the steady state.
+	detected := false
+	if len(phases) == 0 {
+		start := int64(-1)
+		switch {
+		case len(tokens) > 0:
+			start = tokens[0].TS
+			for _, t := range tokens {
+				start = min(start, t.TS)
+			}
+		case len(unitTS) > 0:
+			start = uFirst
+		}
+		if start > a.first {
+			phases = []span{{name: "load", from: a.first, to: start, load: true}, {name: "steady", from: start, to: a.last + 1}}
+			detected = true
+		}
+	}
+	origin := a.first
+	for _, p := range phases {
+		origin = min(origin, p.from)
+	}
 	add := func(c *acc, r msgRec) {
 		if r.kind&recRTEvent != 0 {
 			c.rtev++
@@ -147,8 +170,11 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 	}
 	for k, p := range phases {
-		a.s.Phases = append(a.s.Phases, PhaseStats{Name: p.name, StartS: secs(p.from - a.first),
+		a.s.Phases = append(a.s.Phases, PhaseStats{Name: p.name, StartS: secs(p.from - origin),
 			DurationS: secs(min(p.to, a.last) - p.from), Messages: pacc[k].msgs, Bytes: pacc[k].bytes})
+	}
+	if detected {
+		a.warnf("%s: no phase markers; phases detected from the first unit of work", a.s.Traces[i])
 	}
 	wait := func(from, to int64) int64 {
 		var w int64

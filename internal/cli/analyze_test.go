@@ -139,6 +139,42 @@ func TestAnalyzeFormats(t *testing.T) {
 	}
 }
 
+// Recorded venusd traces (committed: perflab venus run --tokens 4 --trace, baseline and
+// coalesce+pipeline) give the same reports in every format.
+func TestAnalyzeVenusdGolden(t *testing.T) {
+	for _, name := range []string{"venusd-baseline", "venusd-coalesce-pipeline"} {
+		for _, f := range []string{"table", "markdown", "json"} {
+			t.Run(name+"."+f, func(t *testing.T) {
+				code, out, errs := runAnalyzeIn(t, "--format", f, filepath.Join("testdata", "analyze", name+".plt"))
+				if code != 0 || errs != "" {
+					t.Fatalf("exit %d, stderr %q", code, errs)
+				}
+				testutil.Golden(t, "analyze/"+name+"."+f, []byte(out))
+			})
+		}
+		// the client's own result of that run: per-token counters equal analyze's
+		t.Run(name+".per_token", func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", "analyze", name+".run.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res venusd.Result
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			s, err := analyzers.Analyze([]string{filepath.Join("testdata", "analyze", name+".plt")}, analyzers.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := s.Units[0]
+			if u.MessagesPerUnit != res.PerToken.Frames || u.RoundTripsPerUnit != res.PerToken.RoundTrips ||
+				u.BytesSentPerUnit != res.PerToken.BytesSent || u.BytesRecvPerUnit != res.PerToken.BytesRecv {
+				t.Errorf("analyze per token %+v; client %+v", u, res.PerToken)
+			}
+		})
+	}
+}
+
 // On venusd's own traces, messages and round trips per token equal the client's counters, in
 // every mode.
 func TestAnalyzeVenusdPerToken(t *testing.T) {

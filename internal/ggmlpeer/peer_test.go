@@ -190,6 +190,9 @@ func TestDecodeRecordedSession(t *testing.T) {
 			if u.Name != "token" || u.Count != tokens || u.RoundTripsPerUnit != tc.rtToken || u.MessagesPerUnit != tc.msgTok {
 				t.Errorf("unit %+v, want %d tokens with %v round trips and %v messages each", u, tokens, tc.rtToken, tc.msgTok)
 			}
+			if len(s.Phases) != 2 || s.Phases[0].Name != "load" || s.Phases[1].Name != "steady" || s.Phases[0].Messages == 0 {
+				t.Errorf("phases %+v, want load and steady detected from the first GRAPH_COMPUTE", s.Phases)
+			}
 			if s.RoundTrips.Unanswered != 0 {
 				t.Errorf("%d requests unanswered", s.RoundTrips.Unanswered)
 			}
