@@ -58,7 +58,7 @@ type client struct {
 
 	enc     encoder
 	nextReq uint32
-	keyReq  uint32 // last reply-wanted command in enc, 0 when none
+	keyReq  uint32 // first reply-wanted command in enc, 0 when none
 	keyCmd  CommandType
 	lastTS  int64 // non-pipeline: send time of the one outstanding request frame
 	curOff  int   // offset of the command being built
@@ -151,7 +151,9 @@ func (c *client) start(t CommandType, k callKind) *encoder {
 	}
 	if want {
 		flags = FlagReplyWanted
-		c.keyReq, c.keyCmd = req, t
+		if c.keyReq == 0 { // the first command wanting a reply labels the frame
+			c.keyReq, c.keyCmd = req, t
+		}
 	}
 	off := c.enc.begin(t, flags, req)
 	c.curOff = off

@@ -38,18 +38,27 @@ func TestTraceMatchesCounters(t *testing.T) {
 			}
 			var sent, recv, rtts int64
 			var sentBytes int64
+			sendReq, recvReq := map[uint64]bool{}, map[uint64]bool{}
 			for _, e := range f.Events {
 				switch e.Op {
 				case trace.OpFrameSend:
+					sendReq[e.ReqID] = true
 					sent++
 					sentBytes += e.Bytes
 					if len(e.Payload) < HeaderSize || binary.LittleEndian.Uint32(e.Payload) != Magic {
 						t.Fatalf("frame event without a VPLS header in its payload: % x", e.Payload)
 					}
 				case trace.OpFrameRecv:
+					recvReq[e.ReqID] = true
 					recv++
 				case trace.OpRoundTrip:
 					rtts++
+				}
+			}
+			// Every round trip pairs a request frame and a reply frame by their request id.
+			for _, e := range f.Events {
+				if e.Op == trace.OpRoundTrip && (!sendReq[e.ReqID] || !recvReq[e.ReqID]) {
+					t.Fatalf("round trip of request %d has no request or reply frame with that id", e.ReqID)
 				}
 			}
 			if sent != res.Totals.FramesSent || recv != res.Totals.FramesRecv || sentBytes != res.Totals.BytesSent {
