@@ -1,0 +1,210 @@
+//go:build linux
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/perflab/perflab/collectors"
+	"github.com/perflab/perflab/probes"
+	"github.com/perflab/perflab/trace"
+	"github.com/perflab/perflab/venusd"
+)
+
+// recordedRun is one run of a client program, recorded or not.
+type recordedRun struct {
+	stdout   []byte
+	events   uint64
+	lost     uint64
+	nsPerEv  int64
+	duration time.Duration
+}
+
+// runMaybeRecorded runs the command args (the test binary as perflab, or as a target) once,
+// with the probes recording it into a trace in dir when record is set.
+func runMaybeRecorded(b *testing.B, dir string, record bool, env []string, args ...string) recordedRun {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if !record {
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%v: %v", args, err)
+		}
+		return recordedRun{stdout: out.Bytes(), duration: time.Since(start)}
+	}
+	p, err := probes.Open(probes.Config{PayloadBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	w, err := trace.Create(filepath.Join(dir, "bench.plt"), trace.Meta{Source: "ebpf"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop, err := p.FollowChildren(uint32(os.Getpid()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	err = cmd.Start()
+	stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := collectors.Record(context.Background(), p, w, collectors.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("%v: %v", args, err)
+	}
+	d := time.Since(start)
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return recordedRun{stdout: out.Bytes(), events: res.Events, lost: res.LostTotal(),
+		nsPerEv: res.Stats["probe_ns_per_event"], duration: d}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkRecordOverhead alternates venusd client runs without and with record attached (A B
+// A B ..., rounds of each) against an in-process server, and reports the median throughput
+// ratio (recorded / plain), the events lost at the default ring size, and the kernel time per
+// event. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
+func BenchmarkRecordOverhead(b *testing.B) {
+	if err := probes.CheckPrivileges(); err != nil {
+		b.Skip(err)
+	}
+	workloads := []struct {
+		name  string
+		args  []string
+		rate  func(r *venusd.Result) float64
+		label string
+	}{
+		{"ping_tcp_baseline", []string{"--workload", "ping", "--requests", "20000", "--mode", "baseline"},
+			func(r *venusd.Result) float64 { return r.Ping.ThroughputPerS }, "requests/s"},
+		{"llm_tcp_baseline", []string{"--workload", "llm", "--tokens", "48", "--mode", "baseline"},
+			func(r *venusd.Result) float64 { return r.TokensPerS }, "tokens/s"},
+	}
+	const rounds = 7
+	for _, wl := range workloads {
+		b.Run(wl.name, func(b *testing.B) {
+			srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ctx) }()
+			defer func() { cancel(); <-done }()
+			args := append([]string{"venus", "run", "--connect", srv.Addr(), "--json", "--no-verify"}, wl.args...)
+			dir := b.TempDir()
+			for i := 0; i < b.N; i++ {
+				var ratios, plainRates, recRates []float64
+				var lost, events uint64
+				var nsPerEv []float64
+				for r := 0; r < rounds; r++ {
+					var rates [2]float64
+					for k, rec := range []bool{false, true} {
+						run := runMaybeRecorded(b, dir, rec, []string{recordMainEnv + "=1"}, args...)
+						var res venusd.Result
+						if err := json.Unmarshal(run.stdout, &res); err != nil {
+							b.Fatalf("client output %q: %v", run.stdout, err)
+						}
+						rates[k] = wl.rate(&res)
+						if rec {
+							lost += run.lost
+							events += run.events
+							nsPerEv = append(nsPerEv, float64(run.nsPerEv))
+						}
+					}
+					plainRates = append(plainRates, rates[0])
+					recRates = append(recRates, rates[1])
+					ratios = append(ratios, rates[1]/rates[0])
+				}
+				b.ReportMetric(median(ratios), "ratio")
+				b.ReportMetric(median(plainRates), "plain_"+wl.label)
+				b.ReportMetric(median(recRates), "recorded_"+wl.label)
+				b.ReportMetric(float64(lost), "lost")
+				b.ReportMetric(float64(events)/rounds, "events/run")
+				b.ReportMetric(median(nsPerEv), "kernel_ns/event")
+			}
+		})
+	}
+}
+
+// BenchmarkRecordDrain drives events as fast as 1 or 2 processes of blocking socket-pair
+// ping-pong can (one event per system call) for 2 s under record at the default ring size,
+// and reports the rate drained and the events lost.
+// Run it with: go test -run '^$' -bench RecordDrain -benchtime 1x ./internal/cli
+func BenchmarkRecordDrain(b *testing.B) {
+	p0 := probes.CheckPrivileges()
+	if p0 != nil {
+		b.Skip(p0)
+	}
+	for _, procs := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				p, err := probes.Open(probes.Config{PayloadBytes: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				w, err := trace.Create(filepath.Join(b.TempDir(), "drain.plt"), trace.Meta{Source: "ebpf"}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				stop, _ := p.FollowChildren(uint32(os.Getpid()))
+				var cmds []*exec.Cmd
+				for j := 0; j < procs; j++ {
+					cmd := exec.Command(os.Args[0])
+					cmd.Env = append(os.Environ(), recordTargetEnv+"=forever", recordCountsEnv+"="+os.DevNull)
+					if err := cmd.Start(); err != nil {
+						b.Fatal(err)
+					}
+					cmds = append(cmds, cmd)
+				}
+				stop()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				start := time.Now()
+				res, err := collectors.Record(ctx, p, w, collectors.Options{})
+				cancel()
+				elapsed := time.Since(start)
+				for _, c := range cmds {
+					c.Process.Kill()
+					c.Wait()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				w.Close()
+				p.Close()
+				b.ReportMetric(float64(res.Events)/elapsed.Seconds(), "events/s")
+				b.ReportMetric(float64(res.LostTotal()), "lost")
+				b.ReportMetric(float64(res.Stats["probe_ns_per_event"]), "kernel_ns/event")
+			}
+		})
+	}
+}
