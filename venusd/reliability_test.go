@@ -412,3 +412,7 @@ func waitIdle(t *testing.T, s *Server) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func timeIn(t *testing.T) time.Time { return time.Now().Add(10 * time.Second) }
+
+func readFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }
