@@ -98,27 +98,15 @@ type errKey struct {
 }
 
 type procAgg struct {
-	// tracer round-trip events: recent intervals (to count what else was in flight) and the
-	// interval being merged for the blocked time
-	recent            [64]interval
+	// recent round trips (to count what else was in flight) and the interval being merged for
+	// the blocked time
+	recent            [32]interval
 	nRecent           int
 	curFrom, curTo    int64
-	rtEvents, wanting uint64
-	pending           int
-	blockStart        int64
-	blocked           int64
-	lastTS            int64   // time of the last change of pending, ns
-	area              float64 // ∫ pending dt, request·ns
-}
-
-// advance integrates the requests in flight up to ts.
-func (p *procAgg) advance(ts int64) {
-	if ts > p.lastTS {
-		if p.lastTS > 0 {
-			p.area += float64(p.pending) * float64(ts-p.lastTS)
-		}
-		p.lastTS = ts
-	}
+	rtEvents, wanting uint64  // a tracer's round-trip events; its requests that want a reply
+	rts               uint64  // round trips completed
+	blocked           int64   // ns with at least one round trip outstanding
+	area              float64 // ∫ requests in flight dt = Σ RTT, request·ns
 }
 
 type windowAgg struct {
@@ -545,6 +533,7 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 // the round trips' intervals).
 func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	rtt := to - from
+	p.rts++
 	// Round trips arrive in the order they complete, so the recent ones that still covered
 	// this one's start are the newest: walk back until one ended before it began.
 	n := 1

@@ -126,3 +126,19 @@ func TestHistQuantiles(t *testing.T) {
 		t.Errorf("5 samples gave a 95%% interval of the median")
 	}
 }
+
+func TestQuantileRanks(t *testing.T) {
+	// n = 10 at 95%: the median lies between X(2) and X(9) (P = 0.979); p99 has no interval
+	if j, k, ok := quantileRanks(10, 0.5, 0.95); !ok || j != 2 || k != 9 {
+		t.Errorf("median ranks of 10: %d %d %v, want 2 9", j, k, ok)
+	}
+	if _, _, ok := quantileRanks(10, 0.99, 0.95); ok {
+		t.Error("a p99 interval from 10 samples")
+	}
+	if j, k, ok := quantileRanks(1000, 0.99, 0.95); !ok || j > 990 || k < 990 || k > 1000 {
+		t.Errorf("p99 ranks of 1000: %d %d %v", j, k, ok)
+	}
+	if j, k, ok := quantileRanks(100000, 0.99, 0.95); !ok || j > 99000 || k < 99000 {
+		t.Errorf("p99 ranks of 100000: %d %d %v", j, k, ok)
+	}
+}

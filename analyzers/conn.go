@@ -330,7 +330,7 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 // request gets a reply, in order.
 func (c *connDecoder) respCall(ev *trace.Event) {
 	p := ev.Payload
-	if len(p) > 0 && bytes.IndexByte([]byte("*$+-:_#,(!=%~>|"), p[0]) >= 0 {
+	if len(p) > 0 && (bytes.IndexByte([]byte("*$+-:_#,(!=%~>|"), p[0]) >= 0 || ev.Dir == c.reqDir && isInline(p)) {
 		m := c.d.msg(c, ev)
 		m.Size, m.Calls = ev.Bytes, 1
 		if ev.Dir == c.reqDir {
@@ -347,6 +347,24 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 		return
 	}
 	c.d.extendLast(c, ev)
+}
+
+// isInline reports whether p starts an inline RESP command: a word of letters ended by a
+// space or CRLF.
+func isInline(p []byte) bool {
+	for i, ch := range p {
+		switch {
+		case ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z':
+			if i >= 16 {
+				return false
+			}
+		case (ch == ' ' || ch == '\r') && i > 0:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // respCommand returns the upper-case command of a RESP array of bulk strings, or "".

@@ -30,6 +30,7 @@ func (a *analyzer) finish() {
 		}
 		s.Connections = append(s.Connections, cs)
 	}
+	a.processes()
 	for k, c := range a.cmds {
 		cs := CmdStats{Protocol: k.proto, Name: k.name, ID: k.id, Direction: k.dir.String(), Count: c.count, Bytes: c.bytes}
 		if c.rtt.N() > 0 {
@@ -149,6 +150,53 @@ func (a *analyzer) finish() {
 		a.warnf("the trace holds no events")
 	}
 	s.Warnings = append(s.Warnings, a.warnings...)
+}
+
+// processes sums connections and round trips per process (pids of different traces apart).
+func (a *analyzer) processes() {
+	type key struct {
+		trace int
+		pid   uint32
+	}
+	idx := map[key]int{}
+	var out []ProcStats
+	get := func(k key) *ProcStats {
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, ProcStats{PID: k.pid})
+		}
+		return &out[i]
+	}
+	for _, c := range a.connList {
+		if c.dirs[trace.DirSend].calls+c.dirs[trace.DirRecv].calls+c.dirs[trace.DirSend].frames+c.dirs[trace.DirRecv].frames == 0 {
+			continue
+		}
+		p := get(key{c.trace, c.info.PID})
+		p.Connections++
+		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
+			t := &p.Send
+			if d == trace.DirRecv {
+				t = &p.Recv
+			}
+			t.Calls += c.dirs[d].calls
+			t.Bytes += c.dirs[d].bytes
+			t.Frames += c.dirs[d].frames
+		}
+	}
+	for k, pa := range a.procs {
+		if pa.rts == 0 {
+			continue
+		}
+		p := get(key{int(k >> 32), uint32(k)})
+		p.RoundTrips = pa.rts
+		p.BlockedS = secs(pa.blocked)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	if len(out) > 1 || len(out) == 1 && out[0].PID != 0 {
+		a.s.Processes = out
+	}
 }
 
 func roundLittle(r LittleRow) LittleRow {

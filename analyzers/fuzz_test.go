@@ -199,3 +199,37 @@ func TestFramerLostSync(t *testing.T) {
 		t.Fatalf("messages %+v, want the first frame and the resynchronised one", got)
 	}
 }
+
+// RESP: commands named from the first bulk string, every request answered in order.
+func TestDecodeRESP(t *testing.T) {
+	spec, _ := BuiltinSpec("resp")
+	var data, cuts []byte
+	add := func(s string, recv bool) {
+		data = append(data, s...)
+		c := byte(len(s) - 1)
+		if recv {
+			c |= 0x80
+		}
+		cuts = append(cuts, c)
+	}
+	add("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", false)
+	add("$1\r\nv\r\n", true)
+	add("*3\r\n$3\r\nset\r\n$1\r\nk\r\n$1\r\nw\r\n", false)
+	add("+OK\r\n", true)
+	add("PING\r\n", false)
+	add("+PONG\r\n", true)
+	msgs := feed(t, spec, data, cuts, 64)
+	want := []struct {
+		name  string
+		reply bool
+	}{{"GET", false}, {"GET", true}, {"SET", false}, {"SET", true}, {"PING", false}, {"PING", true}}
+	if len(msgs) != len(want) {
+		t.Fatalf("%d messages: %+v", len(msgs), msgs)
+	}
+	for i, w := range want {
+		m := msgs[i]
+		if m.Name != w.name || m.IsReply != w.reply || (w.reply && m.RTT <= 0) || (!w.reply && !m.WantsReply) {
+			t.Errorf("message %d: %+v, want %s reply=%v", i, m, w.name, w.reply)
+		}
+	}
+}

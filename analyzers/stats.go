@@ -136,41 +136,55 @@ func (h *Hist) Quantile(q float64) float64 {
 
 // MedianCI returns the confidence interval of the median at level conf from the binomial
 // distribution of order statistics, and false when n is too small for one (n < 6 at 95%).
-func (h *Hist) MedianCI(conf float64) (lo, hi float64, ok bool) {
-	j, k, ok := medianRanks(h.n, conf)
+func (h *Hist) MedianCI(conf float64) (lo, hi float64, ok bool) { return h.QuantileCI(0.5, conf) }
+
+// QuantileCI returns a distribution-free confidence interval of the q-quantile at level conf:
+// the order statistics X(j), X(k) with P(X(j) ≤ quantile ≤ X(k)) ≥ conf, the number of samples
+// below the quantile being Binomial(n, q). It returns false when n is too small (a p99 needs
+// about 300 samples at 95%).
+func (h *Hist) QuantileCI(q, conf float64) (lo, hi float64, ok bool) {
+	j, k, ok := quantileRanks(h.n, q, conf)
 	if !ok {
 		return 0, 0, false
 	}
 	return h.rank(j), h.rank(k), true
 }
 
-// medianRanks returns 1-based ranks j < k with P(X(j) ≤ median ≤ X(k)) ≥ conf.
-func medianRanks(n uint64, conf float64) (uint64, uint64, bool) {
-	if n < 2 {
+// quantileRanks returns 1-based ranks j < k with P(X(j) ≤ x_q ≤ X(k)) ≥ conf.
+func quantileRanks(n uint64, q, conf float64) (uint64, uint64, bool) {
+	if n < 2 || q <= 0 || q >= 1 {
 		return 0, 0, false
 	}
 	alpha := (1 - conf) / 2
-	var j uint64
+	var j, k uint64
 	if n <= 1000 {
-		b := distuv.Binomial{N: float64(n), P: 0.5}
-		// largest j with P(B ≤ j-1) ≤ alpha
+		b := distuv.Binomial{N: float64(n), P: q}
+		// j: the largest with P(B ≤ j-1) ≤ alpha; k: the smallest with P(B ≥ k) ≤ alpha
 		for x := uint64(0); x < n; x++ {
 			if b.CDF(float64(x)) > alpha {
 				break
 			}
 			j = x + 1
 		}
+		k = n + 1
+		for x := n; x >= 1; x-- {
+			if 1-b.CDF(float64(x-1)) > alpha {
+				break
+			}
+			k = x
+		}
 	} else {
 		z := distuv.UnitNormal.Quantile(1 - alpha)
-		c := float64(n)/2 - z*math.Sqrt(float64(n))/2
-		if c >= 1 {
+		sd := math.Sqrt(float64(n) * q * (1 - q))
+		if c := float64(n)*q - z*sd; c >= 1 {
 			j = uint64(math.Floor(c))
 		}
+		k = uint64(math.Ceil(float64(n)*q+z*sd)) + 1
 	}
-	if j < 1 {
+	if j < 1 || k > n || j >= k {
 		return 0, 0, false
 	}
-	return j, n + 1 - j, true
+	return j, k, true
 }
 
 // latency summarises h (ns) in microseconds; it adds the median's interval when conf > 0.
@@ -184,6 +198,9 @@ func (h *Hist) latency(conf float64) Latency {
 	}
 	if lo, hi, ok := h.MedianCI(conf); ok {
 		l.P50Low, l.P50High = us(lo), us(hi)
+	}
+	if lo, hi, ok := h.QuantileCI(0.99, conf); ok {
+		l.P99Low, l.P99High = us(lo), us(hi)
 	}
 	return l
 }

@@ -22,6 +22,7 @@ type Summary struct {
 	Totals      Totals       `json:"totals"`
 	Errors      []ErrnoCount `json:"errors,omitempty"` // failed calls by errno, counted apart from Totals
 	Connections []ConnStats  `json:"connections"`
+	Processes   []ProcStats  `json:"processes,omitempty"`
 	Commands    []CmdStats   `json:"commands"`
 	RoundTrips  RoundTrips   `json:"round_trips"`
 	Units       []UnitStats  `json:"units"`
@@ -74,6 +75,9 @@ type Latency struct {
 	// P50Low and P50High bound the median with DefaultConfidence, when there are enough samples.
 	P50Low  float64 `json:"p50_ci_low,omitempty"`
 	P50High float64 `json:"p50_ci_high,omitempty"`
+	// P99Low and P99High bound the 99th percentile likewise (from about 300 samples).
+	P99Low  float64 `json:"p99_ci_low,omitempty"`
+	P99High float64 `json:"p99_ci_high,omitempty"`
 	N       uint64  `json:"n,omitempty"`
 }
 
@@ -94,6 +98,17 @@ type ConnStats struct {
 	PID    uint32   `json:"pid"`
 	Send   DirStats `json:"send"`
 	Recv   DirStats `json:"recv"`
+}
+
+// ProcStats sums one process's connections, with its round trips and the time it was blocked
+// on them.
+type ProcStats struct {
+	PID         uint32    `json:"pid"`
+	Connections int       `json:"connections"`
+	Send        DirTotals `json:"send"`
+	Recv        DirTotals `json:"recv"`
+	RoundTrips  uint64    `json:"round_trips"`
+	BlockedS    float64   `json:"blocked_s"`
 }
 
 // CmdStats counts one protocol command in one direction.
