@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -140,5 +141,46 @@ func TestQuantileRanks(t *testing.T) {
 	}
 	if j, k, ok := quantileRanks(100000, 0.99, 0.95); !ok || j > 99000 || k < 99000 {
 		t.Errorf("p99 ranks of 100000: %d %d %v", j, k, ok)
+	}
+}
+
+// Two traces analysed together: totals add up, each trace keeps its own units and connections.
+func TestAnalyzeTwoTraces(t *testing.T) {
+	p := fixturePath(t, "traces/pingpong.plt")
+	v := writeTrace(t, "v.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
+		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 4, Uploads: 2, Source: trace.SourceEBPF})
+	})
+	one, err := Analyze([]string{p}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := Analyze([]string{v}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := Analyze([]string{p, v}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both.Events != one.Events+two.Events || both.RoundTrips.Count != one.RoundTrips.Count+two.RoundTrips.Count ||
+		len(both.Connections) != len(one.Connections)+len(two.Connections) || len(both.Traces) != 2 || len(both.Meta) != 2 {
+		t.Errorf("both: events %d, round trips %d, %d connections", both.Events, both.RoundTrips.Count, len(both.Connections))
+	}
+	if len(both.Units) != 1 || both.Units[0] != two.Units[0] {
+		t.Errorf("units %+v, want the venus trace's %+v", both.Units, two.Units)
+	}
+}
+
+func TestAnalyzeBadPaths(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{filepath.Join(dir, "none.plt"), dir} {
+		_, err := Analyze([]string{p}, Options{})
+		var re *ReadError
+		if !errors.As(err, &re) || re.Path != p {
+			t.Errorf("%s: error %v, want a ReadError naming it", p, err)
+		}
+	}
+	if _, err := Analyze([]string{fixturePath(t, "traces/pingpong.plt")}, Options{Protocol: "smtp"}); err == nil {
+		t.Error("unknown protocol accepted")
 	}
 }
