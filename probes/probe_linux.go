@@ -130,6 +130,14 @@ func (p *Probe) AddPID(pid uint32) error {
 	return nil
 }
 
+// RemovePID stops tracing process pid (a target that turned out to be gone).
+func (p *Probe) RemovePID(pid uint32) error {
+	if err := p.objs.PerflabTargets.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove target %d: %w", pid, err)
+	}
+	return nil
+}
+
 // FollowChildren makes every process that pid forks from now on a target, without tracing pid
 // itself; perflab calls it on itself around starting a command so that the command's first
 // message is seen. The returned function stops it.

@@ -20,6 +20,9 @@ func (p *Probe) Probes() []string { return nil }
 // AddPID returns ErrUnsupported.
 func (p *Probe) AddPID(pid uint32) error { return ErrUnsupported }
 
+// RemovePID returns ErrUnsupported.
+func (p *Probe) RemovePID(pid uint32) error { return ErrUnsupported }
+
 // FollowChildren returns ErrUnsupported.
 func (p *Probe) FollowChildren(pid uint32) (func() error, error) { return nil, ErrUnsupported }
 
