@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,6 +146,8 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 		return fmt.Errorf("open probes: %w", err)
 	}
 	defer probe.Close()
+	// Loading parsed the kernel's BTF: collect that garbage now rather than while recording.
+	runtime.GC()
 
 	meta := trace.Meta{
 		Version:      Version,
@@ -166,6 +169,18 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 		}
 		if !processExists(pid) {
 			return BadInput("-p: process %d exited", pid)
+		}
+	}
+	// Children forked from now on are followed by the probes; the ones that exist already
+	// are added here.
+	for _, pid := range probes.Descendants(a.pids) {
+		if err := probe.AddPID(pid); err != nil {
+			return err
+		}
+		if !processExists(pid) { // gone before the probes could see it exit
+			if err := probe.RemovePID(pid); err != nil {
+				return err
+			}
 		}
 	}
 	// The file is created before the command starts, so that a bad -o starts nothing; the
