@@ -54,6 +54,16 @@ func sections(s *analyzers.Summary) []section {
 		out = append(out, c)
 	}
 
+	if len(s.Processes) > 0 {
+		p := section{title: "Processes", header: []string{"pid", "connections", "send calls", "send bytes", "send frames",
+			"recv calls", "recv bytes", "recv frames", "round trips", "blocked s"}}
+		for _, x := range s.Processes {
+			p.rows = append(p.rows, []string{u64(uint64(x.PID)), strconv.Itoa(x.Connections), u64(x.Send.Calls), u64(x.Send.Bytes),
+				u64(x.Send.Frames), u64(x.Recv.Calls), u64(x.Recv.Bytes), u64(x.Recv.Frames), u64(x.RoundTrips), tnum(x.BlockedS)})
+		}
+		out = append(out, p)
+	}
+
 	if len(s.Commands) > 0 {
 		c := section{title: "Commands", header: []string{"protocol", "command", "dir", "count", "rate /s", "bytes", "mean bytes",
 			"RTT p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max"}}
