@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -101,15 +100,21 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 // checkTrace opens path and reads its header, so that a bad file is reported before any output
 // is written.
 func checkTrace(path string) error {
-	f, err := os.Open(path)
+	r, err := openTrace(path)
 	if err != nil {
-		return fmt.Errorf("open trace: %w", err)
+		return err
 	}
-	defer f.Close()
-	if _, err := trace.NewReader(bufio.NewReader(f)); err != nil {
-		return fmt.Errorf("read trace %s: %w", path, err)
+	return r.Close()
+}
+
+// openTrace opens the trace at path. Its errors are *analyzers.ReadError naming the file, with
+// the reader's *trace.FormatError (the offset) or the *os.PathError of opening it inside.
+func openTrace(path string) (*trace.Reader, error) {
+	r, err := trace.Open(path)
+	if err != nil {
+		return nil, &analyzers.ReadError{Path: path, Err: err}
 	}
-	return nil
+	return r, nil
 }
 
 // perfettoWriter streams trace events. The first write error sticks in err.
@@ -223,15 +228,11 @@ type traceState struct {
 // events streams the records of trace i: slices, markers, thread names. It returns a one-line
 // description of the trace for otherData.
 func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, error) {
-	f, err := os.Open(path)
+	r, err := openTrace(path)
 	if err != nil {
-		return "", trace.Recovery{}, fmt.Errorf("open trace: %w", err)
+		return "", trace.Recovery{}, err
 	}
-	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 256<<10))
-	if err != nil {
-		return "", trace.Recovery{}, fmt.Errorf("read trace %s: %w", path, err)
-	}
+	defer r.Close()
 	st := &traceState{index: i, meta: r.Meta(), conns: map[uint64]string{}}
 	var rec trace.Record
 	var events, markers uint64
@@ -242,7 +243,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 			break
 		}
 		if err != nil {
-			return "", trace.Recovery{}, fmt.Errorf("read trace %s: %w", path, err)
+			return "", trace.Recovery{}, &analyzers.ReadError{Path: path, Err: err}
 		}
 		switch rec.Kind {
 		case trace.KindConnection:

@@ -1,12 +1,10 @@
 package reports
 
 import (
-	"bufio"
 	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -222,15 +220,11 @@ func processName(ti *traceInfo, pid uint32) string {
 
 // readTraceInfo reads a trace's metadata, connections and time span.
 func readTraceInfo(path string) (*traceInfo, error) {
-	f, err := os.Open(path)
+	r, err := openTrace(path)
 	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 256<<10))
-	if err != nil {
-		return nil, fmt.Errorf("read trace %s: %w", path, err)
-	}
+	defer r.Close()
 	ti := &traceInfo{name: filepath.Base(path), meta: r.Meta(), conns: map[uint64]string{}}
 	var rec trace.Record
 	seen := false
@@ -240,7 +234,7 @@ func readTraceInfo(path string) (*traceInfo, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read trace %s: %w", path, err)
+			return nil, &analyzers.ReadError{Path: path, Err: err}
 		}
 		switch rec.Kind {
 		case trace.KindConnection:
