@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -300,7 +301,15 @@ func TestPerfettoBadInput(t *testing.T) {
 			if buf.Len() != 0 {
 				t.Errorf("wrote %d bytes before failing", buf.Len())
 			}
+			var re *analyzers.ReadError
+			if len(tc.paths) > 0 && tc.opt == (analyzers.Options{}) && (!errors.As(err, &re) || re.Path != tc.paths[0]) {
+				t.Errorf("error %v does not name the trace as an *analyzers.ReadError", err)
+			}
 		})
+	}
+	var fe *trace.FormatError
+	if err := Perfetto(io.Discard, []string{junk}, analyzers.Options{}); !errors.As(err, &fe) || fe.Offset != 0 {
+		t.Errorf("junk trace: %v, want a *trace.FormatError at offset 0", err)
 	}
 }
 
