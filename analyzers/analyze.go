@@ -410,6 +410,7 @@ func (a *analyzer) message(m *Message) {
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
 		a.service.Add(m.RTT)
 		ca.rtt.Add(m.RTT)
+		rec.rts++ // a round trip of its client, for the units of a server-only trace
 	}
 	a.lastRecP = a.recs.add(rec)
 }
@@ -497,6 +498,9 @@ func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
 	} else {
 		a.service.Add(rtt)
 		ca.rtt.Add(rtt)
+		if r := a.lastRecP; r.rts < 255 {
+			r.rts++
+		}
 	}
 }
 

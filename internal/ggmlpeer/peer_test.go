@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // system calls: the bytes moved and the first head bytes of them.
 type recConn struct {
 	net.Conn
+	off  bool // record nothing (a side the trace does not see)
 	mu   *sync.Mutex
 	w    *trace.Writer
 	id   uint64
@@ -30,7 +31,7 @@ type recConn struct {
 }
 
 func (c *recConn) record(dir trace.Dir, op trace.Op, start time.Time, b []byte, n int) {
-	if n <= 0 {
+	if n <= 0 || c.off {
 		return
 	}
 	p := b[:n]
@@ -63,6 +64,11 @@ func (c *recConn) Read(b []byte) (int, error) {
 // record runs the workload between a client and a server over loopback TCP, recording both
 // sides' calls, and returns the trace's path.
 func record(t *testing.T, v Version, tokens, head int) string {
+	return recordSides(t, v, tokens, head, true, true)
+}
+
+// recordSides records the client's side, the server's, or both.
+func recordSides(t *testing.T, v Version, tokens, head int, client, server bool) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ggml.plt")
 	w, err := trace.Create(path, trace.Meta{Source: "ebpf", Protocol: "ggml-rpc", PayloadBytes: head}, nil)
@@ -85,14 +91,14 @@ func record(t *testing.T, v Version, tokens, head int) string {
 			return
 		}
 		defer c.Close()
-		sconn = &recConn{Conn: c, mu: &mu, w: w, id: 2, pid: 200, head: head, t0: t0}
+		sconn = &recConn{Conn: c, mu: &mu, w: w, id: 2, pid: 200, head: head, t0: t0, off: !server}
 		done <- srv.ServeConn(sconn)
 	}()
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &recConn{Conn: nc, mu: &mu, w: w, id: 1, pid: 100, head: head, t0: t0}
+	cc := &recConn{Conn: nc, mu: &mu, w: w, id: 1, pid: 100, head: head, t0: t0, off: !client}
 	cl, err := Dial(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +209,22 @@ func TestDecodeRecordedSession(t *testing.T) {
 				t.Logf("warnings: %q", s.Warnings)
 			}
 		})
+	}
+}
+
+// A trace of the server alone (an unmodified rpc-server under perflab record) still gives
+// the messages and round trips per decode step, from the requests it receives.
+func TestDecodeServerOnly(t *testing.T) {
+	path := recordSides(t, Version{5, 0, 0}, 12, 64, false, true)
+	s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Units) != 1 || s.Units[0].Count != 12 || s.Units[0].RoundTripsPerUnit != 1 || s.Units[0].MessagesPerUnit != 4 {
+		t.Errorf("units %+v", s.Units)
+	}
+	if s.RoundTrips.ServiceUS == nil || s.RoundTrips.ServiceUS.N == 0 {
+		t.Errorf("no service time: %+v", s.RoundTrips)
 	}
 }
 
