@@ -85,6 +85,7 @@ type cmdKey struct {
 	proto, name string
 	id          uint64
 	dir         trace.Dir
+	reply       bool
 }
 
 type cmdAgg struct {
@@ -434,7 +435,7 @@ func (a *analyzer) proc(pid uint32) *procAgg {
 // found by number (their name follows from it); others by name.
 func (a *analyzer) cmdFor(m *Message) *cmdAgg {
 	var fk uint64
-	if sp := m.spec; sp != nil && sp.Kind == "binary" && m.Command < 1<<52 && (m.Name != "" || m.Command != 0) {
+	if sp := m.spec; sp != nil && sp.Kind == "binary" && m.Command < 1<<51 && (m.Name != "" || m.Command != 0) {
 		si, ok := a.specIdx[sp]
 		if !ok {
 			si = uint64(len(a.specIdx) + 1)
@@ -442,6 +443,9 @@ func (a *analyzer) cmdFor(m *Message) *cmdAgg {
 		}
 		if si < 1<<10 {
 			fk = si<<54 | uint64(m.Dir)<<52 | m.Command
+			if m.IsReply {
+				fk |= 1 << 51
+			}
 			if ca := a.fastCmds[fk]; ca != nil {
 				return ca
 			}
@@ -457,7 +461,7 @@ func (a *analyzer) cmdFor(m *Message) *cmdAgg {
 	if name == "" {
 		name = "(unknown)"
 	}
-	k := cmdKey{proto: m.Protocol, name: name, id: m.Command, dir: m.Dir}
+	k := cmdKey{proto: m.Protocol, name: name, id: m.Command, dir: m.Dir, reply: m.IsReply}
 	ca := a.cmds[k]
 	if ca == nil {
 		ca = &cmdAgg{}
@@ -483,7 +487,7 @@ func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
 	if name == "" {
 		name = fmt.Sprintf("cmd%d", cmd)
 	}
-	k := cmdKey{proto: m.Protocol, name: name, id: cmd, dir: m.Dir}
+	k := cmdKey{proto: m.Protocol, name: name, id: cmd, dir: m.Dir, reply: true}
 	ca := a.cmds[k]
 	if ca == nil {
 		ca = &cmdAgg{}
@@ -520,7 +524,7 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 		if name == "" {
 			name = fmt.Sprintf("cmd%d", ev.Command)
 		}
-		k := cmdKey{proto: sp.Name, name: name, id: uint64(ev.Command), dir: trace.DirRecv}
+		k := cmdKey{proto: sp.Name, name: name, id: uint64(ev.Command), dir: trace.DirRecv, reply: true}
 		ca = a.cmds[k]
 		if ca == nil {
 			ca = &cmdAgg{}

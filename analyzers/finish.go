@@ -32,7 +32,11 @@ func (a *analyzer) finish() {
 	}
 	a.processes()
 	for k, c := range a.cmds {
-		cs := CmdStats{Protocol: k.proto, Name: k.name, ID: k.id, Direction: k.dir.String(), Count: c.count, Bytes: c.bytes}
+		kind := "request"
+		if k.reply {
+			kind = "reply"
+		}
+		cs := CmdStats{Protocol: k.proto, Name: k.name, ID: k.id, Direction: k.dir.String(), Kind: kind, Count: c.count, Bytes: c.bytes}
 		if c.rtt.N() > 0 {
 			l := c.rtt.latency(a.conf)
 			cs.RTTUS = &l
@@ -46,6 +50,9 @@ func (a *analyzer) finish() {
 		}
 		if x.Name != y.Name {
 			return x.Name < y.Name
+		}
+		if x.Kind != y.Kind {
+			return x.Kind > y.Kind
 		}
 		return x.Direction > y.Direction
 	})

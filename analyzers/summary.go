@@ -113,13 +113,16 @@ type ProcStats struct {
 
 // CmdStats counts one protocol command in one direction.
 type CmdStats struct {
-	Protocol  string   `json:"protocol"`
-	Name      string   `json:"name"`
-	ID        uint64   `json:"id"`
-	Direction string   `json:"direction"`
-	Count     uint64   `json:"count"`
-	Bytes     uint64   `json:"bytes"`
-	RTTUS     *Latency `json:"rtt_us,omitempty"` // round trips opened by this command
+	Protocol  string `json:"protocol"`
+	Name      string `json:"name"`
+	ID        uint64 `json:"id"`
+	Direction string `json:"direction"`
+	Kind      string `json:"kind"` // "request" or "reply" (a reply is named after its request)
+	Count     uint64 `json:"count"`
+	Bytes     uint64 `json:"bytes"`
+	// RTTUS is, on the replies a client received, the round-trip time of the requests of this
+	// command; on the replies a server sent, its service time (request received → reply sent).
+	RTTUS *Latency `json:"rtt_us,omitempty"`
 }
 
 // RoundTrips describes request/reply exchanges.

@@ -65,7 +65,7 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	if len(s.Commands) > 0 {
-		c := section{title: "Commands", header: []string{"protocol", "command", "dir", "count", "rate /s", "bytes", "mean bytes",
+		c := section{title: "Commands", header: []string{"protocol", "command", "dir", "kind", "count", "rate /s", "bytes", "mean bytes",
 			"RTT p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max"}}
 		var restN, restB uint64
 		for i, x := range s.Commands {
@@ -74,7 +74,7 @@ func sections(s *analyzers.Summary) []section {
 				restB += x.Bytes
 				continue
 			}
-			row := []string{x.Protocol, x.Name, x.Direction, u64(x.Count), rate(x.Count, s.Duration), u64(x.Bytes), mean(x.Bytes, x.Count)}
+			row := []string{x.Protocol, x.Name, x.Direction, x.Kind, u64(x.Count), rate(x.Count, s.Duration), u64(x.Bytes), mean(x.Bytes, x.Count)}
 			if l := x.RTTUS; l != nil {
 				row = append(row, tnum(l.P50), ci(*l), tnum(l.P90), tnum(l.P99), tnum(l.P999), tnum(l.Max))
 			} else {
@@ -83,8 +83,9 @@ func sections(s *analyzers.Summary) []section {
 			c.rows = append(c.rows, row)
 		}
 		if restN > 0 {
-			c.rows = append(c.rows, []string{"", fmt.Sprintf("(%d more)", len(s.Commands)-maxCommandRows), "", u64(restN), rate(restN, s.Duration), u64(restB), mean(restB, restN), "", "", "", "", "", ""})
+			c.rows = append(c.rows, []string{"", fmt.Sprintf("(%d more)", len(s.Commands)-maxCommandRows), "", "", u64(restN), rate(restN, s.Duration), u64(restB), mean(restB, restN), "", "", "", "", "", ""})
 		}
+		c.notes = append(c.notes, "RTT on a reply a client received; on a reply a server sent, the server's service time")
 		out = append(out, c)
 	}
 
