@@ -42,6 +42,10 @@ func CallKind(name string) models.CallKind {
 	return models.Async
 }
 
+// smallRequest is the largest request, in bytes, counted as a control command when the model
+// looks for the cheapest command: its round trip is almost all per-message latency.
+const smallRequest = 4096
+
 // venusFrameBytes is the framing of a Venus frame: the 8-byte header.
 const venusFrameBytes = 8
 
@@ -154,7 +158,7 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 	n := len(tokens[use[0]])
 	l := models.Loop{Calls: make([]models.Call, n), FrameBytes: venusFrameBytes, Link: models.Link{Name: "measured", RTTUS: linkRTTUS, BandwidthBps: bandwidth}}
 	meanRTT := make([]float64, n)
-	var sendX, sendY, qX, qY []float64
+	var sendX, sendY, qY []float64
 	var tokenUS float64
 	for _, t := range use {
 		tokenUS += float64(spans[t][1]-spans[t][0]) / 1e3
@@ -186,38 +190,48 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 	} else {
 		l.SendUS = mean(sendY)
 	}
-	// What a round trip spends beyond the send and the link: a line through (bytes moved, rest).
+	// What a round trip spends beyond the send and the link, per command.
 	for _, t := range use {
 		for _, c := range tokens[t] {
 			moved := c.send + c.recv + 2*venusFrameBytes
 			rest := c.rttUS - (l.SendUS + l.SendPerByteUS*(c.send+venusFrameBytes)) - linkRTTUS - l.Link.TransferUS(moved)
-			qX, qY = append(qX, moved), append(qY, rest)
+			qY = append(qY, rest)
 		}
 	}
-	fixed := mean(qY)
-	if b, _, err := models.FitBatch(qX, qY); err == nil && b.TPerReqUS >= 0 {
-		fixed, l.ServerPerByteUS = b.TFixedUS, b.TPerReqUS
-	}
-	// Per-call work: what a command costs above the cheapest command, per call; the cheapest
-	// command's cost is the per-message latency.
-	resid := map[string][]float64{}
+	// Per-call work: what a call of the token typically (median over tokens) costs above the
+	// cheapest control call (a request of at most smallRequest bytes; big requests paid for
+	// their bytes in the send cost): serial, kept when calls are coalesced or pipelined. The
+	// per-message latency is the rest of the mean round trip, so that the model's baseline is
+	// the measured one; latency tails (a busy machine) land there, where pipelining can overlap
+	// them.
+	byPos := make([][]float64, n)
 	j := 0
 	for _, t := range use {
-		for _, c := range tokens[t] {
-			resid[c.name] = append(resid[c.name], qY[j]-fixed-l.ServerPerByteUS*qX[j])
+		for i := range tokens[t] {
+			byPos[i] = append(byPos[i], qY[j])
 			j++
 		}
 	}
 	floor := math.Inf(1)
-	work := map[string]float64{}
-	for name, r := range resid {
-		work[name] = median(r)
-		floor = math.Min(floor, work[name])
+	work := make([]float64, n)
+	for i := range byPos {
+		work[i] = median(byPos[i])
+		if l.Calls[i].SendBytes <= smallRequest {
+			floor = math.Min(floor, work[i])
+		}
 	}
-	l.MessageUS = math.Max(0, fixed+floor)
-	for i := range l.Calls {
-		l.Calls[i].WorkUS = math.Max(0, work[l.Calls[i].Name]-floor)
+	if math.IsInf(floor, 1) {
+		floor = 0
 	}
+	var left []float64
+	for i := range work {
+		work[i] = math.Max(0, work[i]-floor)
+		l.Calls[i].WorkUS = work[i]
+		for _, q := range byPos[i] {
+			left = append(left, q-work[i])
+		}
+	}
+	l.MessageUS = math.Max(0, mean(left))
 	l.ComputeUS = math.Max(0, tokenUS-blocked)
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -238,7 +252,7 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		fmt.Sprintf("%d of %d tokens share the most common call sequence (%d calls); the model replays it", len(use), len(spans), n),
 		fmt.Sprintf("compute between calls: %s per token (token time minus the round trips), spread evenly before the calls", fmtUS(l.ComputeUS)),
 		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; a round trip adds %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageUS)),
-		fmt.Sprintf("serial server path: %.3g µs/byte and per-call work above the cheapest command", l.ServerPerByteUS),
+		fmt.Sprintf("serial work per call: a call's median round trip, less its send, above the cheapest control call's (%s)", workSummary(l.Calls)),
 		"calls are classified by name: submits ("+strings.Join(SubmitCommands, ", ")+"), sync points ("+strings.Join(SyncCommands, ", ")+"), the rest async; a sync call followed by another travels with it when coalesced")
 	return fit, nil
 }
@@ -399,4 +413,30 @@ func PredictBatch(b models.Batch, scenarios []Scenario) *ModelReport {
 		r.Predicted = p
 	}
 	return r
+}
+
+// workSummary lists the largest per-call work of each command, largest first.
+func workSummary(calls []models.Call) string {
+	seen := map[string]bool{}
+	type nw struct {
+		n string
+		w float64
+	}
+	var v []nw
+	idx := map[string]int{}
+	for _, c := range calls {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			idx[c.Name] = len(v)
+			v = append(v, nw{c.Name, c.WorkUS})
+		} else if c.WorkUS > v[idx[c.Name]].w {
+			v[idx[c.Name]].w = c.WorkUS
+		}
+	}
+	sort.SliceStable(v, func(i, j int) bool { return v[i].w > v[j].w })
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = x.n + " " + fmtUS(x.w)
+	}
+	return strings.Join(parts, ", ")
 }
