@@ -34,7 +34,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
-	closing  bool
+	closing  bool        // under mu
+	closingA atomic.Bool // closing, readable without mu on the per-frame path
 	wg       sync.WaitGroup
 	serving  atomic.Bool
 	closeErr error
@@ -244,6 +245,7 @@ func (s *Server) shutdown(grace time.Duration) {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.closing = true
+		s.closingA.Store(true)
 		conns := make([]*serverConn, 0, len(s.conns))
 		for sc := range s.conns {
 			conns = append(conns, sc)
@@ -300,9 +302,7 @@ func (s *Server) setIdle(sc *serverConn, idle bool) bool {
 	sc.mu.Lock()
 	sc.idle = idle
 	sc.mu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !(idle && s.closing)
+	return !(idle && s.closingA.Load())
 }
 
 type deferredRec struct {

@@ -41,9 +41,10 @@ const (
 	shmCtl1       = 4096 + 256
 	shmMinRing    = 64 << 10
 	shmMaxRing    = 64 << 20
-	// defaultShmSpin polls before sleeping: about 20-50 µs on this class of machine, longer than
-	// a loopback round trip of the peer's work, shorter than a scheduler tick.
-	defaultShmSpin = 20000
+	// defaultShmSpin polls before sleeping: about 30-60 µs on this class of machine (a poll is
+	// one load of a shared cache line), longer than the peer needs to answer a small command,
+	// shorter than a scheduler tick, so two spinning peers on two cores do not starve others.
+	defaultShmSpin = 50000
 	futexWait      = 0
 	futexWake      = 1
 )
@@ -60,6 +61,7 @@ type ring struct {
 	data           []byte // shared, len = cap
 	mask           uint64
 	pos            uint64 // private copy of our own index (head for a writer, tail for a reader)
+	budget         int    // polls before yielding, adapted to how the last waits went
 }
 
 func newRing(mem []byte, ctl int, data []byte) *ring {
@@ -165,17 +167,43 @@ func futex(addr *uint32, op int, val uint32, timeout time.Duration) {
 // the connection closes, or the deadline passes. It polls c.spin times, then sleeps on seq with
 // waiters set; the peer wakes it only when waiters is set, so a busy connection makes no system
 // call.
-func (c *shmConn) waitFor(word *uint64, old uint64, seq, waiters *uint32, useDeadline bool) error {
-	for i := 0; i < c.spin; i++ {
+func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint32, useDeadline bool) error {
+	// Poll, yielding only every 4096 polls (a few µs): a yield costs more than a small round
+	// trip (it may wake another processor), but without any, a peer goroutine queued on this
+	// goroutine's processor would wait for the whole poll.
+	//
+	// Then, for as long again, poll with sched_yield between polls: when the peer's thread is
+	// queued behind this one on a busy core, yielding lets it run at once instead of after our
+	// whole poll; on an idle core the call returns at once. Only then sleep on the futex.
+	//
+	// The poll adapts: a wait that the poll did not cover halves the next poll (down to 64), one
+	// it covered doubles it (up to c.spin). Two peers that share one busy core thus stop
+	// burning their slices on polls that cannot succeed, while two peers on two cores keep
+	// polling.
+	if r.budget == 0 {
+		r.budget = c.spin
+	}
+	for i := 0; i < r.budget; i++ {
 		if atomic.LoadUint64(word) != old {
+			r.budget = min(c.spin, 2*r.budget)
 			return nil
 		}
-		if i&1023 == 1023 {
+		if i&4095 == 4095 {
 			if c.isClosed() {
 				break
 			}
 			runtime.Gosched()
 		}
+	}
+	r.budget = max(64, r.budget/2)
+	for i := 0; i < c.spin/256; i++ {
+		if atomic.LoadUint64(word) != old {
+			return nil
+		}
+		if c.isClosed() {
+			break
+		}
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 	for {
 		if atomic.LoadUint64(word) != old {
@@ -226,7 +254,7 @@ func (c *shmConn) Read(p []byte) (int, error) {
 	r := c.rx
 	head := atomic.LoadUint64(r.head)
 	if head == r.pos {
-		err := c.waitFor(r.head, r.pos, r.dataSeq, r.dataW, true)
+		err := c.waitFor(r, r.head, r.pos, r.dataSeq, r.dataW, true)
 		head = atomic.LoadUint64(r.head)
 		if head == r.pos { // data that arrived before a close is still delivered
 			if err == nil {
@@ -267,7 +295,7 @@ func (c *shmConn) Write(p []byte) (int, error) {
 	for done < len(p) {
 		tail := atomic.LoadUint64(r.tail)
 		if r.pos-tail == size { // full: wait for the reader to move its tail
-			if err := c.waitFor(r.tail, tail, r.spaceSeq, r.spW, false); err != nil {
+			if err := c.waitFor(r, r.tail, tail, r.spaceSeq, r.spW, false); err != nil {
 				return done, err
 			}
 			continue
