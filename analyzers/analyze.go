@@ -192,6 +192,7 @@ type analyzer struct {
 	lastProcKey       uint64
 	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
 	specIdx           map[*Spec]uint64
+	unitCmds          map[string]bool // Options.UnitCommands
 	warnings          []string
 }
 
@@ -211,6 +212,12 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 	a.infl.useMax = true
 	a.specs = map[string]*Spec{}
 	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*Spec]uint64{}
+	if len(opt.UnitCommands) > 0 {
+		a.unitCmds = map[string]bool{}
+		for _, n := range opt.UnitCommands {
+			a.unitCmds[n] = true
+		}
+	}
 	for _, n := range Builtins() {
 		if sp, err := BuiltinSpec(n); err == nil {
 			a.specs[n] = sp
@@ -382,13 +389,19 @@ func (a *analyzer) message(m *Message) {
 		rec.kind |= recSend
 	}
 	if !m.IsReply {
-		if sp := m.spec; sp != nil && sp.OpensUnit(m.Command) {
+		if sp := m.spec; sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
 			if m.Dir == trace.DirSend {
 				rec.kind |= recUnit
 			} else {
 				rec.kind |= recUnitRecv
 			}
 			a.unitSpec = sp.UnitName
+			if a.unitCmds != nil || a.unitSpec == "" {
+				a.unitSpec = "unit"
+				if a.opt.Unit != "" {
+					a.unitSpec = a.opt.Unit
+				}
+			}
 		}
 	}
 	p := a.proc(m.PID)

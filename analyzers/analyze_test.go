@@ -184,3 +184,17 @@ func TestAnalyzeBadPaths(t *testing.T) {
 		t.Error("unknown protocol accepted")
 	}
 }
+
+// Units opened by a command named on the command line, for traces without markers.
+func TestAnalyzeUnitCommands(t *testing.T) {
+	path := writeTrace(t, "v.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
+		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4, Source: trace.SourceEBPF})
+	})
+	s, err := Analyze([]string{path}, Options{UnitCommands: []string{"vkQueueSubmit"}, Unit: "step"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Units) != 1 || s.Units[0].Name != "step" || s.Units[0].Count != 8 || s.Units[0].MessagesPerUnit != 9 || s.Units[0].RoundTripsPerUnit != 4 {
+		t.Errorf("units %+v", s.Units)
+	}
+}

@@ -38,6 +38,9 @@ func (a *analyzer) phasesAndUnits(i int) {
 			tokens = append(tokens, m)
 		}
 	}
+	if a.unitCmds != nil {
+		tokens = nil // the commands asked for win over markers
+	}
 	sort.SliceStable(phases, func(x, y int) bool { return phases[x].from < phases[y].from })
 	for k := range phases {
 		if phases[k].to == 0 {
