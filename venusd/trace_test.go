@@ -3,7 +3,10 @@ package venusd
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,5 +90,97 @@ func TestTraceMatchesCounters(t *testing.T) {
 				t.Errorf("markers: %d tokens, phases %v; want %d tokens, load and generate", tokens, phases, lc.Tokens)
 			}
 		})
+	}
+}
+
+// The server traces too: its frames mirror the client's.
+func TestServerTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.plt")
+	w, err := trace.Create(path, TraceMeta([]string{"server"}, 64), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(ServerConfig{Listen: listenAddr(t, "shm"), Getenv: noEnv, Trace: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := RunWorkload(rctx, ClientConfig{Connect: s.Addr(), Mode: ModeCoalesce, LLM: smallLLM(2), Getenv: noEnv, NoVerify: true})
+	rcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent, recv, recvBytes int64
+	for _, e := range f.Events {
+		switch e.Op {
+		case trace.OpFrameSend:
+			sent++
+		case trace.OpFrameRecv:
+			recv++
+			recvBytes += e.Bytes
+		}
+	}
+	if sent != res.Totals.FramesRecv || recv != res.Totals.FramesSent || recvBytes != res.Totals.BytesSent {
+		t.Errorf("server traced %d sent, %d received (%d bytes); client counted %d received, %d sent (%d bytes)",
+			sent, recv, recvBytes, res.Totals.FramesRecv, res.Totals.FramesSent, res.Totals.BytesSent)
+	}
+	if len(f.Connections) != 1 || f.Connections[0].Family != trace.FamilySHM {
+		t.Errorf("server connections %+v", f.Connections)
+	}
+}
+
+// VENUS_SOCKET_BUFFER_BYTES sizes the socket buffers on both sides; a bad value is refused.
+func TestSocketBufferVariable(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "VENUS_SOCKET_BUFFER_BYTES" {
+				return v
+			}
+			return ""
+		}
+	}
+	if _, err := NewServer(ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: env("big")}); err == nil {
+		t.Error("server accepted VENUS_SOCKET_BUFFER_BYTES=big")
+	}
+	if _, err := RunWorkload(context.Background(), ClientConfig{Connect: "tcp://127.0.0.1:1", Getenv: env("0")}); err == nil || !strings.Contains(err.Error(), "VENUS_SOCKET_BUFFER_BYTES") {
+		t.Errorf("client with VENUS_SOCKET_BUFFER_BYTES=0: %v", err)
+	}
+	n, err := socketBuffer(0, env("1MiB"))
+	if err != nil || n != 1<<20 {
+		t.Errorf("1MiB: %d, %v", n, err)
+	}
+	if n, _ := socketBuffer(0, env("")); n != DefaultSocketBufferBytes {
+		t.Errorf("default %d", n)
+	}
+	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: env("256KiB")})
+	a, _ := ParseAddr(s.Addr())
+	c, err := dial(context.Background(), a, dialOptions{bufBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got int
+	rc, _ := c.(*sockConn).nc.(*net.TCPConn).SyscallConn()
+	rc.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) })
+	if err != nil || got < 256<<10 || got > 2*(256<<10)+4096 { // Linux doubles the value asked for
+		t.Errorf("SO_RCVBUF %d, %v; want about 2×256KiB", got, err)
+	}
+	rc.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY) })
+	if err != nil || got != 1 {
+		t.Errorf("TCP_NODELAY %d, %v", got, err)
 	}
 }
