@@ -125,7 +125,8 @@ echo "(full report: $DIR/before.txt)"
 
 say "before/after: $RUNS runs per side (baseline → coalesce+pipeline)"
 "$PERFLAB" compare "$(list before)" "$(list after)" | tee "$DIR/compare.txt"
-"$PERFLAB" compare --format html -o "$DIR/compare.html" "$DIR/before.plt" "$DIR/after.plt"
+# The tracer traces carry token markers, so the page shows tokens/s and round trips per token too.
+"$PERFLAB" compare --format html -o "$DIR/compare.html" "$DIR/before-tracer.plt" "$DIR/after-tracer.plt"
 
 say "model: what the baseline trace predicts for coalesce+pipeline"
 "$PERFLAB" model --from "$DIR/before-tracer.plt" --mode coalesce+pipeline >"$DIR/model.txt"
