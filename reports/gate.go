@@ -42,8 +42,11 @@ func gateTable(w io.Writer, r *analyzers.GateResult) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("render gate: %w", err)
 	}
+	if len(r.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
 	for _, s := range r.Warnings {
-		fmt.Fprintf(w, "\nwarning: %s\n", s)
+		fmt.Fprintf(w, "warning: %s\n", s)
 	}
 	return nil
 }
