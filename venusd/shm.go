@@ -176,10 +176,11 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 	// queued behind this one on a busy core, yielding lets it run at once instead of after our
 	// whole poll; on an idle core the call returns at once. Only then sleep on the futex.
 	//
-	// The poll adapts: a wait that the poll did not cover halves the next poll (down to 64), one
-	// it covered doubles it (up to c.spin). Two peers that share one busy core thus stop
-	// burning their slices on polls that cannot succeed, while two peers on two cores keep
-	// polling.
+	// The poll adapts: a wait that the poll did not cover halves the next poll (down to about
+	// 1 µs, enough for a peer on another core to answer a small command), one it covered
+	// doubles it (up to c.spin), one the yields covered lengthens it by a quarter. Two peers
+	// that share one busy core thus stop burning their slices on polls that cannot succeed,
+	// while two peers on two cores keep polling.
 	if r.budget == 0 {
 		r.budget = c.spin
 	}
@@ -195,9 +196,10 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 			runtime.Gosched()
 		}
 	}
-	r.budget = max(64, r.budget/2)
+	r.budget = max(min(1024, c.spin), r.budget/2)
 	for i := 0; i < c.spin/256; i++ {
 		if atomic.LoadUint64(word) != old {
+			r.budget = min(c.spin, r.budget+r.budget/4)
 			return nil
 		}
 		if c.isClosed() {
