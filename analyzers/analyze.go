@@ -30,6 +30,9 @@ func (s *series) add(ts int64, v float64) {
 	if ts < s.origin {
 		ts = s.origin
 	}
+	if ts-s.origin < 0 || ts-s.origin > 1<<62 { // a clock that jumped: keep the series bounded
+		return
+	}
 	i := int((ts - s.origin) / s.width)
 	for i >= maxSeries {
 		merged := make([]float64, (len(s.vals)+1)/2, maxSeries)
@@ -201,6 +204,18 @@ type analyzer struct {
 // batch fit, populations and warnings. A trace that cannot be read gives a *ReadError; a
 // damaged one is analysed as far as it goes, with Recovery set and a warning.
 func Analyze(paths []string, opt Options) (*Summary, error) {
+	a, err := newAnalyzer(opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := scan(paths, a.opt, a); err != nil {
+		return nil, err
+	}
+	a.finish()
+	return a.s, nil
+}
+
+func newAnalyzer(opt Options) (*analyzer, error) {
 	a := &analyzer{opt: opt, conf: opt.Confidence, cmds: map[cmdKey]*cmdAgg{},
 		errs: map[errKey]uint64{}, procs: map[uint64]*procAgg{}, byN: map[int]*Hist{}, lost: map[string]uint64{}}
 	if a.conf <= 0 || a.conf >= 1 {
@@ -234,11 +249,7 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 	for i := range a.win {
 		a.win[i].stride = uint64(a.opt.WindowCalls)
 	}
-	if err := scan(paths, a.opt, a); err != nil {
-		return nil, err
-	}
-	a.finish()
-	return a.s, nil
+	return a, nil
 }
 
 func (a *analyzer) warnf(format string, args ...any) {

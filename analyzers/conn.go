@@ -51,7 +51,12 @@ func (c *connDecoder) setup(ev *trace.Event) {
 	}
 	c.d.protos[c.spec.Name] = true
 	c.version = c.spec.defVer
-	if c.spec.Kind == "binary" {
+	c.initFramers()
+}
+
+// initFramers makes the framers of a binary protocol, once the request direction is known.
+func (c *connDecoder) initFramers() {
+	if c.spec.Kind == "binary" && c.framers[trace.DirSend] == nil {
 		other := trace.DirSend
 		if c.reqDir == trace.DirSend {
 			other = trace.DirRecv
@@ -73,6 +78,8 @@ func (c *connDecoder) event(ev *trace.Event) {
 	}
 	if c.reqDir == trace.DirNone {
 		c.setup(ev)
+	} else if c.framers[trace.DirSend] == nil {
+		c.initFramers() // the connection began with tracer frames
 	}
 	c.seq++
 	switch c.spec.Kind {
