@@ -108,7 +108,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{cfg: cfg, addr: a, getenv: cfg.Getenv, buf: buf, conns: map[*serverConn]struct{}{}}
 	switch a.Transport {
 	case "tcp":
-		s.ln, err = net.Listen("tcp", a.Where)
+		lc := net.ListenConfig{Control: bufferControl(buf)}
+		s.ln, err = lc.Listen(context.Background(), "tcp", a.Where)
 		if err == nil {
 			s.addr.Where = s.ln.Addr().String()
 		}

@@ -163,6 +163,32 @@ func tuneTCP(c *net.TCPConn, bufBytes int) error {
 	return nil
 }
 
+// bufferControl sets SO_RCVBUF and SO_SNDBUF before connect or listen, so that the TCP window
+// scale negotiated in the handshake can use them (accepted sockets inherit a listener's).
+func bufferControl(bufBytes int) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		if bufBytes <= 0 {
+			return nil
+		}
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if e := syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, bufBytes); e != nil {
+				serr = e
+			}
+			if e := syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, bufBytes); e != nil {
+				serr = e
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("set socket buffers: %w", serr)
+		}
+		return nil
+	}
+}
+
 // ParseBytes parses a byte count: "262144", "256KiB", "256K", "4MiB", "1M", "4MB" (K/M/G are
 // binary multiples, KB/MB/GB decimal).
 func ParseBytes(s string) (int64, error) {
@@ -212,6 +238,9 @@ func dial(ctx context.Context, a Addr, o dialOptions) (conn, error) {
 	switch a.Transport {
 	case "tcp", "unix":
 		var d net.Dialer
+		if a.Transport == "tcp" {
+			d.Control = bufferControl(o.bufBytes)
+		}
 		nc, err := d.DialContext(ctx, a.Transport, a.Where)
 		if err != nil {
 			return nil, err
