@@ -20,7 +20,7 @@ const saturationGain = 0.10
 // width ratio of the fine buckets the populations are found on (2%: well below the spread of a
 // population, and bounded in count however many samples there are).
 const (
-	histogramBuckets = 30
+	histogramBuckets = 20
 	histogramTop     = 0.999 // the last bucket holds the slowest 0.1%, however far they reach
 	modeBucketRatio  = 1.02
 )

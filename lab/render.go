@@ -22,7 +22,7 @@ func Sections(res *Result) []reports.Section {
 	var out []reports.Section
 	for _, s := range res.Series {
 		name := fmt.Sprintf("%s, %s, depth %d, %s loop", s.Transport, s.Mode, s.Depth, res.Loop)
-		sc := reports.Section{Title: "RTT scaling (" + name + ")",
+		sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
 			Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
 		for _, k := range s.points {
 			p := &res.Points[k]
@@ -30,11 +30,11 @@ func Sections(res *Result) []reports.Section {
 				num(p.RTTUS.Mean), num(p.RTTUS.P99), num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)})
 		}
 		if s.Saturation > 0 {
-			sc.Notes = append(sc.Notes, fmt.Sprintf("throughput rises by less than %.0f%% past %d clients: saturated; more clients only add RTT", 100*saturationGain, s.Saturation))
+			sc.Notes = append(sc.Notes, fmt.Sprintf("throughput rises by less than %.0f%% past %s: saturated; more clients only add RTT", 100*saturationGain, plural(s.Saturation, "client")))
 		}
 		out = append(out, sc)
 		if f := s.BatchFit; f != nil {
-			bm := reports.Section{Title: "Batch model RTT = T_fixed + T_per_req·N (" + name + ")",
+			bm := reports.Section{Title: "Batch model RTT = T_fixed + T_per_req·N (" + name + ")", Align: "r",
 				Header: []string{"clients", "N in flight", "T_cycle predicted µs", "RTT measured µs", "throughput predicted /s", "throughput measured /s"}}
 			for i, pr := range s.Predictions {
 				bm.Rows = append(bm.Rows, []string{strconv.Itoa(pr.Clients), num(pr.InFlight), num(pr.CyclePredictedUS),
@@ -115,6 +115,13 @@ func count(v float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }
 
 func dash(v float64) string {

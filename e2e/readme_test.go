@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The README's tour (docs/tour.md, copied into README.md) run as a doc test, as
+// cmd/benchstat's doc_test.go does: every command of its ```sh blocks runs with the built
+// perflab first on PATH, in a fresh directory, in order. Each must exit with the code its
+// `# exit N` comment gives (0 without one); a line ending in `&` starts a background process
+// that the test stops at the end; `# needs root` lines run only as root. Every line without
+// digits of the ```text block after a command (its example output) must appear in what the
+// command printed, compared without table borders and with blanks collapsed. The tour's socket,
+// /tmp/perflab-tour.sock, is moved into the test's directory.
+
+// tourCmd is one command of the tour.
+type tourCmd struct {
+	line       int // in the file
+	shell      string
+	exit       int
+	background bool
+	needsRoot  bool
+	want       []string // expected output lines, as written
+}
+
+var trailingComment = regexp.MustCompile(`\s+#\s*(.*)$`)
+
+// parseTour returns the commands of a tour file.
+func parseTour(t *testing.T, path string) []tourCmd {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cmds []tourCmd
+	var block string // "sh", "text" or ""
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if strings.HasPrefix(line, "```") {
+			if block != "" {
+				block = ""
+			} else {
+				block = strings.TrimPrefix(line, "```")
+			}
+			continue
+		}
+		switch block {
+		case "sh":
+			s := strings.TrimSpace(line)
+			if s == "" || strings.HasPrefix(s, "#") {
+				continue
+			}
+			c := tourCmd{line: n}
+			if m := trailingComment.FindStringSubmatchIndex(s); m != nil {
+				comment := s[m[2]:m[3]]
+				s = s[:m[0]]
+				if code, ok := strings.CutPrefix(comment, "exit "); ok {
+					if c.exit, err = strconv.Atoi(code); err != nil {
+						t.Fatalf("%s:%d: bad exit comment %q", path, n, comment)
+					}
+				}
+				c.needsRoot = comment == "needs root"
+			}
+			if b, ok := strings.CutSuffix(s, "&"); ok {
+				s, c.background = strings.TrimSpace(b), true
+			}
+			c.shell = s
+			cmds = append(cmds, c)
+		case "text":
+			if len(cmds) == 0 {
+				t.Fatalf("%s:%d: output block before any command", path, n)
+			}
+			cmds[len(cmds)-1].want = append(cmds[len(cmds)-1].want, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cmds
+}
+
+// normalize drops table borders and collapses blanks, so an excerpt matches however wide the
+// columns came out.
+func normalize(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '|' || r == '+' || r == '-' {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
+
+func TestTour(t *testing.T) {
+	path := filepath.Join(repoRoot, "docs", "tour.md")
+	cmds := parseTour(t, path)
+	var all strings.Builder
+	for _, c := range cmds {
+		all.WriteString(c.shell + "\n")
+	}
+	for _, verb := range []string{"perflab record", "perflab analyze", "perflab compare", "perflab gate", "perflab model", "perflab bench"} {
+		if !strings.Contains(all.String(), verb) {
+			t.Errorf("the tour has no %q command", verb)
+		}
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "venus.sock")
+	env := append(os.Environ(), "PATH="+filepath.Dir(perflab)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	root := os.Geteuid() == 0
+	for _, c := range cmds {
+		shell := strings.ReplaceAll(c.shell, "/tmp/perflab-tour.sock", sock)
+		name := "line " + strconv.Itoa(c.line)
+		if c.needsRoot && !root {
+			t.Logf("%s: skipped, needs root: %s", name, c.shell)
+			continue
+		}
+		if c.background {
+			startBackground(t, dir, env, shell, sock)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", shell)
+		cmd.Dir, cmd.Env = dir, env
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		cancel()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %s: %v", name, c.shell, err)
+		}
+		got := out.String()
+		if strings.Contains(got, "panic:") || strings.Contains(got, "internal error") {
+			t.Errorf("%s: %s panicked:\n%s", name, c.shell, got)
+		}
+		if code != c.exit {
+			t.Errorf("%s: %s: exit %d, the tour says %d\n%s", name, c.shell, code, c.exit, tail(got, 3000))
+			continue
+		}
+		norm := normalize(got)
+		for _, w := range c.want {
+			if hasDigit(w) || normalize(w) == "" {
+				continue
+			}
+			if !strings.Contains(norm, normalize(w)) {
+				t.Errorf("%s: %s: output lacks the tour's line %q\n%s", name, c.shell, strings.TrimSpace(w), tail(got, 3000))
+			}
+		}
+		t.Logf("%s: ok: %s", name, c.shell)
+	}
+}
+
+// startBackground starts shell in its own process group and stops the group when the test
+// ends; when the command serves sock, it waits for the socket to appear.
+func startBackground(t *testing.T, dir string, env []string, shell, sock string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "exec "+shell)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			t.Errorf("%s: did not stop on SIGINT within 10 s", shell)
+		}
+	})
+	if !strings.Contains(shell, sock) {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(sock); err == nil {
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("%s exited:\n%s", shell, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s: %s did not appear within 10 s", shell, sock)
+}
