@@ -42,9 +42,17 @@ func analyze(res *Result, cfg *Config) {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: analyze trace: %v", p.Label(), err))
 				continue
 			}
-			for _, r := range s.LittlesLaw {
-				r.Label = p.Label() + " trace"
-				res.LittlesLaw = append(res.LittlesLaw, roundLittle(r))
+			// L from the trace's in-flight integral, λ from its completed round trips, W their
+			// mean: measured apart from the clients' own counters.
+			if s.InFlight == nil || len(s.LittlesLaw) == 0 || s.RoundTrips.RTTUS.Mean <= 0 {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the trace has no round trips to check Little's law on", p.Label()))
+				continue
+			}
+			r := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label() + " trace", InFlight: s.InFlight.Mean,
+				ThroughputPerS: s.LittlesLaw[0].ThroughputPerS, RTTMeasuredUS: s.RoundTrips.RTTUS.Mean}})[0]
+			res.LittlesLaw = append(res.LittlesLaw, roundLittle(r))
+			if math.Abs(r.Error) > LittleTolerance {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%% in the trace", p.Label(), 100*r.Error))
 			}
 		}
 	}
