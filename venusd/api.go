@@ -66,16 +66,17 @@ const DefaultListen = "tcp://127.0.0.1:5556"
 
 // Defaults of ServerConfig and ClientConfig.
 const (
-	DefaultMaxFrameBytes     = 64 << 20         // largest frame payload accepted, bytes
-	DefaultMaxConns          = 256              // concurrent connections per server
-	DefaultMaxObjects        = 65536            // live objects (memory, fences, command buffers) per connection
-	DefaultMaxMemoryBytes    = 1 << 30          // device memory per connection, bytes
-	DefaultIdleTimeout       = 10 * time.Minute // a connection that sends no frame header for this long is closed
-	DefaultFrameTimeout      = 10 * time.Second // a frame whose payload does not arrive within this after its header is dropped, and its connection closed
-	DefaultSocketBufferBytes = 4 << 20          // SO_SNDBUF and SO_RCVBUF, as Venus Plus
-	DefaultShmRingBytes      = 4 << 20          // bytes of each shm ring (one per direction)
-	DefaultDepth             = 8                // requests in flight in pipeline modes
-	DefaultShutdownGrace     = 5 * time.Second  // how long Serve waits for in-flight frames on shutdown
+	DefaultMaxFrameBytes       = 64 << 20         // largest frame payload accepted, bytes
+	DefaultMaxConns            = 256              // concurrent connections per server
+	DefaultMaxObjects          = 65536            // live objects (memory, fences, command buffers) per connection
+	DefaultMaxMemoryBytes      = 1 << 30          // device memory per connection, bytes
+	DefaultMaxTotalMemoryBytes = 8 << 30          // device memory of all connections together, bytes
+	DefaultIdleTimeout         = 10 * time.Minute // a connection that sends no frame header for this long is closed
+	DefaultFrameTimeout        = 10 * time.Second // a frame whose payload does not arrive within this after its header is dropped, and its connection closed
+	DefaultSocketBufferBytes   = 4 << 20          // SO_SNDBUF and SO_RCVBUF, as Venus Plus
+	DefaultShmRingBytes        = 4 << 20          // bytes of each shm ring (one per direction)
+	DefaultDepth               = 8                // requests in flight in pipeline modes
+	DefaultShutdownGrace       = 5 * time.Second  // how long Serve waits for in-flight frames on shutdown
 )
 
 // ServerConfig describes a server. The zero value, with Listen empty, listens on DefaultListen.
@@ -95,6 +96,9 @@ type ServerConfig struct {
 	// DefaultMaxMemoryBytes); going past them is an error reply, never an allocation.
 	MaxObjects     int
 	MaxMemoryBytes int64
+	// MaxTotalMemoryBytes bounds the device memory of all connections together (default
+	// DefaultMaxTotalMemoryBytes), so that many clients cannot exhaust the host.
+	MaxTotalMemoryBytes int64
 	// IdleTimeout and FrameTimeout are read deadlines (defaults DefaultIdleTimeout and
 	// DefaultFrameTimeout): waiting for a header, and for the rest of a frame once its header came.
 	IdleTimeout  time.Duration

@@ -58,8 +58,9 @@ type cmdBuf struct {
 
 // liveCounters are shared by the devices of a server.
 type liveCounters struct {
-	objects atomic.Int64
-	bytes   atomic.Int64
+	objects  atomic.Int64
+	bytes    atomic.Int64
+	maxBytes int64 // device memory of all connections together; 0: no limit
 }
 
 // device is the emulated GPU of one connection: its own handle table and quotas. It is not safe
@@ -97,15 +98,20 @@ func (d *device) release() {
 	d.mem, d.fences, d.cbs = map[uint64]*memObj{}, map[uint64]bool{}, map[uint64]*cmdBuf{}
 }
 
-func (d *device) addObject(n int64) bool {
+// addObject accounts for a new object of n bytes against the connection's and the server's
+// quotas, before it is allocated.
+func (d *device) addObject(n int64) int32 {
 	if d.objects >= d.maxObjects {
-		return false
+		return VkErrorTooManyObjects
+	}
+	if total := d.live.bytes.Add(n); d.live.maxBytes > 0 && total > d.live.maxBytes {
+		d.live.bytes.Add(-n)
+		return VkErrorOutOfDeviceMemory
 	}
 	d.objects++
 	d.bytes += n
 	d.live.objects.Add(1)
-	d.live.bytes.Add(n)
-	return true
+	return VkSuccess
 }
 
 func (d *device) dropObject(n int64) {
@@ -141,8 +147,8 @@ func (d *device) exec(c *Command, out *encoder) (int32, error) {
 		if size == 0 || size > uint64(d.maxBytes-d.bytes) {
 			return VkErrorOutOfDeviceMemory, nil
 		}
-		if !d.addObject(int64(size)) {
-			return VkErrorTooManyObjects, nil
+		if res := d.addObject(int64(size)); res != VkSuccess {
+			return res, nil
 		}
 		d.mem[id] = &memObj{data: make([]byte, size), props: props}
 		return VkSuccess, nil
@@ -275,8 +281,8 @@ func (d *device) exec(c *Command, out *encoder) (int32, error) {
 		if _, dup := d.fences[id]; dup {
 			return VkErrorValidationFailed, nil
 		}
-		if !d.addObject(0) {
-			return VkErrorTooManyObjects, nil
+		if res := d.addObject(0); res != VkSuccess {
+			return res, nil
 		}
 		d.fences[id] = flags&1 != 0
 		return VkSuccess, nil
@@ -355,8 +361,8 @@ func (d *device) exec(c *Command, out *encoder) (int32, error) {
 		if id == 0 || d.cbs[id] != nil {
 			return VkErrorValidationFailed, nil
 		}
-		if !d.addObject(0) {
-			return VkErrorTooManyObjects, nil
+		if res := d.addObject(0); res != VkSuccess {
+			return res, nil
 		}
 		d.cbs[id] = &cmdBuf{}
 		return VkSuccess, nil

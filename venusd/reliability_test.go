@@ -416,3 +416,31 @@ func waitIdle(t *testing.T, s *Server) {
 func timeIn(t *testing.T) time.Time { return time.Now().Add(10 * time.Second) }
 
 func readFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }
+
+// D7: the server-wide memory cap holds across connections; a reply never outgrows a frame.
+func TestD7TotalMemoryAndReplyCap(t *testing.T) {
+	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, MaxTotalMemoryBytes: 3 << 20, MaxFrameBytes: 1 << 20})
+	a, b := dialRaw(t, s.Addr()), dialRaw(t, s.Addr())
+	if r := a.call(CmdAllocateMemory, alloc(1, 2<<20, MemHostVisible)); r != VkSuccess {
+		t.Fatal(ResultName(r))
+	}
+	if r := b.call(CmdAllocateMemory, alloc(1, 2<<20, MemHostVisible)); r != VkErrorOutOfDeviceMemory {
+		t.Errorf("second client past the server's total: %s", ResultName(r))
+	}
+	if r := b.call(CmdAllocateMemory, alloc(2, 1<<20, MemHostVisible)); r != VkSuccess {
+		t.Errorf("second client within the total: %s", ResultName(r))
+	}
+	if r := a.call(CmdMapMemory, u64s(1, 0, wholeSize)); r != VkSuccess {
+		t.Fatal(ResultName(r))
+	}
+	// Two reads of 600 KiB in one frame: the second would push the reply past 1 MiB.
+	read := func(e *encoder) { e.u32(1); u64s(1, 0, 600<<10)(e) }
+	a.send(frameOf(cmdOf(CmdReadMemoryData, FlagReplyWanted, 1, read), cmdOf(CmdReadMemoryData, FlagReplyWanted, 2, read)))
+	rs, err := a.reply()
+	if err != nil || len(rs) != 2 || result(rs[0]) != VkSuccess || result(rs[1]) != VkErrorOutOfHostMemory {
+		t.Fatalf("replies %d, %v", len(rs), err)
+	}
+	if r := a.call(CmdPing, func(e *encoder) { e.u32(2 << 20) }); r != VkErrorOutOfHostMemory {
+		t.Errorf("ping asking for a reply larger than a frame: %s", ResultName(r))
+	}
+}

@@ -72,6 +72,9 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 	if cfg.MaxMemoryBytes <= 0 {
 		cfg.MaxMemoryBytes = DefaultMaxMemoryBytes
 	}
+	if cfg.MaxTotalMemoryBytes <= 0 {
+		cfg.MaxTotalMemoryBytes = DefaultMaxTotalMemoryBytes
+	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -106,6 +109,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, addr: a, getenv: cfg.Getenv, buf: buf, conns: map[*serverConn]struct{}{}}
+	s.live.maxBytes = cfg.MaxTotalMemoryBytes
 	switch a.Transport {
 	case "tcp":
 		lc := net.ListenConfig{Control: bufferControl(buf)}
@@ -438,6 +442,9 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 				wantAny = true
 				break
 			}
+			// A reply frame must fit the cap the client reads with: what a command may return
+			// shrinks as the frame fills.
+			dev.maxReply = max(0, s.cfg.MaxFrameBytes-len(rep.b)-4*CmdHeaderSize)
 			var off, resOff int
 			var out *encoder
 			if want {
