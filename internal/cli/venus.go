@@ -64,6 +64,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	maxConns := fs.Int("max-conns", venusd.DefaultMaxConns, "serve at most `N` clients at once")
 	maxFrame := fs.String("max-frame", "64MiB", "largest frame payload accepted, in `bytes`")
 	maxMem := fs.String("max-memory", "1GiB", "device memory quota per client, in `bytes`")
+	maxTotal := fs.String("max-total-memory", "8GiB", "device memory of all clients together, in `bytes`")
 	idle := fs.Duration("idle-timeout", venusd.DefaultIdleTimeout, "close a client that sends no frame for `D`")
 	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
 	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
@@ -82,6 +83,10 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	if err != nil || mm < 1 {
 		return BadInput("--max-memory %q: want a byte count", *maxMem)
 	}
+	mt, err := venusd.ParseBytes(*maxTotal)
+	if err != nil || mt < 1 {
+		return BadInput("--max-total-memory %q: want a byte count", *maxTotal)
+	}
 	if *payload < 0 || *payload > trace.MaxPayload {
 		return BadInput("--payload-bytes %d: want 0..%d", *payload, trace.MaxPayload)
 	}
@@ -94,7 +99,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	}
 	srv, err := venusd.NewServer(venusd.ServerConfig{
 		Listen: *listen, AllowRemote: *allowRemote, MaxConns: *maxConns, MaxFrameBytes: int(mf),
-		MaxMemoryBytes: mm, IdleTimeout: *idle, Trace: tw, TracePayloadBytes: *payload,
+		MaxMemoryBytes: mm, MaxTotalMemoryBytes: mt, IdleTimeout: *idle, Trace: tw, TracePayloadBytes: *payload,
 		Getenv: env.Getenv, Log: env.Stderr,
 	})
 	if err != nil {
