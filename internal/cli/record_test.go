@@ -575,3 +575,33 @@ func killTargets(t *testing.T, path string) {
 		syscall.Kill(int(pid), syscall.SIGKILL)
 	}
 }
+
+// TestRecordDuration: --duration ends a recording of a running process with exit 0, a
+// complete trace, and the process left running.
+func TestRecordDuration(t *testing.T) {
+	requireRecord(t)
+	dir := t.TempDir()
+	target := exec.Command(os.Args[0])
+	target.Env = append(os.Environ(), recordTargetEnv+"=forever", recordCountsEnv+"="+os.DevNull)
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { target.Process.Kill(); target.Wait() }()
+	rec, out, _, stdout, stderr := recordCmd(t, dir, "--duration", "300ms", "-p", fmt.Sprint(target.Process.Pid))
+	if err := rec.Run(); err != nil {
+		t.Fatalf("record: %v; stderr %q", err, stderr.String())
+	}
+	f, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Footer == nil || len(f.Events) == 0 {
+		t.Fatalf("footer %v, %d events", f.Footer, len(f.Events))
+	}
+	if !strings.Contains(stdout.String(), "recorded ") {
+		t.Errorf("no summary: %q", stdout.String())
+	}
+	if !processExists(uint32(target.Process.Pid)) {
+		t.Error("recording by pid stopped the process")
+	}
+}
