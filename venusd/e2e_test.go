@@ -208,3 +208,42 @@ func TestDelayedLinkSameResult(t *testing.T) {
 		}
 	}
 }
+
+// An error of a call that was not awaited surfaces at the next sync point, in every mode; in
+// baseline it is returned by the call itself.
+func TestDeferredErrors(t *testing.T) {
+	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv})
+	for _, m := range Modes {
+		t.Run(m.String(), func(t *testing.T) {
+			cfg := ClientConfig{Connect: s.Addr(), Mode: m, Getenv: noEnv}
+			c, _, err := dialClient(context.Background(), &cfg, noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+			e := c.start(CmdTransferMemoryData, kindAsync) // memory 0x77 does not exist
+			e.u64(0x77)
+			e.u64(0)
+			e.u64(4)
+			e.bytes([]byte{1, 2, 3, 4})
+			_, asyncErr := c.done(kindAsync)
+			e = c.start(CmdPing, kindSync)
+			e.u32(4)
+			_, syncErr := c.done(kindSync)
+			var ve *VkError
+			switch {
+			case m == ModeBaseline:
+				if !errors.As(asyncErr, &ve) || ve.Deferred || ve.Result != VkErrorValidationFailed {
+					t.Errorf("baseline: the call returned %v", asyncErr)
+				}
+			default:
+				if asyncErr != nil {
+					t.Errorf("the call itself returned %v", asyncErr)
+				}
+				if !errors.As(syncErr, &ve) || !ve.Deferred || ve.Cmd != CmdTransferMemoryData || ve.Result != VkErrorValidationFailed {
+					t.Errorf("sync point returned %v, want the deferred vnTransferMemoryData error", syncErr)
+				}
+			}
+		})
+	}
+}
