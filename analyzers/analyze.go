@@ -227,10 +227,12 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 	a.infl.useMax = true
 	a.specs = map[string]*Spec{}
 	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*Spec]uint64{}
-	if len(opt.UnitCommands) > 0 {
+	if opt.UnitCommands != "" {
 		a.unitCmds = map[string]bool{}
-		for _, n := range opt.UnitCommands {
-			a.unitCmds[n] = true
+		for _, n := range strings.Split(opt.UnitCommands, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				a.unitCmds[n] = true
+			}
 		}
 	}
 	for _, n := range Builtins() {

@@ -190,7 +190,7 @@ func TestAnalyzeUnitCommands(t *testing.T) {
 	path := writeTrace(t, "v.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
 		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4, Source: trace.SourceEBPF})
 	})
-	s, err := Analyze([]string{path}, Options{UnitCommands: []string{"vkQueueSubmit"}, Unit: "step"})
+	s, err := Analyze([]string{path}, Options{UnitCommands: "vkQueueSubmit", Unit: "step"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,10 @@ func (a *analyzer) finish() {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
 		s.InFlight = &InFlight{Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
 		lambda := float64(rt.Count) / dur
-		rows := LittleFromTable([]LittlePoint{{Label: "trace", InFlight: L, ThroughputPerS: lambda, RTTMeasuredUS: rt.RTTUS.Mean}})
+		// W measured is the median RTT, as seed 003 §3 compares: L/λ is the mean response time
+		// (Little's law holds for any stable system), so the error shows how far the typical
+		// round trip is from the mean — a long tail or a second population.
+		rows := LittleFromTable([]LittlePoint{{Label: "trace", InFlight: L, ThroughputPerS: lambda, RTTMeasuredUS: rt.RTTUS.P50}})
 		for i := range rows {
 			rows[i] = roundLittle(rows[i])
 		}

@@ -23,9 +23,10 @@ type Options struct {
 	// Unit names the unit of work to count per ("token"); "" means: the "token" markers when the
 	// trace has them, else the spec's unit command.
 	Unit string
-	// UnitCommands, when set, name the commands each of which opens a unit of work, instead of
-	// the spec's unit_commands (e.g. "vkQueueSubmit" for a trace without token markers).
-	UnitCommands []string
+	// UnitCommands, when set, names (comma-separated) the commands each of which opens a unit
+	// of work, instead of the spec's unit_commands (e.g. "vkQueueSubmit" for a trace without
+	// token markers). A string keeps Options comparable.
+	UnitCommands string
 	// Confidence is the level of confidence intervals, 0 < c < 1 (0 means DefaultConfidence).
 	Confidence float64
 	// WindowCalls is the size of the per-window summaries in calls (0 means DefaultWindowCalls).

@@ -71,10 +71,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	if f.summary == nil && f.traces == nil {
 		return BadInput("--format %s is not available in this build", *format)
 	}
-	opt := analyzers.Options{Protocol: *proto, Unit: *unit}
-	if *unitCmd != "" {
-		opt.UnitCommands = strings.Split(*unitCmd, ",")
-	}
+	opt := analyzers.Options{Protocol: *proto, Unit: *unit, UnitCommands: *unitCmd}
 	if *spec != "" {
 		s, err := analyzers.LoadSpec(*spec)
 		if err != nil {
