@@ -109,8 +109,8 @@ type ServerConfig struct {
 	// SocketBufferBytes sets SO_SNDBUF/SO_RCVBUF on TCP connections; 0 reads
 	// VENUS_SOCKET_BUFFER_BYTES through Getenv, then DefaultSocketBufferBytes.
 	SocketBufferBytes int
-	// ShmSpin is how many polls of a shm ring a reader makes before it sleeps on a futex (0: the
-	// default, about 20-50 µs of spinning).
+	// ShmSpin is the most polls of a shm ring a reader makes before it yields and then sleeps on
+	// a futex (0: the default, 50,000, about 50 µs); the reader adapts below it (docs/venusd.md).
 	ShmSpin int
 	// Trace, when set, receives one event per frame the server sends or receives.
 	Trace *trace.Writer
