@@ -12,8 +12,8 @@ import (
 // warns: 10%, the bound; a larger gap means the measurement windows of L, λ and W differ.
 const LittleTolerance = 0.10
 
-// saturationGain is the smallest relative throughput gain between two client counts that still
-// counts as rising.
+// saturationGain is how close to the sweep's highest throughput a point must come to count as
+// saturated: within 10%, about the run-to-run noise of a one-second point on a shared machine.
 const saturationGain = 0.10
 
 // histogramBuckets is how many buckets the reported RTT histogram has; modeBucketRatio is the
@@ -96,12 +96,19 @@ func analyze(res *Result, cfg *Config) {
 	}
 }
 
-// saturation returns the client count after which throughput stopped rising by saturationGain.
+// saturation returns the smallest client count whose throughput is within saturationGain of
+// the series' highest (0 when only the last point gets there: no plateau was measured).
 func saturation(points []Point, idx []int) int {
-	for i := 1; i < len(idx); i++ {
-		a, b := &points[idx[i-1]], &points[idx[i]]
-		if a.ThroughputPerS > 0 && b.ThroughputPerS < a.ThroughputPerS*(1+saturationGain) {
-			return a.Clients
+	best := 0.0
+	for _, k := range idx {
+		best = math.Max(best, points[k].ThroughputPerS)
+	}
+	for i, k := range idx {
+		if points[k].ThroughputPerS >= best*(1-saturationGain) {
+			if i == len(idx)-1 {
+				return 0
+			}
+			return points[k].Clients
 		}
 	}
 	return 0

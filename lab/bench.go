@@ -137,8 +137,8 @@ type Series struct {
 	HistogramClients int                    `json:"histogram_clients"`
 	Histogram        []analyzers.HistBucket `json:"histogram"`
 	Modes            []analyzers.Mode       `json:"modes"`
-	// Saturation is the client count past which adding clients raised throughput by less than
-	// 10% (0 when it never flattened).
+	// Saturation is the smallest client count whose throughput came within 10% of the series'
+	// highest: past it, more clients add RTT, not throughput (0 when only the last point did).
 	Saturation int `json:"saturation_clients"`
 
 	points []int // indexes into Result.Points

@@ -115,3 +115,29 @@ func TestRunConnLoop(t *testing.T) {
 		t.Errorf("depth 4 point: %+v (want more than 2 in flight)", res.Points[3])
 	}
 }
+
+func TestSaturation(t *testing.T) {
+	pts := func(tp ...float64) ([]Point, []int) {
+		var ps []Point
+		var idx []int
+		for i, v := range tp {
+			ps = append(ps, Point{Clients: 1 << i, ThroughputPerS: v})
+			idx = append(idx, i)
+		}
+		return ps, idx
+	}
+	for _, c := range []struct {
+		tp   []float64
+		want int
+	}{
+		{[]float64{32, 98, 96, 137, 138}, 8},
+		{[]float64{10, 20, 40, 80}, 0},
+		{[]float64{100, 101, 99}, 1},
+		{[]float64{50, 95, 100, 98}, 2},
+	} {
+		ps, idx := pts(c.tp...)
+		if got := saturation(ps, idx); got != c.want {
+			t.Errorf("saturation(%v) = %d, want %d", c.tp, got, c.want)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func Sections(res *Result) []reports.Section {
 				num(p.RTTUS.Mean), num(p.RTTUS.P99), num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)})
 		}
 		if s.Saturation > 0 {
-			sc.Notes = append(sc.Notes, fmt.Sprintf("throughput rises by less than %.0f%% past %s: saturated; more clients only add RTT", 100*saturationGain, plural(s.Saturation, "client")))
+			sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %.0f%% of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), 100*saturationGain))
 		}
 		out = append(out, sc)
 		if f := s.BatchFit; f != nil {
@@ -72,7 +72,7 @@ func Sections(res *Result) []reports.Section {
 		Header: []string{"point", "L in flight", "λ /s", "L/λ µs", "W measured µs", "error"}}
 	worst := 0.0
 	for _, r := range res.LittlesLaw {
-		ll.Rows = append(ll.Rows, []string{r.Label, num(r.InFlight), count(r.ThroughputPerS), num(r.RTTPredictedUS), num(r.RTTMeasuredUS), fmt.Sprintf("%+.1f%%", 100*r.Error)})
+		ll.Rows = append(ll.Rows, []string{r.Label, num(r.InFlight), count(r.ThroughputPerS), num(r.RTTPredictedUS), num(r.RTTMeasuredUS), pct(r.Error)})
 		worst = math.Max(worst, math.Abs(r.Error))
 	}
 	if len(res.LittlesLaw) > 0 {
@@ -115,6 +115,14 @@ func count(v float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// pct formats a relative error as a signed percentage, without a negative zero.
+func pct(e float64) string {
+	if math.Abs(e) < 0.0005 {
+		return "0.0%"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*e)
 }
 
 func plural(n int, what string) string {
