@@ -30,7 +30,7 @@ func (s *series) add(ts int64, v float64) {
 	if ts < s.origin {
 		ts = s.origin
 	}
-	if ts-s.origin < 0 || ts-s.origin > 1<<62 { // a clock that jumped: keep the series bounded
+	if ts-s.origin > 1<<62 || ts-s.origin < -(1<<62) { // a clock that jumped: keep the series bounded
 		return
 	}
 	i := int((ts - s.origin) / s.width)
