@@ -257,22 +257,20 @@ func quantile(v []float64, q float64) float64 {
 	return quantileSorted(s, q)
 }
 
-// meanCV returns the mean and coefficient of variation (sample standard deviation / mean) of v;
-// the CV is 0 for fewer than two values or a zero mean.
-func meanCV(v []float64) (mean, cv float64) {
-	if len(v) == 0 {
-		return 0, 0
+// robustCV returns 1.4826·MAD/|median| of v, the coefficient of variation a normal sample would
+// have, computed so that a few outliers do not move it; 0 for fewer than two values or a zero
+// median.
+func robustCV(v []float64) float64 {
+	if len(v) < 2 {
+		return 0
 	}
-	for _, x := range v {
-		mean += x
+	m := quantile(v, 0.5)
+	if m == 0 {
+		return 0
 	}
-	mean /= float64(len(v))
-	if len(v) < 2 || mean == 0 {
-		return mean, 0
+	dev := make([]float64, len(v))
+	for i, x := range v {
+		dev[i] = math.Abs(x - m)
 	}
-	var ss float64
-	for _, x := range v {
-		ss += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(ss/float64(len(v)-1)) / math.Abs(mean)
+	return 1.4826 * quantile(dev, 0.5) / math.Abs(m)
 }

@@ -256,18 +256,21 @@ type GateResult struct {
 
 // RuleResult is the verdict of one rule.
 type RuleResult struct {
-	Metric    string     `json:"metric"`
-	Direction string     `json:"direction"`
-	Allowed   float64    `json:"allowed"`
-	Verdict   string     `json:"verdict"` // "pass", "regression", "inconclusive"
-	Detail    string     `json:"detail"`
-	Baseline  *float64   `json:"baseline"` // median of the baseline runs
-	Current   *float64   `json:"current"`  // median of the current runs
-	Change    *float64   `json:"change"`   // current/baseline − 1
-	PValue    *float64   `json:"p_value"`  // one-sided Mann-Whitney U against the baseline moved by the allowance
-	PAdjusted *float64   `json:"p_adjusted"`
-	CV        [2]float64 `json:"cv"` // coefficient of variation of baseline and current
-	N         [2]int     `json:"n"`  // runs of baseline and current
+	Metric    string   `json:"metric"`
+	Direction string   `json:"direction"`
+	Allowed   float64  `json:"allowed"`
+	Verdict   string   `json:"verdict"` // "pass", "regression", "inconclusive"
+	Detail    string   `json:"detail"`
+	Baseline  *float64 `json:"baseline"` // median of the baseline runs
+	Current   *float64 `json:"current"`  // median of the current runs
+	Change    *float64 `json:"change"`   // current/baseline − 1
+	PValue    *float64 `json:"p_value"`  // one-sided Mann-Whitney U against the baseline moved by the allowance
+	PAdjusted *float64 `json:"p_adjusted"`
+	// CV is the robust coefficient of variation (1.4826·MAD/median) of baseline and current:
+	// one outlier run on a shared machine does not make a rank test blind, so it should not
+	// make the gate inconclusive either.
+	CV [2]float64 `json:"cv"`
+	N  [2]int     `json:"n"` // runs of baseline and current
 }
 
 // BadInputError is input a gate refuses: lost events, a damaged trace.
@@ -354,8 +357,7 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		rr.Baseline, rr.Current = fptr(mb), fptr(mc)
 		ch := ratio(mc, mb) - 1
 		rr.Change = fptr(ch)
-		_, cvb := meanCV(bv)
-		_, cvc := meanCV(cv)
+		cvb, cvc := robustCV(bv), robustCV(cv)
 		rr.CV = [2]float64{cvb, cvc}
 		bad := ch // change in the bad direction, > 0 is worse
 		if higher {
@@ -372,7 +374,7 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
 		case cvb > maxCV || cvc > maxCV:
 			rr.Verdict = "inconclusive"
-			rr.Detail = fmt.Sprintf("%s; too noisy: CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)
+			rr.Detail = fmt.Sprintf("%s; too noisy: robust CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)
 		default:
 			moved := make([]float64, len(bv))
 			alt := Greater

@@ -58,7 +58,7 @@ func TestGateVerdicts(t *testing.T) {
 		{"n=5 is never a regression", synthRuns(1, 5, 0.01, centre), synthRuns(3, 5, 0.01, scaled(centre, 2)), "inconclusive",
 			map[string]string{MetricRTTP50: "inconclusive"}, "need ≥ 6 runs per side, have 5 baseline and 5 current"},
 		{"noise ceiling", synthRuns(1, 10, 0.25, centre), synthRuns(3, 10, 0.25, centre), "inconclusive",
-			map[string]string{MetricRTTP50: "inconclusive"}, "too noisy: CV baseline"},
+			map[string]string{MetricRTTP50: "inconclusive"}, "too noisy: robust CV baseline"},
 		{"better is a pass", synthRuns(1, 8, 0.02, centre), synthRuns(3, 8, 0.02, scaled(centre, 0.5)), "pass", nil, ""},
 		{"one more message per token", synthRuns(1, 8, 0, centre), synthRuns(3, 8, 0, map[string]float64{MetricTokensPerS: 500, MetricRTTP50: 100, MetricRTTP99: 180, MetricMessages: 42}), "regression",
 			map[string]string{MetricMessages: "regression"}, ""},

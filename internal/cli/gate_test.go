@@ -140,3 +140,5 @@ func TestModelCLI(t *testing.T) {
 		}
 	}
 }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/venusd"
+)
+
+// gateVenusServer runs a venusd server on a unix socket until the test ends.
+func gateVenusServer(t *testing.T) string {
+	t.Helper()
+	s, err := venusd.NewServer(venusd.ServerConfig{Listen: "unix://" + filepath.Join(t.TempDir(), "v.sock"), Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s.Addr()
+}
+
+// gateVenusRun runs a client, writes its result JSON (perflab.venus.run/v1) to dir and reads it back
+// as a gate would.
+func gateVenusRun(t *testing.T, dir string, i int, cfg venusd.ClientConfig) analyzers.Run {
+	t.Helper()
+	cfg.Getenv = func(string) string { return "" }
+	cfg.NoVerify = true
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := venusd.RunWorkload(ctx, cfg)
+	if err != nil {
+		t.Fatalf("venus run: %v", err)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("run%03d.json", i))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs, _, err := analyzers.LoadRuns(path, analyzers.Options{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	return runs[0]
+}
+
+func gateMedian(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// TestGateVenusAA is RELIABILITY E1-E3 on real venusd runs: ping workloads over a unix socket
+// with an emulated 4 ms link (long enough that timer and scheduling noise on a shared machine stay small against it), interleaved A B A B, where B has 20% more round-trip latency
+// (venusd's link delay raised by a tenth of the measured RTT each way). From a pool of runs it
+// forms 20 A/A gates (disjoint windows of 6 runs) and 20 A/B gates: no A/A gate may find a
+// regression, at least 19 A/B gates must, and with 5 runs per side the verdict is
+// inconclusive, never regression.
+func TestGateVenusAA(t *testing.T) {
+	const gates, n = 20, 6
+	pool := 2*n + gates // A/A windows [i, i+n) and [i+n+gates/2..) stay disjoint modulo pool
+	if testing.Short() {
+		t.Skip("short mode: 64 venusd runs")
+	}
+	addr := gateVenusServer(t)
+	dir := t.TempDir()
+	ping := venusd.PingConfig{Requests: 30, Warmup: 5, RequestBytes: 64, ReplyBytes: 64}
+	delay := 4 * time.Millisecond
+	cfg := venusd.ClientConfig{Connect: addr, Workload: "ping", Delay: delay, Ping: ping}
+	// Pilot: the RTT to add 20% to.
+	var pilot []float64
+	for i := 0; i < 3; i++ {
+		pilot = append(pilot, gateVenusRun(t, dir, 900+i, cfg).Metrics[analyzers.MetricRTTP50])
+	}
+	rtt := gateMedian(pilot)
+	slow := cfg
+	slow.Delay = delay + time.Duration(rtt*0.1*1e3) // each way: +20% of the round trip
+	var a, b []analyzers.Run
+	for i := 0; i < pool; i++ {
+		a = append(a, gateVenusRun(t, dir, 2*i, cfg))
+		b = append(b, gateVenusRun(t, dir, 2*i+1, slow))
+	}
+	window := func(runs []analyzers.Run, from, k int) []analyzers.Run {
+		out := make([]analyzers.Run, k)
+		for j := range out {
+			out[j] = runs[(from+j)%len(runs)]
+		}
+		return out
+	}
+	cfgGate, err := analyzers.ParseGateConfig(stringsReader("rule rtt_p50_us lower 10%\nrule lost zero\n"), "test.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aa, ab, aaInc, abInc int
+	for i := 0; i < gates; i++ {
+		r := analyzers.Gate(window(a, i, n), window(a, i+n+gates/2, n), cfgGate)
+		switch r.Verdict {
+		case "regression":
+			aa++
+			t.Logf("A/A gate %d: %+v", i, r.Rules[0].Detail)
+		case "inconclusive":
+			aaInc++
+		}
+		r = analyzers.Gate(window(a, i, n), window(b, i, n), cfgGate)
+		switch r.Verdict {
+		case "regression":
+			ab++
+		case "inconclusive":
+			abInc++
+			t.Logf("A/B gate %d inconclusive: %s", i, r.Rules[0].Detail)
+		default:
+			t.Logf("A/B gate %d passed: %s", i, r.Rules[0].Detail)
+		}
+	}
+	small := analyzers.Gate(window(a, 0, 5), window(b, 0, 5), cfgGate)
+	t.Logf("pilot RTT p50 %.0f µs, +20%% delay %v each way; A/A: %d of %d regressions (%d inconclusive); +20%%: %d of %d caught (%d inconclusive); n=5: %s",
+		rtt, slow.Delay-delay, aa, gates, aaInc, ab, gates, abInc, small.Verdict)
+	if aa != 0 {
+		t.Errorf("A/A: %d of %d gates found a regression, want 0", aa, gates)
+	}
+	if ab < 19 {
+		t.Errorf("+20%% latency: %d of %d gates caught it, want ≥ 19", ab, gates)
+	}
+	if small.Verdict != "inconclusive" {
+		t.Errorf("n=5: verdict %s, want inconclusive", small.Verdict)
+	}
+}
