@@ -73,7 +73,7 @@ func (s *synth) Run(ctx context.Context, emit func(*trace.Record) error) error {
 
 func (s *synth) Stats() map[string]int64 {
 	return map[string]int64{"probe_events": int64(s.emitted), "probe_ns_per_event": 310, "probe_runs": 1234,
-		"probe_ns_per_run": 95, "probe_run_ns": 117230}
+		"probe_ns_per_run": 95, "probe_run_ns": 117230, "probe_stats_events": 400}
 }
 
 var _ Source = (*synth)(nil)

@@ -72,9 +72,13 @@ func probeCost(st map[string]int64) string {
 		}
 		return ""
 	}
+	sampled := ""
+	if n, ok := st["probe_stats_events"]; ok && n != st["probe_events"] {
+		sampled = fmt.Sprintf("; measured over %d of the %d events", n, st["probe_events"])
+	}
 	return fmt.Sprintf("probe cost: %d ns of kernel time per recorded event (%d program runs at %d ns, %.3f s in all, "+
-		"filtering every process's system calls included; sampled 1 s in 10)",
-		perEvent, st["probe_runs"], st["probe_ns_per_run"], float64(st["probe_run_ns"])/1e9)
+		"the filtering of every process's system calls included%s)",
+		perEvent, st["probe_runs"], st["probe_ns_per_run"], float64(st["probe_run_ns"])/1e9, sampled)
 }
 
 func errnos(m map[uint32]uint64) string {
