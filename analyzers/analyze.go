@@ -1,8 +1,11 @@
 package analyzers
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -132,6 +135,9 @@ type msgRec struct {
 	rts  uint8 // round trips this message completed (a reply may answer several requests)
 }
 
+// maxExtraMarkers bounds the markers taken from Options.Markers.
+const maxExtraMarkers = 1 << 20
+
 // maxTracerPairs bounds the tracer round trips kept for replay (40 MB at most).
 const maxTracerPairs = 1 << 20
 
@@ -196,6 +202,7 @@ type analyzer struct {
 	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
 	specIdx           map[*Spec]uint64
 	unitCmds          map[string]bool // Options.UnitCommands
+	extraMarks        []trace.Marker  // Options.Markers
 	warnings          []string
 }
 
@@ -208,11 +215,42 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.Markers != "" {
+		if err := a.loadMarkers(opt.Markers); err != nil {
+			return nil, err
+		}
+	}
 	if err := scan(paths, a.opt, a); err != nil {
 		return nil, err
 	}
 	a.finish()
 	return a.s, nil
+}
+
+// loadMarkers reads the markers of the trace at path, for every trace analysed.
+func (a *analyzer) loadMarkers(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &ReadError{path, unwrapPath(err)}
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return &ReadError{path, err}
+	}
+	var rec trace.Record
+	for {
+		err := r.Next(&rec)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &ReadError{path, err}
+		}
+		if rec.Kind == trace.KindMarker && len(a.extraMarks) < maxExtraMarkers {
+			a.extraMarks = append(a.extraMarks, rec.Marker)
+		}
+	}
 }
 
 func newAnalyzer(opt Options) (*analyzer, error) {
@@ -266,6 +304,9 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.recs.reset()
 	a.blocks.reset()
 	a.marks, a.unitSpec, a.lastRecP = a.marks[:0], "", nil
+	for k := range a.extraMarks {
+		a.marker(&a.extraMarks[k])
+	}
 	a.lastConn, a.lastProc = nil, nil
 	a.curConns = map[uint64]*connAgg{}
 	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]

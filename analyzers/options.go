@@ -27,6 +27,10 @@ type Options struct {
 	// of work, instead of the spec's unit_commands (e.g. "vkQueueSubmit" for a trace without
 	// token markers). A string keeps Options comparable.
 	UnitCommands string
+	// Markers, when set, is a trace whose markers (token, phase) apply to every trace analysed:
+	// an eBPF recording of a process that a tracer marked in a second file at the same time
+	// (both use CLOCK_MONOTONIC).
+	Markers string
 	// Confidence is the level of confidence intervals, 0 < c < 1 (0 means DefaultConfidence).
 	Confidence float64
 	// WindowCalls is the size of the per-window summaries in calls (0 means DefaultWindowCalls).

@@ -43,7 +43,7 @@ func init() {
 	c := &Command{
 		Name:    "analyze",
 		Summary: "decode, pair and explain the messages of one or more traces",
-		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|ggml-rpc|resp|raw] [--protocol-spec FILE] [--unit NAME] [--unit-command NAME,...] TRACE...",
+		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|ggml-rpc|resp|raw] [--protocol-spec FILE] [--unit NAME] [--unit-command NAME,...] [--markers FILE] TRACE...",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runAnalyze(env, c, args) }
 	Register(c)
@@ -56,6 +56,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	proto := fs.String("protocol", "auto", "protocol `decoder`: auto, venus, ggml-rpc, resp or raw")
 	spec := fs.String("protocol-spec", "", "load the protocol from a spec `FILE` (JSON, docs/protocol-spec.md) instead")
 	unit := fs.String("unit", "", "marker `NAME` of the unit of work (default: token markers, else the protocol's unit command)")
+	markers := fs.String("markers", "", "take token and phase markers from the trace `FILE` too (a tracer's, recorded alongside)")
 	unitCmd := fs.String("unit-command", "", "command `NAME[,NAME...]` each of which opens a unit of work, for traces without unit markers")
 	paths, err := ParseFlags(fs, args)
 	if err != nil {
@@ -71,7 +72,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	if f.summary == nil && f.traces == nil {
 		return BadInput("--format %s is not available in this build", *format)
 	}
-	opt := analyzers.Options{Protocol: *proto, Unit: *unit, UnitCommands: *unitCmd}
+	opt := analyzers.Options{Protocol: *proto, Unit: *unit, UnitCommands: *unitCmd, Markers: *markers}
 	if *spec != "" {
 		s, err := analyzers.LoadSpec(*spec)
 		if err != nil {
