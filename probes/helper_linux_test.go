@@ -46,6 +46,8 @@ func runHelper(mode, arg string) error {
 	c := helperCounts{PID: os.Getpid(), Ops: map[string]int{}}
 	var err error
 	switch mode {
+	case "hold":
+		return holdProbes()
 	case "ops":
 		err = helperOps(&c)
 	case "burst":

@@ -260,8 +260,8 @@ func TestLostExact(t *testing.T) {
 func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	requireProbes(t, Config{RingBytes: 4096}).Close()
 	for i := 0; i < 3; i++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHoldProbes$")
-		cmd.Env = append(os.Environ(), "PERFLAB_PROBES_HOLD=1")
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"=hold")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -333,22 +333,18 @@ func aliveObjects(progs, links []uint32) []string {
 	return alive
 }
 
-// TestHoldProbes is the process killed by TestNoLeftoversAfterSIGKILL: it attaches probes,
-// prints their ids and waits to be killed.
-func TestHoldProbes(t *testing.T) {
-	if os.Getenv("PERFLAB_PROBES_HOLD") != "1" {
-		t.Skip("run by TestNoLeftoversAfterSIGKILL")
-	}
+// holdProbes is the process killed by TestNoLeftoversAfterSIGKILL: it attaches probes, prints
+// their ids and waits to be killed.
+func holdProbes() error {
 	p, err := Open(Config{RingBytes: 4096})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	progs := []*ebpf.Program{p.objs.PerflabEnter, p.objs.PerflabSend, p.objs.PerflabRecv,
-		p.objs.PerflabExit, p.objs.PerflabFork, p.objs.PerflabPexit}
-	for _, pr := range progs {
+	for _, pr := range []*ebpf.Program{p.objs.PerflabEnter, p.objs.PerflabSend, p.objs.PerflabRecv,
+		p.objs.PerflabExit, p.objs.PerflabFork, p.objs.PerflabPexit} {
 		info, err := pr.Info()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		id, _ := info.ID()
 		fmt.Printf("prog %d\n", id)
@@ -356,11 +352,11 @@ func TestHoldProbes(t *testing.T) {
 	for _, l := range p.links {
 		info, err := l.Info()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		fmt.Printf("link %d\n", info.ID)
 	}
 	fmt.Println("ready")
 	time.Sleep(time.Minute)
-	t.Fatal(errors.New("not killed"))
+	return errors.New("not killed")
 }
