@@ -198,3 +198,28 @@ func TestAnalyzeUnitCommands(t *testing.T) {
 		t.Errorf("units %+v", s.Units)
 	}
 }
+
+// Markers from a second trace (a tracer's) give an eBPF trace without markers its tokens.
+func TestAnalyzeMarkersFromTrace(t *testing.T) {
+	ebpf := writeTrace(t, "e.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
+		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 6, Uploads: 3, Source: trace.SourceEBPF, Seed: 9})
+	})
+	tracer := writeTrace(t, "t.plt", fixtures.Meta("tracer", "venus"), func(w *trace.Writer) error {
+		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 6, Uploads: 3, Seed: 9})
+	})
+	want, err := Analyze([]string{tracer}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Analyze([]string{ebpf}, Options{Markers: tracer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Units) != 1 || got.Units[0].MessagesPerUnit != want.Units[0].MessagesPerUnit ||
+		got.Units[0].RoundTripsPerUnit != want.Units[0].RoundTripsPerUnit || got.Units[0].Count != 6 {
+		t.Errorf("units %+v, want %+v", got.Units, want.Units)
+	}
+	if _, err := Analyze([]string{ebpf}, Options{Markers: filepath.Join(t.TempDir(), "none.plt")}); err == nil {
+		t.Error("a missing markers file was accepted")
+	}
+}
