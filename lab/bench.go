@@ -34,6 +34,12 @@ var (
 // 15-point sweep of the README under half a minute.
 const DefaultDuration = time.Second
 
+// DefaultShmSpin is the shm spin `perflab bench` uses: 100 polls (well under a microsecond),
+// then a futex sleep. A sweep runs up to 16 clients and their server readers on one machine;
+// with more spinning peers than cores, venusd's default spin (tens of µs) starves the peers
+// that have work: on 2 vCPUs it cut shm throughput at 16 clients from 67k/s to 15k/s.
+const DefaultShmSpin = 100
+
 // MaxClients bounds the clients of one point; each is a connection and a goroutine.
 const MaxClients = 256
 
@@ -53,6 +59,10 @@ type Config struct {
 	// Delay is an emulated one-way link delay added by each client's transport in each
 	// direction (the RTT grows by 2×Delay): the network latency that batching overlaps.
 	Delay time.Duration
+	// ShmSpin is how many polls a shm ring reader makes before it sleeps on a futex, in the
+	// server and in every client (0: venusd's default). With more clients than cores, short
+	// spins leave the processors to the peers that have work.
+	ShmSpin int
 	// RequestBytes is the size of each ping request's payload, bytes (default 64).
 	RequestBytes int
 	// Progress, when set, is called after each point with the points done and the total.
@@ -275,7 +285,7 @@ func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) err
 	case "shm":
 		listen = fmt.Sprintf("shm:///perflab-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	}
-	scfg := venusd.ServerConfig{Listen: listen, Log: cfg.Log, MaxConns: MaxClients + 8}
+	scfg := venusd.ServerConfig{Listen: listen, Log: cfg.Log, MaxConns: MaxClients + 8, ShmSpin: cfg.ShmSpin}
 	var srv server
 	var err error
 	if cfg.Loop == "batch" {
@@ -329,7 +339,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		go func() {
 			defer wg.Done()
 			results[i], errs[i] = venusd.RunWorkload(ctx, venusd.ClientConfig{
-				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Delay: cfg.Delay, Trace: tw, Log: cfg.Log,
+				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Delay: cfg.Delay, ShmSpin: cfg.ShmSpin, Trace: tw, Log: cfg.Log,
 				Ping: venusd.PingConfig{Duration: cfg.Duration, Warmup: 200, RequestBytes: cfg.RequestBytes, KeepSamples: true},
 			})
 		}()

@@ -41,6 +41,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	out := fs.String("o", "", "keep one trace per point, and bench.json, in `DIR`")
 	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each client's transport (RTT grows by 2×D)")
+	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's default)")
 	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -49,12 +50,15 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if len(pos) > 0 {
 		return BadInput("unexpected argument %q", pos[0])
 	}
-	cfg := lab.Config{Loop: *loop, Duration: *duration, Dir: *out, Delay: *delay, RequestBytes: *reqBytes, Log: env.Stderr}
+	cfg := lab.Config{Loop: *loop, Duration: *duration, Dir: *out, Delay: *delay, ShmSpin: *shmSpin, RequestBytes: *reqBytes, Log: env.Stderr}
 	if *duration <= 0 || *duration > 10*time.Minute {
 		return BadInput("--duration %s: want more than 0 and at most 10m", *duration)
 	}
 	if *delay < 0 || *delay > time.Second {
 		return BadInput("--delay %s: want 0 to 1s", *delay)
+	}
+	if *shmSpin < 0 || *shmSpin > 1<<24 {
+		return BadInput("--shm-spin %d: want 0 to %d", *shmSpin, 1<<24)
 	}
 	if *format != "table" && *format != "markdown" {
 		return BadInput("--format %q: want table or markdown", *format)
