@@ -305,7 +305,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.blocks.reset()
 	a.marks, a.unitSpec, a.lastRecP = a.marks[:0], "", nil
 	for k := range a.extraMarks {
-		a.marker(&a.extraMarks[k])
+		a.addMarker(&a.extraMarks[k])
 	}
 	a.lastConn, a.lastProc = nil, nil
 	a.curConns = map[uint64]*connAgg{}
@@ -401,6 +401,13 @@ func (a *analyzer) connection(c *trace.Connection) {
 }
 
 func (a *analyzer) marker(m *trace.Marker) {
+	if a.opt.Markers != "" {
+		return // the markers of Options.Markers replace the trace's own
+	}
+	a.addMarker(m)
+}
+
+func (a *analyzer) addMarker(m *trace.Marker) {
 	unit := a.opt.Unit
 	if unit == "" {
 		unit = "token"

@@ -27,7 +27,8 @@ type Options struct {
 	// of work, instead of the spec's unit_commands (e.g. "vkQueueSubmit" for a trace without
 	// token markers). A string keeps Options comparable.
 	UnitCommands string
-	// Markers, when set, is a trace whose markers (token, phase) apply to every trace analysed:
+	// Markers, when set, is a trace whose markers (token, phase) apply to every trace analysed,
+	// instead of their own:
 	// an eBPF recording of a process that a tracer marked in a second file at the same time
 	// (both use CLOCK_MONOTONIC).
 	Markers string
