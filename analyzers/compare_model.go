@@ -198,12 +198,13 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 			qY = append(qY, rest)
 		}
 	}
-	// Per-call work: what a call of the token typically (median over tokens) costs above the
-	// cheapest control call (a request of at most smallRequest bytes; big requests paid for
-	// their bytes in the send cost): serial, kept when calls are coalesced or pipelined. The
-	// per-message latency is the rest of the mean round trip, so that the model's baseline is
-	// the measured one; latency tails (a busy machine) land there, where pipelining can overlap
-	// them.
+	// Split what a round trip spends beyond the send and the link into serial costs and
+	// latency. A call's lowest cost over the tokens (its 10th percentile) is taken as
+	// unavoidable CPU work; the cheapest control call's (a request of at most smallRequest
+	// bytes) is the messaging cost every frame pays, and a call's cost above it is the call's
+	// own work. What the round trips spend beyond that on average (timer and scheduling delays
+	// on a busy machine, wake-ups) is latency, which pipelining overlaps. The model's baseline
+	// is then the measured one.
 	byPos := make([][]float64, n)
 	j := 0
 	for _, t := range use {
@@ -213,22 +214,22 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		}
 	}
 	floor := math.Inf(1)
-	work := make([]float64, n)
+	low := make([]float64, n)
 	for i := range byPos {
-		work[i] = median(byPos[i])
+		low[i] = math.Max(0, quantile(byPos[i], 0.1))
 		if l.Calls[i].SendBytes <= smallRequest {
-			floor = math.Min(floor, work[i])
+			floor = math.Min(floor, low[i])
 		}
 	}
 	if math.IsInf(floor, 1) {
 		floor = 0
 	}
+	l.MessageCPUUS = floor
 	var left []float64
-	for i := range work {
-		work[i] = math.Max(0, work[i]-floor)
-		l.Calls[i].WorkUS = work[i]
+	for i := range low {
+		l.Calls[i].WorkUS = math.Max(0, low[i]-floor)
 		for _, q := range byPos[i] {
-			left = append(left, q-work[i])
+			left = append(left, q-floor-l.Calls[i].WorkUS)
 		}
 	}
 	l.MessageUS = math.Max(0, mean(left))
@@ -251,8 +252,8 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 	fit.Notes = append(fit.Notes,
 		fmt.Sprintf("%d of %d tokens share the most common call sequence (%d calls); the model replays it", len(use), len(spans), n),
 		fmt.Sprintf("compute between calls: %s per token (token time minus the round trips), spread evenly before the calls", fmtUS(l.ComputeUS)),
-		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; a round trip adds %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageUS)),
-		fmt.Sprintf("serial work per call: a call's median round trip, less its send, above the cheapest control call's (%s)", workSummary(l.Calls)),
+		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; every frame costs %s of serial messaging work and %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageCPUUS), fmtUS(l.MessageUS)),
+		fmt.Sprintf("serial work per call: a call's 10th-percentile round trip, less its send and the link, above the cheapest control call's (%s)", workSummary(l.Calls)),
 		"calls are classified by name: submits ("+strings.Join(SubmitCommands, ", ")+"), sync points ("+strings.Join(SyncCommands, ", ")+"), the rest async; a sync call followed by another travels with it when coalesced")
 	return fit, nil
 }

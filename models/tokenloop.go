@@ -56,6 +56,9 @@ type Loop struct {
 	// MessageUS is the latency of one request/reply exchange beyond the link and the work:
 	// wake-ups, reads, dispatch. It overlaps with other exchanges when they are pipelined.
 	MessageUS float64
+	// MessageCPUUS is the serial cost of one frame exchange on the server path (system calls,
+	// decoding, dispatch): it is paid per frame, so coalescing saves it and pipelining does not.
+	MessageCPUUS float64
 	// SendUS and SendPerByteUS are the client's cost of writing one frame: the client cannot
 	// do anything else meanwhile.
 	SendUS        float64
@@ -144,7 +147,7 @@ func (l Loop) Validate() error {
 		}
 	}
 	for name, v := range map[string]float64{
-		"compute time": l.ComputeUS, "message latency": l.MessageUS, "send cost": l.SendUS,
+		"compute time": l.ComputeUS, "message latency": l.MessageUS, "message work": l.MessageCPUUS, "send cost": l.SendUS,
 		"send cost per byte": l.SendPerByteUS, "server cost per byte": l.ServerPerByteUS,
 		"link RTT": l.Link.RTTUS, "bandwidth": l.Link.BandwidthBps, "frame bytes": l.FrameBytes,
 		"reply record bytes": l.ReplyRecordBytes,
@@ -254,7 +257,7 @@ func (l Loop) Predict(w WhatIf) Prediction {
 		upFree = up
 		arrive := up + link.RTTUS/2 + l.MessageUS/2
 		begin := math.Max(arrive, srvFree)
-		srvFree = begin + f.work + l.ServerPerByteUS*(bytesOut+bytesIn)
+		srvFree = begin + l.MessageCPUUS + f.work + l.ServerPerByteUS*(bytesOut+bytesIn)
 		if !f.wantsReply {
 			continue
 		}
