@@ -27,7 +27,7 @@ func init() {
 
 func runVenus(ctx context.Context, env *Env, c *Command, args []string) error {
 	if len(args) == 0 {
-		return BadInput("want a subcommand: serve or run (usage: perflab venus %s)", c.Usage)
+		return BadInput("want a subcommand: serve or run (see perflab venus serve -h, perflab venus run -h)")
 	}
 	switch args[0] {
 	case "serve":
