@@ -145,11 +145,10 @@ const maxTracerPairs = 1 << 20
 const maxProcs = 1<<16 - 1
 
 const (
-	recSend      = 1 << iota // the message was sent (else received)
-	recRoundTrip             // a client's reply completing a round trip
-	recUnit                  // a request sent that opens a unit of work (spec unit command)
-	recUnitRecv              // the same, received (a traced server)
-	recRTEvent               // a tracer's round-trip event (not a message)
+	recSend     = 1 << iota // the message was sent (else received)
+	recUnit                 // a request sent that opens a unit of work (spec unit command)
+	recUnitRecv             // the same, received (a traced server)
+	recRTEvent              // a tracer's round-trip event (not a message)
 )
 
 type interval struct{ from, to int64 }
@@ -426,7 +425,6 @@ func isLoadPhase(name string) bool {
 func (a *analyzer) lostCount(l *trace.Lost) { a.lost[l.Source] = l.Count }
 
 func (a *analyzer) message(m *Message) {
-	a.frames++
 	t := &a.s.Totals.Send
 	if m.Dir == trace.DirRecv {
 		t = &a.s.Totals.Recv
@@ -631,7 +629,6 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	p.recent[p.nRecent%len(p.recent)] = interval{from, to}
 	p.nRecent++
 	a.rtt.Add(rtt)
-	a.rttSum += float64(rtt)
 	p.area += float64(rtt)
 	if ca != nil {
 		ca.rtt.Add(rtt)

@@ -353,7 +353,8 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 		c.d.deliver(m)
 		return
 	}
-	c.d.extendLast(c, ev)
+	// a call that continues a message already delivered: its bytes are in the totals; the
+	// message's size stays that of its first call
 }
 
 // isInline reports whether p starts an inline RESP command: a word of letters ended by a

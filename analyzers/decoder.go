@@ -113,10 +113,6 @@ func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
 
 func (d *decoder) deliver(m *Message) { d.out.message(m) }
 
-// extendLast counts a call that continues a message already delivered (RESP): its bytes are in
-// the totals; the message's size stays that of its first call.
-func (d *decoder) extendLast(c *connDecoder, ev *trace.Event) {}
-
 // flush ends every connection: frames in progress come out truncated.
 func (d *decoder) flush() {
 	for _, c := range d.conns {
@@ -177,9 +173,6 @@ type ReadError struct {
 
 func (e *ReadError) Error() string { return fmt.Sprintf("read %s: %v", e.Path, e.Err) }
 func (e *ReadError) Unwrap() error { return e.Err }
-
-// errStop ends a scan early without an error.
-var errStop = errors.New("stop")
 
 func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error {
 	f, err := os.Open(path)

@@ -1,7 +1,6 @@
 package analyzers
 
 import (
-	"fmt"
 	"math"
 	"sort"
 
@@ -227,5 +226,3 @@ func roundFit(f *BatchFit) *BatchFit {
 	}
 	return f
 }
-
-var _ = fmt.Sprint

@@ -3,7 +3,6 @@ package analyzers
 import (
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/perflab/perflab/trace"
 )
@@ -261,5 +260,3 @@ func allInstants(ms []trace.Marker) bool {
 	}
 	return true
 }
-
-var _ = strings.ToLower
