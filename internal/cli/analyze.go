@@ -56,7 +56,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	proto := fs.String("protocol", "auto", "protocol `decoder`: auto, venus, ggml-rpc, resp or raw")
 	spec := fs.String("protocol-spec", "", "load the protocol from a spec `FILE` (JSON, docs/protocol-spec.md) instead")
 	unit := fs.String("unit", "", "marker `NAME` of the unit of work (default: token markers, else the protocol's unit command)")
-	markers := fs.String("markers", "", "take token and phase markers from the trace `FILE` too (a tracer's, recorded alongside)")
+	markers := fs.String("markers", "", "take the token and phase markers from the trace `FILE` (a tracer's, recorded alongside) instead of the traces' own")
 	unitCmd := fs.String("unit-command", "", "command `NAME[,NAME...]` each of which opens a unit of work, for traces without unit markers")
 	paths, err := ParseFlags(fs, args)
 	if err != nil {
@@ -119,6 +119,9 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	if file != nil {
 		if cerr := file.Close(); err == nil && cerr != nil {
 			err = cerr
+		}
+		if err != nil {
+			os.Remove(*out) // no half-written report
 		}
 	}
 	if err != nil {
