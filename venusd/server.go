@@ -413,9 +413,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			}
 			return err
 		}
-		if !s.setIdle(sc, false) {
-			// shutting down between header and now: still execute this frame
-		}
+		s.setIdle(sc, false) // a frame whose header came is executed, even during shutdown
 		s.frames.Add(1)
 		if timed {
 			dur := time.Duration(Monotonic() - ts)
