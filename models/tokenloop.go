@@ -59,6 +59,9 @@ type Loop struct {
 	// MessageCPUUS is the serial cost of one frame exchange on the server path (system calls,
 	// decoding, dispatch): it is paid per frame, so coalescing saves it and pipelining does not.
 	MessageCPUUS float64
+	// PipelineHopUS is what a reply costs the client when it is pipelined: a receive thread
+	// takes it and hands it over (a channel send and a wake-up), serially on the client.
+	PipelineHopUS float64
 	// SendUS and SendPerByteUS are the client's cost of writing one frame: the client cannot
 	// do anything else meanwhile.
 	SendUS        float64
@@ -147,7 +150,7 @@ func (l Loop) Validate() error {
 		}
 	}
 	for name, v := range map[string]float64{
-		"compute time": l.ComputeUS, "message latency": l.MessageUS, "message work": l.MessageCPUUS, "send cost": l.SendUS,
+		"compute time": l.ComputeUS, "message latency": l.MessageUS, "message work": l.MessageCPUUS, "pipeline hop": l.PipelineHopUS, "send cost": l.SendUS,
 		"send cost per byte": l.SendPerByteUS, "server cost per byte": l.ServerPerByteUS,
 		"link RTT": l.Link.RTTUS, "bandwidth": l.Link.BandwidthBps, "frame bytes": l.FrameBytes,
 		"reply record bytes": l.ReplyRecordBytes,
@@ -266,6 +269,12 @@ func (l Loop) Predict(w WhatIf) Prediction {
 		p.MessagesPerToken++
 		p.RoundTripsPerToken++
 		p.BytesRecvPerToken += bytesIn
+		if pipelined {
+			// The receive thread's hand-over delays the reply and costs the client its time.
+			down += l.PipelineHopUS
+			t += l.PipelineHopUS
+			p.NetWaitUS += l.PipelineHopUS
+		}
 		if !pipelined || f.sync {
 			p.WaitsPerToken++
 			// Everything sent before is answered before this reply (frames keep their order).
