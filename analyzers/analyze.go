@@ -97,6 +97,7 @@ type cmdKey struct {
 type cmdAgg struct {
 	count, bytes uint64
 	rtt          Hist
+	win          windowAgg // round trips of this command, Venus Plus style ("vkQueueSubmit: summary at 100 calls")
 }
 
 type errKey struct {
@@ -285,9 +286,6 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 	}
 	a.s = &Summary{Schema: SummarySchema, Traces: []string{}, Meta: []trace.Meta{}, Connections: []ConnStats{},
 		Commands: []CmdStats{}, Units: []UnitStats{}, LittlesLaw: []LittleRow{}, Modes: []Mode{}, Warnings: []string{}}
-	for i := range a.win {
-		a.win[i].stride = uint64(a.opt.WindowCalls)
-	}
 	return a, nil
 }
 
@@ -350,15 +348,24 @@ func (a *analyzer) event(ev *trace.Event) {
 	d.bytes += uint64(ev.Bytes)
 	d.lat.Add(ev.Dur)
 	a.calls.Add(ev.Dur)
-	w := &a.win[ev.Dir]
+	a.win[ev.Dir].add(ev.Dir.String(), "", ev.Dur, ev.Bytes, a.opt.WindowCalls)
+}
+
+// add counts one call of dur ns moving n bytes, and closes a window every stride calls: the
+// cumulative summary at that many calls, as Venus Plus prints it. Past 64 windows every other
+// one is dropped and the stride doubles.
+func (w *windowAgg) add(dir, cmd string, dur, n int64, stride int) {
+	if w.stride == 0 {
+		w.stride = uint64(stride)
+	}
 	w.calls++
-	w.sumDur += float64(ev.Dur)
-	w.sumB += float64(ev.Bytes)
-	w.maxDur = max(w.maxDur, ev.Dur)
+	w.sumDur += float64(dur)
+	w.sumB += float64(n)
+	w.maxDur = max(w.maxDur, dur)
 	if w.calls%w.stride == 0 {
-		w.windows = append(w.windows, Window{Dir: ev.Dir.String(), Calls: w.calls, AvgUS: us(w.sumDur / float64(w.calls)),
+		w.windows = append(w.windows, Window{Dir: dir, Command: cmd, Calls: w.calls, AvgUS: us(w.sumDur / float64(w.calls)),
 			AvgBytes: math.Round(w.sumB / float64(w.calls)), MaxUS: us(float64(w.maxDur))})
-		if len(w.windows) >= 64 { // keep every other window: the cumulative summary at 2× the stride
+		if len(w.windows) >= 64 {
 			kept := w.windows[:0]
 			for _, x := range w.windows {
 				if x.Calls%(2*w.stride) == 0 {
@@ -632,6 +639,7 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	p.area += float64(rtt)
 	if ca != nil {
 		ca.rtt.Add(rtt)
+		ca.win.add("rtt", "", rtt, 0, a.opt.WindowCalls)
 	}
 	h := a.byN[n]
 	if h == nil {

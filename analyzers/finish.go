@@ -88,9 +88,21 @@ func (a *analyzer) finish() {
 		a.warnf("round trips: %d samples; p99.9 needs at least 1000 to mean anything", rt.Count)
 	}
 
-	// windows
+	// windows: per direction, then per command's round trips (most round trips first)
 	for d := range a.win {
 		s.Windows = append(s.Windows, a.win[d].windows...)
+	}
+	for _, c := range s.Commands {
+		k := cmdKey{proto: c.Protocol, name: c.Name, id: c.ID, dir: trace.DirRecv, reply: c.Kind == "reply"}
+		if c.Direction != "recv" || c.Kind != "reply" {
+			continue
+		}
+		if ca := a.cmds[k]; ca != nil {
+			for _, w := range ca.win.windows {
+				w.Command = c.Name
+				s.Windows = append(s.Windows, w)
+			}
+		}
 	}
 
 	// in flight and Little's law

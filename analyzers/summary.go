@@ -159,7 +159,8 @@ type PhaseStats struct {
 
 // Window is a per-100-call summary in the Venus Plus format.
 type Window struct {
-	Dir      string  `json:"direction"`
+	Dir      string  `json:"direction"` // send, recv, or rtt (a command's round trips)
+	Command  string  `json:"command,omitempty"`
 	Calls    uint64  `json:"calls"` // cumulative calls at the end of the window
 	AvgUS    float64 `json:"avg_us"`
 	AvgBytes float64 `json:"avg_bytes"`

@@ -159,10 +159,15 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	if len(s.Windows) > 0 {
-		w := section{title: "Per-call summaries (Venus Plus format)", header: []string{"dir", "summary at calls", "avg_us", "avg_bytes", "max_us"}}
-		for _, x := range lastWindows(s.Windows, 5) {
-			w.rows = append(w.rows, []string{x.Dir, u64(x.Calls), tnum(x.AvgUS), tnum(x.AvgBytes), tnum(x.MaxUS)})
+		w := section{title: "Per-call summaries (Venus Plus format)", header: []string{"dir", "command", "summary at calls", "avg_us", "avg_bytes", "max_us"}}
+		for _, x := range lastWindows(s.Windows, 3, 8) {
+			ab := tnum(x.AvgBytes)
+			if x.Dir == "rtt" {
+				ab = ""
+			}
+			w.rows = append(w.rows, []string{x.Dir, orDash(x.Command), u64(x.Calls), tnum(x.AvgUS), ab, tnum(x.MaxUS)})
 		}
+		w.notes = append(w.notes, "cumulative at that many calls; rtt rows: the round trips of one command")
 		out = append(out, w)
 	}
 
@@ -176,15 +181,20 @@ func sections(s *analyzers.Summary) []section {
 	return out
 }
 
-// lastWindows keeps the last k windows of each direction.
-func lastWindows(ws []analyzers.Window, k int) []analyzers.Window {
+// lastWindows keeps the last k windows of each direction and command, for the first groups
+// groups.
+func lastWindows(ws []analyzers.Window, k, groups int) []analyzers.Window {
 	byDir := map[string][]analyzers.Window{}
 	var order []string
 	for _, w := range ws {
-		if _, ok := byDir[w.Dir]; !ok {
-			order = append(order, w.Dir)
+		key := w.Dir + "\x00" + w.Command
+		if _, ok := byDir[key]; !ok {
+			if len(order) == groups {
+				continue
+			}
+			order = append(order, key)
 		}
-		byDir[w.Dir] = append(byDir[w.Dir], w)
+		byDir[key] = append(byDir[key], w)
 	}
 	var out []analyzers.Window
 	for _, d := range order {
