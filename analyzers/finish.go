@@ -133,6 +133,9 @@ func (a *analyzer) finish() {
 		if fit, warns, err := FitBatchModel(pts, a.conf); err == nil {
 			s.BatchFit = roundFit(fit)
 			a.warnings = append(a.warnings, warns...)
+			if fit.TPerReqUS <= 0 || fit.R2 < 0.5 {
+				a.warnf("batch fit: T_per_req %.3f µs, R² %.2f: the batch model does not describe this trace's RTT by requests in flight", fit.TPerReqUS, fit.R2)
+			}
 			if curved(fit.Residuals) {
 				s.BatchRefinement = RefineBatch(pts)
 			}

@@ -15,6 +15,12 @@ func Markdown(w io.Writer, s *analyzers.Summary) error {
 	b.WriteString("## perflab analyze\n")
 	for _, sec := range sections(s) {
 		fmt.Fprintf(&b, "\n### %s\n\n", sec.title)
+		if len(sec.header) == 0 {
+			for _, n := range sec.notes {
+				b.WriteString("- " + mdEscape(n) + "\n")
+			}
+			continue
+		}
 		b.WriteString("| " + strings.Join(mdCells(sec.header), " | ") + " |\n")
 		b.WriteString("|" + strings.Repeat(" --- |", len(sec.header)) + "\n")
 		for _, r := range sec.rows {

@@ -28,6 +28,9 @@ const maxCommandRows = 30
 // sections lays a Summary out as report sections.
 func sections(s *analyzers.Summary) []section {
 	var out []section
+	if a := answer(s); len(a) > 0 {
+		out = append(out, section{title: "In short", notes: a})
+	}
 	ov := section{title: "Overview", header: []string{"what", "value"}}
 	ov.rows = append(ov.rows,
 		[]string{"traces", strings.Join(s.Traces, ", ")},
@@ -181,6 +184,37 @@ func sections(s *analyzers.Summary) []section {
 	return out
 }
 
+// answer says in a few sentences what the numbers below mean.
+func answer(s *analyzers.Summary) []string {
+	var out []string
+	for _, u := range s.Units {
+		line := fmt.Sprintf("%s: %s messages and %s round trips per %s", u.Name, tnum(u.MessagesPerUnit), tnum(u.RoundTripsPerUnit), u.Name)
+		if u.UnitTimeUS > 0 && u.NetWaitUS > 0 {
+			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies, so removing round trips could make it up to %s× faster",
+				tnum(u.NetWaitUS), tnum(u.UnitTimeUS), tnum(u.MaxSpeedup))
+		}
+		out = append(out, line+".")
+	}
+	if rt := s.RoundTrips; rt.Count > 0 {
+		line := fmt.Sprintf("%d round trips: median %s µs, p99 %s µs", rt.Count, tnum(rt.RTTUS.P50), tnum(rt.RTTUS.P99))
+		if s.InFlight != nil {
+			line += fmt.Sprintf(", %s requests in flight on average (at most %d)", tnum(s.InFlight.Mean), s.InFlight.Max)
+		}
+		out = append(out, line+".")
+	}
+	if len(s.Modes) > 1 {
+		var parts []string
+		for _, m := range s.Modes {
+			parts = append(parts, fmt.Sprintf("%s around %s µs", pct(m.Share), tnum(m.CenterUS)))
+		}
+		out = append(out, fmt.Sprintf("%d populations of latency: %s.", len(s.Modes), strings.Join(parts, ", ")))
+	}
+	if f := s.BatchFit; f != nil && f.Points >= 3 && f.TPerReqUS > 0 && f.R2 >= 0.8 {
+		out = append(out, fmt.Sprintf("batch model: %s µs per cycle plus %s µs per request (R² %s).", tnum(f.TFixedUS), tnum(f.TPerReqUS), tnum(f.R2)))
+	}
+	return out
+}
+
 // lastWindows keeps the last k windows of each direction and command, for the first groups
 // groups.
 func lastWindows(ws []analyzers.Window, k, groups int) []analyzers.Window {
@@ -217,6 +251,14 @@ func Table(w io.Writer, s *analyzers.Summary) error {
 		}
 		if _, err := fmt.Fprintf(w, "%s\n", sec.title); err != nil {
 			return err
+		}
+		if len(sec.header) == 0 {
+			for _, n := range sec.notes {
+				if _, err := fmt.Fprintf(w, "  %s\n", n); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		t := tablewriter.NewTable(w,
 			tablewriter.WithRendition(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)}),
