@@ -550,7 +550,7 @@ func (d *device) runOp(op *dispatchOp, run bool) error {
 func stageKernel(out, in []float32) {
 	h := len(out)
 	for j, v := range in {
-		out[j%h] += v * (1.0 / 1024)
+		out[j%h] += float32(v * (1.0 / 1024)) // the conversion forbids a fused multiply-add: results are the same on every architecture
 	}
 }
 
@@ -563,7 +563,7 @@ func matVec(out, w, x []float32, tanh bool) {
 		row := w[i*cols : (i+1)*cols]
 		var s float32
 		for j, v := range row {
-			s += v * xs[j]
+			s += float32(v * xs[j]) // no fused multiply-add (see stageKernel)
 		}
 		if tanh {
 			s = float32(math.Tanh(float64(s)))
