@@ -53,10 +53,12 @@ func TestRecordVenusExact(t *testing.T) {
 		{"unix", "coalesce+pipeline", "llm", []string{"--tokens", "64"}, 500},
 	}
 	for _, tc := range tests {
-		if recordRaceBuild && tc.workload == "ping" {
-			// A tenth of the messages under -race; the run without it checks the full count.
-			tc.args = []string{"--requests", "5000"}
-			tc.minCalls /= 20
+		if recordRaceBuild {
+			// Fewer messages under -race; the run without it checks the full counts.
+			tc.args, tc.minCalls = []string{"--requests", "5000"}, tc.minCalls/20
+			if tc.workload == "llm" {
+				tc.args, tc.minCalls = []string{"--tokens", "8"}, tc.minCalls*20/8
+			}
 		}
 		t.Run(tc.transport+"_"+tc.mode+"_"+tc.workload, func(t *testing.T) {
 			dir := t.TempDir()
