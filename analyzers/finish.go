@@ -162,7 +162,7 @@ func (a *analyzer) finish() {
 		a.warnf("the producers lost %d events; counts are lower bounds", s.Lost)
 	}
 	if a.lostSync > 0 {
-		a.warnf("the decoder lost frame boundaries %d times (headers past the captured payload); frames there are not counted", a.lostSync)
+		a.warnf("the decoder lost frame boundaries %d times (a header past the captured payload head, or bytes that are no header of the protocol); frames there are not counted", a.lostSync)
 	}
 	if a.truncated > 0 {
 		a.warnf("%d frames were cut off by the end of the trace", a.truncated)
