@@ -33,12 +33,11 @@ type connDecoder struct {
 	version [3]int
 	seq     uint64
 
-	pending      []pendingReq // FIFO ring when the protocol has no request id
-	head, n      int
-	byID         map[uint64]pendingReq // requests by id
-	maybeQ       []pendingReq          // request frames that may want a reply, oldest first
-	dropped      uint64
-	respPrevCall [3]bool // resp: a message is open in this direction
+	pending []pendingReq // FIFO ring when the protocol has no request id
+	head, n int
+	byID    map[uint64]pendingReq // requests by id
+	maybeQ  []pendingReq          // request frames that may want a reply, oldest first
+	dropped uint64
 
 	ev     *trace.Event // the event being decoded
 	tracer bool         // frames come from an in-process tracer
