@@ -24,6 +24,7 @@ import (
 // recordedRun is one run of a client program, recorded or not.
 type recordedRun struct {
 	stdout   []byte
+	cpu      time.Duration // the client's user + system time
 	events   uint64
 	lost     uint64
 	nsPerEv  int64
@@ -43,7 +44,7 @@ func runMaybeRecorded(b *testing.B, dir string, record bool, env []string, args 
 		if err := cmd.Run(); err != nil {
 			b.Fatalf("%v: %v", args, err)
 		}
-		return recordedRun{stdout: out.Bytes(), duration: time.Since(start)}
+		return recordedRun{stdout: out.Bytes(), duration: time.Since(start), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	}
 	p, err := probes.Open(probes.Config{PayloadBytes: -1})
 	if err != nil {
@@ -77,7 +78,7 @@ func runMaybeRecorded(b *testing.B, dir string, record bool, env []string, args 
 		b.Fatal(err)
 	}
 	return recordedRun{stdout: out.Bytes(), events: res.Events, lost: res.LostTotal(),
-		nsPerEv: res.Stats["probe_ns_per_event"], duration: d}
+		nsPerEv: res.Stats["probe_ns_per_event"], duration: d, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
 func median(v []float64) float64 {
@@ -93,9 +94,10 @@ func median(v []float64) float64 {
 }
 
 // BenchmarkRecordOverhead alternates venusd client runs without and with record attached (A B
-// A B ..., 9 rounds) against an in-process server, and reports the median throughput
-// ratio (recorded / plain), the events lost at the default ring size, and the kernel time per
-// event. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
+// A B ..., 9 rounds) against an in-process server, and reports the median throughput ratio
+// (recorded / plain), the median ratio of the client's CPU time (recorded / plain: less
+// sensitive to the machine's other load), the events lost at the default ring size, and the
+// kernel time per event. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
 func BenchmarkRecordOverhead(b *testing.B) {
 	if err := probes.CheckPrivileges(); err != nil {
 		b.Skip(err)
@@ -125,11 +127,12 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			args := append([]string{"venus", "run", "--connect", srv.Addr(), "--json", "--no-verify"}, wl.args...)
 			dir := b.TempDir()
 			for i := 0; i < b.N; i++ {
-				var ratios, plainRates, recRates []float64
+				var ratios, plainRates, recRates, cpuRatios []float64
 				var lost, events uint64
 				var nsPerEv []float64
 				for r := 0; r < rounds; r++ {
 					var rates [2]float64
+					var cpu [2]time.Duration
 					for k, rec := range []bool{false, true} {
 						run := runMaybeRecorded(b, dir, rec, []string{recordMainEnv + "=1"}, args...)
 						var res venusd.Result
@@ -137,6 +140,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 							b.Fatalf("client output %q: %v", run.stdout, err)
 						}
 						rates[k] = wl.rate(&res)
+						cpu[k] = run.cpu
 						if rec {
 							lost += run.lost
 							events += run.events
@@ -146,8 +150,12 @@ func BenchmarkRecordOverhead(b *testing.B) {
 					plainRates = append(plainRates, rates[0])
 					recRates = append(recRates, rates[1])
 					ratios = append(ratios, rates[1]/rates[0])
+					cpuRatios = append(cpuRatios, float64(cpu[1])/float64(cpu[0]))
 				}
 				b.ReportMetric(median(ratios), "ratio")
+				// The client's CPU time (user + system) recorded over plain: less sensitive to
+				// the machine's other load than throughput.
+				b.ReportMetric(median(cpuRatios), "client_cpu_ratio")
 				b.ReportMetric(median(plainRates), "plain_"+wl.label)
 				b.ReportMetric(median(recRates), "recorded_"+wl.label)
 				b.ReportMetric(float64(lost), "lost")
