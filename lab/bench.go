@@ -78,10 +78,10 @@ type Point struct {
 	Clients        int     `json:"clients"`
 	Depth          int     `json:"depth"`
 	Requests       int64   `json:"requests"`         // round trips measured, all clients
-	ThroughputPerS float64 `json:"throughput_per_s"` // completions per second, all clients
+	ThroughputPerS float64 `json:"throughput_per_s"` // completions per second, all clients, over the point's window
 	RTTUS          RTT     `json:"rtt_us"`
-	// InflightMean is L: the clients' time with a request outstanding, summed over the clients
-	// and divided by the measured time.
+	// InflightMean is L: the clients' time with a request outstanding (the sum of every RTT)
+	// over the point's window, the slowest client's measured time.
 	InflightMean float64 `json:"inflight_mean"`
 	// RequestsPerCycle is the batch loop's mean requests per busy cycle during the point (batch
 	// loop only).
@@ -286,13 +286,7 @@ func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) err
 		listen = fmt.Sprintf("shm:///perflab-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	}
 	scfg := venusd.ServerConfig{Listen: listen, Log: cfg.Log, MaxConns: MaxClients + 8, ShmSpin: cfg.ShmSpin}
-	var srv server
-	var err error
-	if cfg.Loop == "batch" {
-		srv, err = venusd.NewBatchServer(scfg)
-	} else {
-		srv, err = venusd.NewServer(scfg)
-	}
+	srv, err := venusd.NewLoopServer(cfg.Loop, scfg)
 	if err != nil {
 		return fmt.Errorf("start venusd: %w", err)
 	}
@@ -361,25 +355,30 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	var sumRTT float64
+	// One window for the point: from the clients' common start to the end of the slowest
+	// client's measured time (each client measures for Duration after its warm-up, then
+	// finishes the request it has in flight). λ is the completions in that window, L the
+	// clients' time with a request outstanding (the sum of their RTTs) over it, W the mean RTT.
+	var wallS, sumRTT float64
 	for _, r := range results {
 		st := r.Ping
 		if st == nil {
 			return nil, errors.New("client returned no ping measurement")
 		}
-		p.Requests += st.Requests
-		p.ThroughputPerS += st.ThroughputPerS
+		if st.ThroughputPerS > 0 {
+			wallS = math.Max(wallS, float64(st.Requests)/st.ThroughputPerS)
+		}
 		p.samples = append(p.samples, st.RTTsUS...)
-		// This client's time with a request outstanding over its measured time: its
-		// throughput × its mean RTT (sum of its RTTs / its wall time).
-		p.InflightMean += st.ThroughputPerS * st.RTTMeanUS / 1e6
 	}
 	sort.Float64s(p.samples)
 	for _, v := range p.samples {
 		sumRTT += v
 	}
-	if k := len(p.samples); k > 0 {
+	p.Requests = int64(len(p.samples))
+	if k := len(p.samples); k > 0 && wallS > 0 {
 		p.RTTUS = RTT{P50: round3(quantile(p.samples, 0.5)), Mean: round3(sumRTT / float64(k)), P99: round3(quantile(p.samples, 0.99))}
+		p.ThroughputPerS = float64(k) / wallS
+		p.InflightMean = sumRTT / 1e6 / wallS
 	}
 	p.ThroughputPerS = math.Round(p.ThroughputPerS)
 	p.InflightMean = round3(p.InflightMean)

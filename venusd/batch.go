@@ -31,6 +31,31 @@ import (
 // "batch" (NewBatchServer).
 var LoopKinds = []string{"conn", "batch"}
 
+// Serving is what a server of either loop offers.
+type Serving interface {
+	Serve(ctx context.Context) error
+	Addr() string
+	Stats() ServerStats
+	Close() error
+}
+
+var (
+	_ Serving = (*Server)(nil)
+	_ Serving = (*BatchServer)(nil)
+)
+
+// NewLoopServer returns a server whose loop is named by loop: "conn" or "" (NewServer) or
+// "batch" (NewBatchServer).
+func NewLoopServer(loop string, cfg ServerConfig) (Serving, error) {
+	switch loop {
+	case "", "conn":
+		return NewServer(cfg)
+	case "batch":
+		return NewBatchServer(cfg)
+	}
+	return nil, fmt.Errorf("loop %q: want conn or batch", loop)
+}
+
 // batchSpin is how long the loop keeps polling (yielding the processor between polls) after its
 // last request before it sleeps until one arrives. Polling catches the next request of a
 // closed-loop client that is already on its way without a wake-up, as the benchkv daemon's

@@ -233,3 +233,22 @@ func FuzzBatchExecFrame(f *testing.F) {
 		}
 	})
 }
+
+func TestNewLoopServer(t *testing.T) {
+	for _, c := range []struct {
+		loop  string
+		batch bool
+	}{{"", false}, {"conn", false}, {"batch", true}} {
+		s, err := NewLoopServer(c.loop, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.(*BatchServer); ok != c.batch {
+			t.Errorf("loop %q: %T", c.loop, s)
+		}
+		s.Close()
+	}
+	if _, err := NewLoopServer("threads", ServerConfig{}); err == nil {
+		t.Error("loop threads: no error")
+	}
+}
