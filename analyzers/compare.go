@@ -253,6 +253,9 @@ func compareMetric(name string, before, after []Run, alpha float64) MetricChange
 	if mi.Sample != "" && m.Basis != "runs" {
 		q = mi.Quantile
 	}
+	if m.Basis == "tokens" {
+		q = -1 // tokens/s is tokens over time: the ratio of mean token times
+	}
 	lo, hi := BootstrapRatio(x, y, q, DefaultConfidence)
 	if name == MetricTokensPerS && m.Basis == "tokens" {
 		// The samples are token times: tokens/s moves by the inverse ratio.

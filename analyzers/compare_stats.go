@@ -183,8 +183,9 @@ const bootstrapMaxN = 2000
 
 // BootstrapRatio returns a percentile bootstrap interval at level conf (0.95) for
 // q(y)/q(x), the ratio of the q-quantiles of y and x (q = 0.5: the ratio of medians), with
-// DefaultBootstrap resamples drawn from a generator seeded with BootstrapSeed. It returns
-// NaN bounds when a sample is empty or the x quantile is 0 in most resamples.
+// DefaultBootstrap resamples drawn from a generator seeded with BootstrapSeed. A q outside
+// [0, 1] means the mean instead of a quantile. It returns NaN bounds when a sample is empty or
+// the x statistic is 0 in most resamples.
 func BootstrapRatio(x, y []float64, q, conf float64) (lo, hi float64) {
 	if len(x) == 0 || len(y) == 0 {
 		return math.NaN(), math.NaN()
@@ -201,13 +202,11 @@ func BootstrapRatio(x, y []float64, q, conf float64) (lo, hi float64) {
 		for i := range by {
 			by[i] = ys[rng.IntN(len(ys))]
 		}
-		sort.Float64s(bx)
-		sort.Float64s(by)
-		den := quantileSorted(bx, q)
+		den, num := statistic(bx, q), statistic(by, q)
 		if den == 0 {
 			continue
 		}
-		ratios = append(ratios, quantileSorted(by, q)/den)
+		ratios = append(ratios, num/den)
 	}
 	if len(ratios) < DefaultBootstrap/2 {
 		return math.NaN(), math.NaN()
@@ -215,6 +214,19 @@ func BootstrapRatio(x, y []float64, q, conf float64) (lo, hi float64) {
 	sort.Float64s(ratios)
 	a := (1 - conf) / 2
 	return quantileSorted(ratios, a), quantileSorted(ratios, 1-a)
+}
+
+// statistic returns the q-quantile of v (sorting it), or its mean when q is outside [0, 1].
+func statistic(v []float64, q float64) float64 {
+	if q < 0 || q > 1 {
+		var s float64
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	}
+	sort.Float64s(v)
+	return quantileSorted(v, q)
 }
 
 func thin(v []float64) []float64 {
