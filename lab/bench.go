@@ -54,7 +54,8 @@ type Config struct {
 	// Loop is the server's loop: "batch" (venusd.NewBatchServer, the default) or "conn".
 	Loop string
 	// Dir, when set, keeps one client-side trace per point there (the file name is the point's
-	// label), analyses it, and adds its Little's-law row to the result.
+	// label, the batch loop's counters during the point are in its footer stats), analyses it,
+	// and adds its Little's-law row to the result.
 	Dir string
 	// Delay is an emulated one-way link delay added by each client's transport in each
 	// direction (the RTT grows by 2×Delay): the network latency that batching overlaps.
@@ -348,6 +349,15 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		}
 	}
 	if tw != nil {
+		if batch {
+			// The loop's counters during this point, next to the clients' frames.
+			d := ls.LoopStats().Sub(before)
+			for name, v := range map[string]int64{"loop.cycles": d.Cycles, "loop.empty_cycles": d.EmptyCycles,
+				"loop.requests": d.Requests, "loop.writes": d.Writes, "loop.poll_ns": d.PollNs,
+				"loop.exec_ns": d.ExecNs, "loop.flush_ns": d.FlushNs} {
+				tw.SetStat(name, v)
+			}
+		}
 		if err := tw.Close(); err != nil {
 			return nil, fmt.Errorf("close trace: %w", err)
 		}

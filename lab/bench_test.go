@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -44,8 +44,11 @@ func TestRunSmallSweep(t *testing.T) {
 		if p.RequestsPerCycle < 1 {
 			t.Errorf("%s: requests per cycle %.3f with the batch loop", p.Label(), p.RequestsPerCycle)
 		}
-		if _, err := os.Stat(p.Trace); err != nil {
+		f, err := trace.ReadFile(p.Trace)
+		if err != nil {
 			t.Errorf("%s: trace not kept: %v", p.Label(), err)
+		} else if f.Footer == nil || f.Footer.Stats["loop.requests"] < p.Requests {
+			t.Errorf("%s: loop counters missing from the trace footer (%d requests measured)", p.Label(), p.Requests)
 		}
 	}
 	if len(res.LittlesLaw) != 12 {
