@@ -52,18 +52,21 @@ type recordEvent struct {
 }
 
 type recordInflight struct {
-	_      structs.HostLayout
-	Ts     uint64
-	Buf    uint64
-	Cnt    uint64
-	Cookie uint64
-	Bytes  uint64
-	Fd     uint32
-	Family uint16
-	Op     uint8
-	Sock   uint8
-	Nmsgs  uint16
-	_      [6]byte
+	_           structs.HostLayout
+	Ts          uint64
+	Buf         uint64
+	Cnt         uint64
+	Cookie      uint64
+	Bytes       uint64
+	Fd          uint32
+	Family      uint16
+	Op          uint8
+	Sock        uint8
+	Nmsgs       uint16
+	_           [6]byte
+	KnownCookie uint64
+	KnownFamily uint16
+	_           [6]byte
 }
 
 type recordScratch struct {

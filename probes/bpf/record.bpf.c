@@ -113,8 +113,14 @@ struct inflight {
 	__u8 op;
 	__u8 sock;
 	__u16 nmsgs;
+	// Kept across calls: the last socket this task used whose identity is known to be sent,
+	// so that a thread talking on one socket skips the perflab_conns lookup.
+	__u64 known_cookie;
+	__u16 known_family;
 };
 
+// Programs on tracepoints run with preemption disabled, so a per-CPU scratch buffer is never
+// shared by two runs at once.
 struct scratch {
 	struct event ev;
 	__u8 payload[4 * MAX_PAYLOAD]; // room for an offset < 256 plus a masked length < 512
@@ -275,15 +281,16 @@ static __always_inline void copy_unix_path(struct sock *sk, char *dst, __u16 *le
 	*len = n;
 }
 
-// announce sends the identity of sk once per cookie.
-static __always_inline void announce(struct sock *sk, __u64 cookie, __u64 now)
+// announce sends the identity of sk once per cookie. It returns whether the identity has been
+// sent (now or before).
+static __always_inline bool announce(struct sock *sk, __u64 cookie, __u64 now)
 {
 	if (bpf_map_lookup_elem(&perflab_conns, &cookie))
-		return;
+		return true;
 	__u32 zero = 0;
 	struct conn *c = bpf_map_lookup_elem(&perflab_connbuf, &zero);
 	if (!c)
-		return;
+		return false;
 	__builtin_memset(c, 0, sizeof(*c));
 	c->kind = KIND_CONN;
 	c->cookie = cookie;
@@ -312,10 +319,11 @@ static __always_inline void announce(struct sock *sk, __u64 cookie, __u64 now)
 	}
 	if (bpf_ringbuf_output(&perflab_events, c, sizeof(*c), ring_flags()) != 0) {
 		count(CNT_LOST_CONNS);
-		return;
+		return false;
 	}
 	__u8 one = 1;
 	bpf_map_update_elem(&perflab_conns, &cookie, &one, BPF_ANY);
+	return true;
 }
 
 static __always_inline int on_sock(struct sock *sk, int ret, bool send)
@@ -327,8 +335,15 @@ static __always_inline int on_sock(struct sock *sk, int ret, bool send)
 		__u64 cookie = bpf_get_socket_cookie(sk);
 		f->sock = 1;
 		f->cookie = cookie;
-		f->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-		announce(sk, cookie, f->ts);
+		if (cookie == f->known_cookie) {
+			f->family = f->known_family;
+		} else {
+			f->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+			if (announce(sk, cookie, f->ts)) {
+				f->known_cookie = cookie;
+				f->known_family = f->family;
+			}
+		}
 	}
 	if (ret > 0) {
 		f->bytes += ret;
