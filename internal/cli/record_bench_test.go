@@ -108,7 +108,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 		rate  func(r *venusd.Result) float64
 		label string
 	}{
-		{"ping_tcp_baseline", []string{"--workload", "ping", "--requests", "20000", "--mode", "baseline"},
+		{"ping_tcp_baseline", []string{"--workload", "ping", "--requests", "60000", "--mode", "baseline"},
 			func(r *venusd.Result) float64 { return r.Ping.ThroughputPerS }, "requests/s"},
 		{"llm_tcp_baseline", []string{"--workload", "llm", "--tokens", "96", "--mode", "baseline"},
 			func(r *venusd.Result) float64 { return r.TokensPerS }, "tokens/s"},
