@@ -41,14 +41,13 @@ type Probe struct {
 	statsEvents uint64
 
 	// Connection ids: socket cookie -> state, in first-seen order.
-	conns   map[uint64]*connState
-	order   []*connState
-	lastErr error
+	conns map[uint64]*connState
+	order []*connState
+	bad   uint64 // ring-buffer records that did not decode (none expected: reported in Stats)
 }
 
 type connState struct {
 	conn trace.Connection
-	seen bool // identity received from the kernel
 }
 
 // Open checks privileges and kernel features, loads the probes and attaches them. No process
@@ -296,13 +295,14 @@ func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
 func (p *Probe) handle(b []byte, out *trace.Record, emit func(*trace.Record) error) error {
 	kind, err := decodeKind(b)
 	if err != nil {
+		p.bad++
 		return nil
 	}
 	switch kind {
 	case kindConn:
 		var rc rawConn
 		if err := decodeConn(b, &rc); err != nil {
-			p.lastErr = err
+			p.bad++
 			return nil
 		}
 		cs := p.conns[rc.Cookie]
@@ -312,13 +312,12 @@ func (p *Probe) handle(b []byte, out *trace.Record, emit func(*trace.Record) err
 		first, last := cs.conn.FirstSeen, cs.conn.LastSeen
 		toConnection(&rc, cs.conn.ID, &cs.conn)
 		cs.conn.FirstSeen, cs.conn.LastSeen = min(first, int64(rc.TS)), max(last, int64(rc.TS))
-		cs.seen = true
 		*out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
 		return emit(out)
 	case kindEvent:
 		var re rawEvent
 		if err := decodeEvent(b, &re); err != nil {
-			p.lastErr = err
+			p.bad++
 			return nil
 		}
 		cs := p.conns[re.Cookie]
@@ -340,6 +339,7 @@ func (p *Probe) handle(b []byte, out *trace.Record, emit func(*trace.Record) err
 		toEvent(&re, cs.conn.ID, &out.Event)
 		return emit(out)
 	}
+	p.bad++ // a kind this version does not know
 	return nil
 }
 
@@ -412,6 +412,9 @@ func (p *Probe) Stats() map[string]int64 {
 		st["probe_events"] = int64(c.Produced)
 		st["probe_lost_events"] = int64(c.LostEvents)
 		st["probe_lost_connections"] = int64(c.LostConns)
+	}
+	if p.bad > 0 {
+		st["probe_bad_records"] = int64(p.bad)
 	}
 	if !p.statsOK {
 		return st
