@@ -421,6 +421,8 @@ func startForever(t *testing.T, dir string) (*exec.Cmd, string, *bytes.Buffer) {
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Whatever happens to perflab, the recorded program does not outlive the test.
+	t.Cleanup(func() { killTargets(t, out) })
 	// Wait for the trace to get its first chunk of events.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
