@@ -607,3 +607,29 @@ func TestRecordDuration(t *testing.T) {
 		t.Error("recording by pid stopped the process")
 	}
 }
+
+// TestRecordDiskFull (RELIABILITY B4, end to end): a trace that cannot be written stops record
+// with one line naming the failure, exit 1 or 2, and the recorded command is not left running.
+func TestRecordDiskFull(t *testing.T) {
+	requireRecord(t)
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	counts := filepath.Join(t.TempDir(), "counts.json")
+	cmd := perflab(t, counts, append([]string{"record", "-o", "/dev/full", "--"}, withEnv("20000")...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || (ee.ExitCode() != ExitFailed && ee.ExitCode() != ExitBadInput) {
+		t.Fatalf("exit %v, want 1 or 2; stderr %q", err, stderr.String())
+	}
+	oneLine(t, stderr.String())
+	if !strings.Contains(stderr.String(), "no space left on device") {
+		t.Errorf("stderr %q does not name the failure", stderr.String())
+	}
+	if _, err := os.Stat(counts); err == nil {
+		t.Error("the command ran to its end although the trace could not be written")
+	}
+}
