@@ -408,6 +408,12 @@ func (b *BatchServer) loop(ctx context.Context) {
 		for _, bc := range touched {
 			ts := Monotonic()
 			w0 := time.Now()
+			if sc, ok := bc.c.(*sockConn); ok {
+				// A client that stops reading its replies stalls the one loop: give up on it
+				// after FrameTimeout. (A shm ring's writer waits for room without a deadline;
+				// only the server's own user can connect to one.)
+				sc.nc.SetWriteDeadline(w0.Add(b.cfg.FrameTimeout))
+			}
 			_, err := bc.c.Write(bc.out)
 			b.writes.Add(1)
 			traceFrames(bc.tr, ts, time.Since(w0), bc.out)
@@ -416,11 +422,6 @@ func (b *BatchServer) loop(ctx context.Context) {
 				bc.dead = err
 			}
 			if bc.dead != nil {
-				b.kill(bc)
-			}
-		}
-		for i := range batch {
-			if bc := batch[i].bc; bc != nil && bc.dead != nil {
 				b.kill(bc)
 			}
 		}

@@ -252,3 +252,35 @@ func TestNewLoopServer(t *testing.T) {
 		t.Error("loop threads: no error")
 	}
 }
+
+// A TCP client that sends requests but never reads its replies stalls the one loop only until
+// FrameTimeout: then the server drops it and serves the others.
+func TestBatchLoopStalledReader(t *testing.T) {
+	s := startBatch(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, FrameTimeout: 300 * time.Millisecond,
+		SocketBufferBytes: 64 << 10})
+	a, err := ParseAddr(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall, err := net.Dial("tcp", a.Where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stall.Close()
+	stall.(*net.TCPConn).SetReadBuffer(16 << 10)
+	big := frameOf(cmdOf(CmdPing, FlagReplyWanted, 1, func(e *encoder) { e.u32(1 << 20) }))
+	go func() {
+		for i := 0; i < 64; i++ { // 64 MiB of replies asked for, none read
+			if _, err := stall.Write(big); err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "ping", Getenv: noEnv, Ping: PingConfig{Requests: 50}}); err != nil {
+		t.Fatalf("good client next to a stalled one: %v", err)
+	}
+	t.Logf("good client done after %v", time.Since(start))
+}
