@@ -76,6 +76,9 @@ func gateMedian(v []float64) float64 {
 func TestGateVenusAA(t *testing.T) {
 	const gates, n = 20, 6
 	pool := 2*n + gates // A/A windows [i, i+n) and [i+n+gates/2..) stay disjoint modulo pool
+	if raceEnabled {
+		t.Skip("race detector on: the venusd runs are timing measurements; run without -race")
+	}
 	if testing.Short() {
 		t.Skip("short mode: 64 venusd runs")
 	}

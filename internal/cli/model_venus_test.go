@@ -50,6 +50,9 @@ func modelVenusRun(t *testing.T, cfg venusd.ClientConfig, tracePath string) *ven
 // from such a run); otherwise the test asserts the exact counts and that every prediction beats
 // the baseline.
 func TestModelVenusValidation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("race detector on: the venusd runs are timing measurements; run without -race")
+	}
 	if testing.Short() {
 		t.Skip("short mode: venusd runs at up to 5 ms of link delay")
 	}
