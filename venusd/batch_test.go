@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -283,4 +284,42 @@ func TestBatchLoopStalledReader(t *testing.T) {
 		t.Fatalf("good client next to a stalled one: %v", err)
 	}
 	t.Logf("good client done after %v", time.Since(start))
+}
+
+// BenchmarkLoopPing measures one ping round trip per op over a Unix socket, with the
+// per-connection loop and the batch loop, for 1 and 8 closed-loop clients (ops are split among
+// the clients). Compare the loops within one run: go test -bench LoopPing -count 6.
+func BenchmarkLoopPing(b *testing.B) {
+	for _, loop := range []string{"conn", "batch"} {
+		for _, clients := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/clients=%d", loop, clients), func(b *testing.B) {
+				s, err := NewLoopServer(loop, ServerConfig{Listen: "unix://" + filepath.Join(b.TempDir(), "v.sock"), Getenv: noEnv})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- s.Serve(ctx) }()
+				defer func() { cancel(); <-done }()
+				per := max(1, b.N/clients)
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for i := 0; i < clients; i++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "ping", Getenv: noEnv,
+							Ping: PingConfig{Requests: per, Warmup: 1}}); err != nil {
+							b.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				if bs, ok := s.(*BatchServer); ok {
+					b.ReportMetric(bs.LoopStats().RequestsPerCycle(), "req/cycle")
+				}
+			})
+		}
+	}
 }
