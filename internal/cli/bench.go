@@ -19,7 +19,7 @@ func init() {
 		Name:    "bench",
 		Summary: "load sweep: closed-loop clients against a venusd it starts, then Little's law, the batch model and RTT populations",
 		Usage: "[--transports tcp,unix,shm] [--modes baseline,...] [--clients 1,2,4,8,16] [--depth 1,...] [--duration D] " +
-			"[--loop batch|conn] [--format table|markdown] [--json] [--progress] [-o DIR]",
+			"[--loop batch|conn] [--delay D] [--shm-spin N] [--request-bytes N] [--format table|markdown] [--json] [--progress] [-o DIR]",
 		Run: runBench,
 	})
 }
