@@ -142,3 +142,48 @@ func TestModelCLI(t *testing.T) {
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// TestModelAndCompareTraces runs model and compare on recorded venusd traces (4 tokens of the
+// llm workload over a 1 ms link each way, baseline and coalesce): the outputs are golden, and
+// the same trace always gives the same output.
+func TestModelAndCompareTraces(t *testing.T) {
+	base, co := "testdata/model/baseline-1ms.plt", "testdata/model/coalesce-1ms.plt"
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"model/model.txt", []string{"model", "--from", base}},
+		{"model/model.json", []string{"model", "--from", base, "--json"}},
+		{"model/model-webrtc.txt", []string{"model", "--from", base, "--mode", "coalesce+pipeline", "--link", "webrtc-wifi"}},
+		{"model/model-k4d2.txt", []string{"model", "--from", base, "--coalesce", "4", "--pipeline", "2", "--rtt", "10ms", "--bandwidth", "100MB/s"}},
+		{"model/compare.txt", []string{"compare", base, co}},
+		{"model/compare.md", []string{"compare", "--format", "markdown", base, co}},
+	} {
+		code, out, errs := gateCLI(t, tc.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errs)
+		}
+		testutil.Golden(t, tc.golden, []byte(out))
+		if _, again, _ := gateCLI(t, tc.args...); again != out {
+			t.Errorf("%v: a second run differs", tc.args)
+		}
+	}
+	// A coalesced trace is no baseline: its async calls have no replies.
+	code, _, errs := gateCLI(t, "model", "--from", co)
+	if code != 2 || !strings.Contains(errs, "is it a baseline") {
+		t.Errorf("model on a coalesced trace: exit %d %q", code, errs)
+	}
+	// E5: a cut trace is refused by the gate.
+	data, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.plt")
+	if err := os.WriteFile(cut, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = gateCLI(t, "gate", "--baseline", base, cut)
+	if code != 2 || !strings.Contains(errs, "cut.plt: damaged trace") {
+		t.Errorf("gate on a cut trace: exit %d %q", code, errs)
+	}
+}
