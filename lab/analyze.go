@@ -89,6 +89,7 @@ func analyze(res *Result, cfg *Config) {
 				s.Modes = append(s.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
 					LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
 			}
+			last.samples = nil
 		}
 	}
 	if len(res.Series) > 0 {

@@ -70,8 +70,8 @@ func TestRunSmallSweep(t *testing.T) {
 		for _, b := range s.Histogram {
 			n += b.Count
 		}
-		if last := res.Points[s.points[len(s.points)-1]]; n != uint64(len(last.samples)) {
-			t.Errorf("%s: histogram holds %d samples of %d", s.Transport, n, len(last.samples))
+		if last := res.Points[s.points[len(s.points)-1]]; n != uint64(last.Requests) {
+			t.Errorf("%s: histogram holds %d samples of %d", s.Transport, n, last.Requests)
 		}
 	}
 	b, err := json.Marshal(res)
