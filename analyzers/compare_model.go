@@ -238,7 +238,17 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 			left = append(left, q-floor-l.Calls[i].WorkUS)
 		}
 	}
-	l.MessageUS = math.Max(0, mean(left))
+	excess := math.Max(0, mean(left))
+	if linkRTTUS > 0 {
+		l.MessageUS = excess
+	} else {
+		// Without a link delay nothing is in flight: what a round trip spends beyond its
+		// minimum is waiting for a CPU the client and server share, serial like the work.
+		for i := range l.Calls {
+			l.Calls[i].WorkUS += excess
+		}
+		fit.Notes = append(fit.Notes, fmt.Sprintf("no link delay: the %s a round trip spends beyond its minimum counts as serial CPU time, not latency", fmtUS(excess)))
+	}
 	l.PipelineHopUS = DefaultPipelineHopUS
 	l.ComputeUS = math.Max(0, tokenUS-blocked)
 	if err := l.Validate(); err != nil {
