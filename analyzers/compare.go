@@ -78,6 +78,9 @@ type HistPair struct {
 	After  float64 `json:"after"`
 }
 
+// minCommandSamples is the fewest round trips of a command, per side, for its own rows.
+const minCommandSamples = 5
+
 // headline is the order metrics are reported in; others follow by name.
 var headline = []string{MetricTokensPerS, MetricMessages, MetricRoundTrips, MetricBytesSent, MetricBytesRecv,
 	MetricRTTP50, MetricRTTP90, MetricRTTP99, "send_p50_us", "send_p99_us", "recv_p50_us", "recv_p99_us"}
@@ -145,6 +148,9 @@ func Compare(before, after []Run, alpha float64) *Comparison {
 	usedMessages := false
 	for _, name := range metricOrder(list) {
 		m := compareMetric(name, before, after, alpha)
+		if strings.Contains(name, "{") && (m.N[0] < minCommandSamples || m.N[1] < minCommandSamples) {
+			continue // a command seen a few times (during load) says nothing per command
+		}
 		if m.Basis == "messages" {
 			usedMessages = true
 		}
