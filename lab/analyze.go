@@ -6,6 +6,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/venusd"
 )
 
 // LittleTolerance is how far L/λ may be from the measured mean RTT at a point before the sweep
@@ -90,6 +91,16 @@ func analyze(res *Result, cfg *Config) {
 					LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
 			}
 			last.samples = nil
+			if d := last.loop; d != nil && d.Cycle.N() > 0 {
+				for _, ph := range []struct {
+					name string
+					h    *venusd.LoopHist
+				}{{"poll", &d.Poll}, {"execute", &d.Exec}, {"flush", &d.Flush}, {"cycle", &d.Cycle}} {
+					s.LoopPhases = append(s.LoopPhases, PhaseTiming{Phase: ph.name, P50US: round3(ph.h.Quantile(0.5) / 1e3),
+						P90US: round3(ph.h.Quantile(0.9) / 1e3), P99US: round3(ph.h.Quantile(0.99) / 1e3)})
+				}
+				last.loop = nil
+			}
 		}
 	}
 	if len(res.Series) > 0 {

@@ -87,13 +87,17 @@ type Point struct {
 	// RequestsPerCycle is the batch loop's mean requests per busy cycle during the point (batch
 	// loop only).
 	RequestsPerCycle float64 `json:"requests_per_cycle,omitempty"`
-	// CycleUS is the batch loop's mean busy-cycle time (execute and flush), µs.
-	CycleUS float64 `json:"cycle_us,omitempty"`
+	// CycleUS is the batch loop's mean busy-cycle time (execute and flush), µs; CycleP50US and
+	// CycleP99US are percentiles of the whole busy cycle (poll, execute, flush).
+	CycleUS    float64 `json:"cycle_us,omitempty"`
+	CycleP50US float64 `json:"cycle_p50_us,omitempty"`
+	CycleP99US float64 `json:"cycle_p99_us,omitempty"`
 	// EmptyCycleShare is the share of loop cycles that found no request.
 	EmptyCycleShare float64 `json:"empty_cycle_share,omitempty"`
 	Trace           string  `json:"trace,omitempty"` // the point's trace, with Config.Dir
 
-	samples []float64 // every RTT, µs
+	samples []float64         // every RTT, µs
+	loop    *venusd.LoopStats // the batch loop's counters during the point
 }
 
 // RTT summarises the round-trip times of a point, µs.
@@ -148,11 +152,22 @@ type Series struct {
 	HistogramClients int                    `json:"histogram_clients"`
 	Histogram        []analyzers.HistBucket `json:"histogram"`
 	Modes            []analyzers.Mode       `json:"modes"`
+	// LoopPhases are the batch loop's busy-cycle and phase times at the series' largest client
+	// count (seed 003 §6.2), when the batch loop ran.
+	LoopPhases []PhaseTiming `json:"loop_phases,omitempty"`
 	// Saturation is the smallest client count whose throughput came within 10% of the series'
 	// highest: past it, more clients add RTT, not throughput (0 when only the last point did).
 	Saturation int `json:"saturation_clients"`
 
 	points []int // indexes into Result.Points
+}
+
+// PhaseTiming is the distribution of one phase of the batch loop's busy cycles, µs.
+type PhaseTiming struct {
+	Phase string  `json:"phase"` // poll, execute, flush, cycle
+	P50US float64 `json:"p50_us"`
+	P90US float64 `json:"p90_us"`
+	P99US float64 `json:"p99_us"`
 }
 
 // Prediction is the batch model's throughput at one point against the measured one (seed 003
@@ -253,6 +268,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 						// a 1 s point at 16 clients holds about a million RTTs.
 						if k := len(s.points); k > 0 {
 							res.Points[s.points[k-1]].samples = nil
+							res.Points[s.points[k-1]].loop = nil
 						}
 						res.Points = append(res.Points, *p)
 						s.points = append(s.points, len(res.Points)-1)
@@ -347,19 +363,22 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	wg.Wait()
 	if batch {
 		d := ls.LoopStats().Sub(before)
+		p.loop = &d
 		p.RequestsPerCycle = round3(d.RequestsPerCycle())
 		p.CycleUS = round3(d.CycleMeanNs() / 1e3)
+		p.CycleP50US = round3(d.Cycle.Quantile(0.5) / 1e3)
+		p.CycleP99US = round3(d.Cycle.Quantile(0.99) / 1e3)
 		if d.Cycles > 0 {
 			p.EmptyCycleShare = round3(float64(d.EmptyCycles) / float64(d.Cycles))
 		}
 	}
 	if tw != nil {
-		if batch {
+		if d := p.loop; d != nil {
 			// The loop's counters during this point, next to the clients' frames.
-			d := ls.LoopStats().Sub(before)
 			for name, v := range map[string]int64{"loop.cycles": d.Cycles, "loop.empty_cycles": d.EmptyCycles,
 				"loop.requests": d.Requests, "loop.writes": d.Writes, "loop.poll_ns": d.PollNs,
-				"loop.exec_ns": d.ExecNs, "loop.flush_ns": d.FlushNs} {
+				"loop.exec_ns": d.ExecNs, "loop.flush_ns": d.FlushNs, "loop.cycle_p50_ns": int64(d.Cycle.Quantile(0.5)),
+				"loop.cycle_p99_ns": int64(d.Cycle.Quantile(0.99))} {
 				tw.SetStat(name, v)
 			}
 		}

@@ -41,7 +41,7 @@ func TestRunSmallSweep(t *testing.T) {
 		if p.Requests < 10 || p.ThroughputPerS <= 0 || p.RTTUS.P50 <= 0 || p.RTTUS.P99 < p.RTTUS.P50 {
 			t.Errorf("%s: implausible point %+v", p.Label(), p)
 		}
-		if p.RequestsPerCycle < 1 {
+		if p.RequestsPerCycle < 1 || p.CycleP50US <= 0 || p.CycleP99US < p.CycleP50US {
 			t.Errorf("%s: requests per cycle %.3f with the batch loop", p.Label(), p.RequestsPerCycle)
 		}
 		f, err := trace.ReadFile(p.Trace)
@@ -62,6 +62,9 @@ func TestRunSmallSweep(t *testing.T) {
 	for _, s := range res.Series {
 		if s.BatchFit == nil || s.BatchFit.Points != 3 || len(s.Predictions) != 3 {
 			t.Errorf("%s: fit %+v, %d predictions", s.Transport, s.BatchFit, len(s.Predictions))
+		}
+		if len(s.LoopPhases) != 4 || s.LoopPhases[3].Phase != "cycle" || s.LoopPhases[3].P50US <= 0 || s.LoopPhases[3].P99US < s.LoopPhases[3].P50US {
+			t.Errorf("%s: loop phases %+v", s.Transport, s.LoopPhases)
 		}
 		if s.HistogramClients != 4 || len(s.Histogram) == 0 || len(s.Modes) == 0 {
 			t.Errorf("%s: histogram of %d clients, %d buckets, %d modes", s.Transport, s.HistogramClients, len(s.Histogram), len(s.Modes))

@@ -48,6 +48,15 @@ func Sections(res *Result) []reports.Section {
 			}
 			out = append(out, bm)
 		}
+		if len(s.LoopPhases) > 0 {
+			lp := reports.Section{Title: fmt.Sprintf("Loop phases of the busy cycles at %d clients (%s)", s.HistogramClients, name),
+				Header: []string{"phase", "p50 µs", "p90 µs", "p99 µs"}}
+			for _, ph := range s.LoopPhases {
+				lp.Rows = append(lp.Rows, []string{ph.Phase, num(ph.P50US), num(ph.P90US), num(ph.P99US)})
+			}
+			lp.Notes = append(lp.Notes, "poll: take the arrived requests; execute: run them; flush: one write per connection")
+			out = append(out, lp)
+		}
 		if len(s.Histogram) > 0 {
 			h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (%s)", s.HistogramClients, name),
 				Header: []string{"RTT µs", "count", ""}, Align: "rrl"}

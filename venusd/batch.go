@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"net"
 	"runtime"
 	"sync"
@@ -77,6 +79,81 @@ type LoopStats struct {
 	ExecNs      int64 // time executing them
 	FlushNs     int64 // time writing the replies
 	MaxBatch    int64 // most requests one cycle carried
+	// Time distributions of the busy cycles (seed 003 §6.2-6.3): the whole cycle and each
+	// phase of it.
+	Cycle, Poll, Exec, Flush LoopHist
+}
+
+// loopHistBuckets is 8 buckets per power of two over int64 nanoseconds.
+const loopHistBuckets = 64 * 8
+
+// LoopHist counts durations in ns in log-linear buckets, 8 per power of two: a quantile is
+// within 12.5% of the true value.
+type LoopHist [loopHistBuckets]uint64
+
+func loopBucket(ns int64) int {
+	if ns < 8 {
+		return int(max(ns, 0))
+	}
+	l := bits.Len64(uint64(ns))
+	return (l-3)*8 + int(uint64(ns)>>uint(l-4)) - 8
+}
+
+// loopBucketLow returns the smallest duration of bucket i, ns.
+func loopBucketLow(i int) float64 {
+	if i < 8 {
+		return float64(i)
+	}
+	l, m := i/8+3, i%8+8
+	return float64(uint64(m) << uint(l-4))
+}
+
+// N returns the durations counted.
+func (h *LoopHist) N() uint64 {
+	var n uint64
+	for _, c := range h {
+		n += c
+	}
+	return n
+}
+
+// Quantile returns the q-quantile (0..1) in ns, the middle of its bucket; 0 when empty.
+func (h *LoopHist) Quantile(q float64) float64 {
+	n := h.N()
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	rank = max(1, min(rank, n))
+	var acc uint64
+	for i, c := range h {
+		acc += c
+		if acc >= rank {
+			return (loopBucketLow(i) + loopBucketLow(i+1)) / 2
+		}
+	}
+	return loopBucketLow(loopHistBuckets - 1)
+}
+
+func (h *LoopHist) sub(o *LoopHist) LoopHist {
+	var d LoopHist
+	for i := range h {
+		d[i] = h[i] - o[i]
+	}
+	return d
+}
+
+// loopHistLive is a LoopHist the loop adds to while others read it.
+type loopHistLive [loopHistBuckets]atomic.Uint64
+
+func (h *loopHistLive) add(d time.Duration) { h[loopBucket(int64(d))].Add(1) }
+
+func (h *loopHistLive) load() LoopHist {
+	var out LoopHist
+	for i := range h {
+		out[i] = h[i].Load()
+	}
+	return out
 }
 
 // BusyCycles returns the cycles that carried at least one request.
@@ -103,7 +180,8 @@ func (s LoopStats) CycleMeanNs() float64 {
 func (s LoopStats) Sub(o LoopStats) LoopStats {
 	return LoopStats{Cycles: s.Cycles - o.Cycles, EmptyCycles: s.EmptyCycles - o.EmptyCycles,
 		Requests: s.Requests - o.Requests, Writes: s.Writes - o.Writes, PollNs: s.PollNs - o.PollNs,
-		ExecNs: s.ExecNs - o.ExecNs, FlushNs: s.FlushNs - o.FlushNs, MaxBatch: s.MaxBatch}
+		ExecNs: s.ExecNs - o.ExecNs, FlushNs: s.FlushNs - o.FlushNs, MaxBatch: s.MaxBatch,
+		Cycle: s.Cycle.sub(&o.Cycle), Poll: s.Poll.sub(&o.Poll), Exec: s.Exec.sub(&o.Exec), Flush: s.Flush.sub(&o.Flush)}
 }
 
 // BatchServer is a venusd server whose commands all run on one event loop (see LoopStats).
@@ -118,6 +196,7 @@ type BatchServer struct {
 
 	cycles, empty, requests, writes   atomic.Int64
 	pollNs, execNs, flushNs, maxBatch atomic.Int64
+	hCycle, hPoll, hExec, hFlush      loopHistLive
 }
 
 // batchReq is one request frame waiting for the loop.
@@ -153,13 +232,14 @@ func NewBatchServer(cfg ServerConfig) (*BatchServer, error) {
 func (b *BatchServer) LoopStats() LoopStats {
 	return LoopStats{Cycles: b.cycles.Load(), EmptyCycles: b.empty.Load(), Requests: b.requests.Load(),
 		Writes: b.writes.Load(), PollNs: b.pollNs.Load(), ExecNs: b.execNs.Load(), FlushNs: b.flushNs.Load(),
-		MaxBatch: b.maxBatch.Load()}
+		MaxBatch: b.maxBatch.Load(), Cycle: b.hCycle.load(), Poll: b.hPoll.load(), Exec: b.hExec.load(), Flush: b.hFlush.load()}
 }
 
 // Serve accepts clients and runs the loop until ctx is cancelled or Close is called; shutdown
 // is the Server's. When the server traces, the loop's counters go into the trace's footer
 // stats ("loop.cycles", "loop.empty_cycles", "loop.requests", "loop.writes", "loop.poll_ns",
-// "loop.exec_ns", "loop.flush_ns", "loop.max_batch", "loop.requests_per_cycle_milli").
+// "loop.exec_ns", "loop.flush_ns", "loop.max_batch", "loop.requests_per_cycle_milli",
+// "loop.cycle_p50_ns", "loop.cycle_p90_ns", "loop.cycle_p99_ns").
 func (b *BatchServer) Serve(ctx context.Context) error {
 	s := b.Server
 	if !s.serving.CompareAndSwap(false, true) {
@@ -233,6 +313,8 @@ func (b *BatchServer) exportStats() {
 		"loop.writes": st.Writes, "loop.poll_ns": st.PollNs, "loop.exec_ns": st.ExecNs,
 		"loop.flush_ns": st.FlushNs, "loop.max_batch": st.MaxBatch,
 		"loop.requests_per_cycle_milli": int64(st.RequestsPerCycle() * 1000),
+		"loop.cycle_p50_ns":             int64(st.Cycle.Quantile(0.5)), "loop.cycle_p90_ns": int64(st.Cycle.Quantile(0.9)),
+		"loop.cycle_p99_ns": int64(st.Cycle.Quantile(0.99)),
 	} {
 		w.SetStat(name, v)
 	}
@@ -429,6 +511,10 @@ func (b *BatchServer) loop(ctx context.Context) {
 		lastWork = t3
 		b.execNs.Add(int64(t2.Sub(t1)))
 		b.flushNs.Add(int64(t3.Sub(t2)))
+		b.hCycle.add(t3.Sub(t0))
+		b.hPoll.add(t1.Sub(t0))
+		b.hExec.add(t2.Sub(t1))
+		b.hFlush.add(t3.Sub(t2))
 		clear(batch)
 	}
 }

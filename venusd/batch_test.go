@@ -323,3 +323,33 @@ func BenchmarkLoopPing(b *testing.B) {
 		}
 	}
 }
+
+func TestLoopHist(t *testing.T) {
+	var live loopHistLive
+	for _, ns := range []int64{0, 3, 7, 8, 15, 16, 1000, 1000, 1000, 1 << 40} {
+		live.add(time.Duration(ns))
+	}
+	h := live.load()
+	if h.N() != 10 {
+		t.Fatalf("N = %d, want 10", h.N())
+	}
+	for i := 8; i < loopHistBuckets-1; i++ {
+		lo, hi := loopBucketLow(i), loopBucketLow(i+1)
+		if hi > 1<<62 {
+			break // past any duration
+		}
+		if loopBucket(int64(lo)) != i || loopBucket(int64(hi)-1) != i || hi/lo > 1.126 {
+			t.Fatalf("bucket %d: [%v, %v) maps to %d..%d", i, lo, hi, loopBucket(int64(lo)), loopBucket(int64(hi)-1))
+		}
+	}
+	if q := h.Quantile(0.7); q < 1000*0.875 || q > 1000*1.125 {
+		t.Errorf("p70 = %v ns, want about 1000", q)
+	}
+	if q := h.Quantile(0); q != 0.5 {
+		t.Errorf("p0 = %v, want the middle of bucket 0", q)
+	}
+	var empty LoopHist
+	if empty.Quantile(0.5) != 0 {
+		t.Error("quantile of an empty histogram is not 0")
+	}
+}
