@@ -238,6 +238,23 @@ func TestRecordUnprivileged(t *testing.T) {
 		{"only CAP_BPF", []uintptr{39}, []string{"CAP_PERFMON"}},
 		{"only CAP_PERFMON", []uintptr{38}, []string{"CAP_BPF"}},
 	}
+	t.Run("CAP_BPF and CAP_PERFMON suffice", func(t *testing.T) {
+		out := filepath.Join(dir, "caps.plt")
+		cmd := exec.Command(bin, "record", "-o", out, "--", "true")
+		cmd.Env = append(os.Environ(), recordMainEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, AmbientCaps: []uintptr{38, 39}}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("record with CAP_BPF and CAP_PERFMON: %v; stderr %q", err, stderr.String())
+		}
+		if _, err := trace.ReadFile(out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stdout.String(), "probe cost: ") {
+			t.Errorf("summary has no probe cost line: %q", stdout.String())
+		}
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, "unpriv.plt")
