@@ -257,6 +257,9 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	if targetsGone {
 		fmt.Fprintln(env.Stderr, "perflab record: note: the recorded processes exited; recording stopped")
 	}
+	if n := res.LostTotal(); n > 0 {
+		fmt.Fprintf(env.Stderr, "perflab record: warning: %d events lost (the ring buffer was full); a larger --ring-bytes keeps more\n", n)
+	}
 	closed = true
 	cerr := w.Close()
 	if err := f.Close(); err != nil && cerr == nil {
