@@ -18,7 +18,7 @@ func init() {
 	c := &Command{
 		Name:    "venus",
 		Summary: "run the bundled Venus-style server or client workload (serve | run)",
-		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--trace FILE]\n" +
+		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--loop conn|batch] [--trace FILE]\n" +
 			"       perflab venus run --connect ADDR [--workload llm|ping] [--tokens N] [--mode baseline|coalesce|pipeline|coalesce+pipeline] [--depth D] [--delay D] [--trace FILE] [--json]",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runVenus(ctx, env, c, args) }
@@ -32,7 +32,7 @@ func runVenus(ctx context.Context, env *Env, c *Command, args []string) error {
 	switch args[0] {
 	case "serve":
 		return venusServe(ctx, env, &Command{Name: "venus serve", Summary: "serve the Venus-style protocol on an emulated device until SIGINT/SIGTERM",
-			Usage: "[--listen ADDR] [--allow-remote] [--trace FILE]"}, args[1:])
+			Usage: "[--listen ADDR] [--allow-remote] [--loop conn|batch] [--trace FILE]"}, args[1:])
 	case "run":
 		return venusRun(ctx, env, &Command{Name: "venus run", Summary: "run a Venus-style client workload against a server and report what it measured",
 			Usage: "--connect ADDR [--workload llm|ping] [--tokens N] [--mode M] [--delay D] [--trace FILE] [--json]"}, args[1:])
@@ -68,12 +68,16 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	idle := fs.Duration("idle-timeout", venusd.DefaultIdleTimeout, "close a client that sends no frame for `D`")
 	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
 	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
+	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection: seed 003's daemon)")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return BadInput("unexpected argument %q", pos[0])
+	}
+	if *loop != "conn" && *loop != "batch" {
+		return BadInput("--loop %q: want conn or batch", *loop)
 	}
 	mf, err := venusd.ParseBytes(*maxFrame)
 	if err != nil || mf < 4096 || mf > 1<<30 {
@@ -97,7 +101,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	if err != nil {
 		return err
 	}
-	srv, err := venusd.NewServer(venusd.ServerConfig{
+	srv, err := venusd.NewLoopServer(*loop, venusd.ServerConfig{
 		Listen: *listen, AllowRemote: *allowRemote, MaxConns: *maxConns, MaxFrameBytes: int(mf),
 		MaxMemoryBytes: mm, MaxTotalMemoryBytes: mt, IdleTimeout: *idle, Trace: tw, TracePayloadBytes: *payload,
 		Getenv: env.Getenv, Log: env.Stderr,

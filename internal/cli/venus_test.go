@@ -196,3 +196,30 @@ func TestVenusNetSummary(t *testing.T) {
 		t.Errorf("summary format:\n%s", stderr)
 	}
 }
+
+// TestVenusServeBatchLoop runs the llm workload against `venus serve --loop batch`: the batch
+// loop must give the same checksum as the in-process reference in a pipelined mode.
+func TestVenusServeBatchLoop(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "b.sock")
+	stop := serveInBackground(t, "unix://"+sock, "--loop", "batch")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	code, stdout, stderr := runVenusIn(ctx, nil, "run", "--connect", "unix://"+sock, "--tokens", "3", "--logits-bytes", "16384",
+		"--mode", "coalesce+pipeline", "--json")
+	if code != 0 {
+		t.Fatalf("run against the batch loop: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		ChecksumOK bool   `json:"checksum_ok"`
+		Checksum   string `json:"checksum"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.ChecksumOK || got.Checksum == "" {
+		t.Errorf("batch loop: checksum %q ok=%v", got.Checksum, got.ChecksumOK)
+	}
+	if code, serr := stop(); code != 0 {
+		t.Errorf("serve --loop batch: exit %d: %s", code, serr)
+	}
+}
