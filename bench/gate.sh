@@ -8,8 +8,10 @@
 #   GATE_UPDATE=1 bench/gate.sh   measure and write a new bench/gate-baseline.json
 #
 # Knobs: GATE_RUNS (pairs, default 8, at least 6), GATE_TOKENS (default 16), GATE_DELAY (link
-# delay each way, default 2ms: long enough that the loop is round-trip bound), GATE_FORMAT (table, markdown, json), PERFLAB (a perflab binary
-# to use instead of building one).
+# delay each way, default 2ms: long enough that the loop is round-trip bound), GATE_FORMAT
+# (table, markdown, json), GATE_MODE (the mode gated against baseline, default
+# coalesce+pipeline; GATE_MODE=coalesce shows what a broken pipeline looks like), PERFLAB (a
+# perflab binary to use instead of building one).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +19,7 @@ runs=${GATE_RUNS:-8}
 tokens=${GATE_TOKENS:-16}
 delay=${GATE_DELAY:-2ms}
 format=${GATE_FORMAT:-table}
+mode_b=${GATE_MODE:-coalesce+pipeline}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/perflab-gate.XXXXXX")
 srv=""
 
@@ -56,8 +59,9 @@ refs=""
 cur=""
 n=1
 while [ $n -le "$runs" ]; do
-	for mode in baseline coalesce+pipeline; do
+	for mode in baseline "$mode_b"; do
 		out=$(echo "$mode" | tr -c 'a-z\n' '-')$n.json
+		[ "$mode" = baseline ] || out=current$n.json
 		if ! "$bin" venus run --connect "unix://$sock" --workload llm --tokens "$tokens" \
 			--mode "$mode" --delay "$delay" --json >"$out" 2>"$out.err"; then
 			echo "gate.sh: venus run --mode $mode failed:" >&2
@@ -66,7 +70,7 @@ while [ $n -le "$runs" ]; do
 		fi
 	done
 	refs="$refs${refs:+,}baseline$n.json"
-	cur="$cur coalesce-pipeline$n.json"
+	cur="$cur current$n.json"
 	n=$((n + 1))
 done
 
