@@ -1,8 +1,10 @@
 package analyzers
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -47,7 +49,8 @@ func MannWhitney(x, y []float64, alt Alternative) (u, p float64) {
 	for _, v := range y {
 		all = append(all, obs{v, false})
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].v < all[j].v })
+	// Ties get mid-ranks, so their order does not matter.
+	slices.SortFunc(all, func(a, b obs) int { return cmp.Compare(a.v, b.v) })
 	// Mid-ranks, doubled so that they are integers: rank2 = 2·rank.
 	rank2 := make([]int, n)
 	var tieTerm float64

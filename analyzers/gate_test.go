@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -280,4 +281,56 @@ func FuzzParseGateConfig(f *testing.F) {
 			t.Fatal("config and error disagree")
 		}
 	})
+}
+
+// TestGatePower is E2 on synthetic data: with 2% run-to-run noise, 10 runs per side and a rule
+// that allows no change (minimum effect 2%), +10% is caught in ≥ 95% of gates and +5% in ≥ 80%.
+func TestGatePower(t *testing.T) {
+	cfg, err := ParseGateConfig(strings.NewReader("rule rtt_p50_us lower 0%\n"), "power.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]float64{MetricRTTP50: 100}
+	for _, tc := range []struct {
+		shift float64
+		want  int // of 100
+	}{{1.10, 95}, {1.05, 80}} {
+		caught := 0
+		for i := uint64(0); i < 100; i++ {
+			r := Gate(synthRuns(7000+2*i, 10, 0.02, base), synthRuns(7001+2*i, 10, 0.02, map[string]float64{MetricRTTP50: 100 * tc.shift}), cfg)
+			if r.Verdict == "regression" {
+				caught++
+			}
+		}
+		t.Logf("+%.0f%%: %d of 100 caught", 100*(tc.shift-1), caught)
+		if caught < tc.want {
+			t.Errorf("+%.0f%%: %d of 100 caught, want ≥ %d", 100*(tc.shift-1), caught, tc.want)
+		}
+	}
+}
+
+func BenchmarkMannWhitney(b *testing.B) {
+	for _, n := range []int{10, 1000, 100000} {
+		x, y := make([]float64, n), make([]float64, n)
+		for i := range x {
+			x[i], y[i] = float64(i%997), float64(i%991)+0.5
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				MannWhitney(x, y, TwoSided)
+			}
+		})
+	}
+}
+
+func BenchmarkBootstrapRatio(b *testing.B) {
+	x, y := make([]float64, 100000), make([]float64, 100000)
+	for i := range x {
+		x[i], y[i] = float64(i%997), float64(i%991)+0.5
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		BootstrapRatio(x, y, 0.5, DefaultConfidence)
+	}
 }
