@@ -190,6 +190,19 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 			c.JoinNext = true
 		}
 	}
+	known := false
+	for _, c := range l.Calls {
+		known = known || c.Kind != models.Async
+	}
+	if !known {
+		// No call is a known submit or sync point (not a Vulkan loop): every call is taken to
+		// need its result, so neither coalescing nor pipelining can change anything.
+		for i := range l.Calls {
+			l.Calls[i].Kind = models.Sync
+			l.Calls[i].JoinNext = false
+		}
+		fit.Notes = append(fit.Notes, "no call is a known submit or sync point: every call is treated as one whose result is needed at once, so coalescing and pipelining predict no change")
+	}
 	// Send cost: a line through (frame bytes, write time).
 	if b, _, err := models.FitBatch(sendX, sendY); err == nil && b.TFixedUS >= 0 && b.TPerReqUS >= 0 {
 		l.SendUS, l.SendPerByteUS = b.TFixedUS, b.TPerReqUS
