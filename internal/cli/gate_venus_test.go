@@ -71,13 +71,12 @@ func gateMedian(v []float64) float64 {
 // stay small against it), interleaved A B A B, where B has 20% more round-trip latency
 // (venusd's link delay raised by a tenth of the measured RTT each way). From 32 + 32 runs it
 // forms 20 A/A gates (windows of 6 even-numbered A runs against 6 odd-numbered ones) and 20 A/B
-// gates: no A/A gate may find a
-// regression, at least 19 A/B gates must (asserted with PERFLAB_PERF_ASSERT=1; a busy machine
-// can make them inconclusive, never a false pass of the A/A), and with 5 runs per side the
-// verdict is inconclusive, never regression.
+// gates: no A/A gate may find a regression; at least 19 A/B gates must (asserted with
+// PERFLAB_PERF_ASSERT=1; otherwise none may pass it, though a busy machine may make some
+// inconclusive); with 5 runs per side the verdict is inconclusive, never regression.
 func TestGateVenusAA(t *testing.T) {
 	const gates, n = 20, 6
-	const pool = 32 // runs of each kind: A A' (even and odd A runs) and B, interleaved in time
+	const pool = 32 // A runs and B runs each, interleaved in time
 	if raceEnabled {
 		t.Skip("race detector on: the venusd runs are timing measurements; run without -race")
 	}
