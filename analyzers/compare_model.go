@@ -48,6 +48,10 @@ func CallKind(name string) models.CallKind {
 // non-pipelined ones per frame at zero link delay on a 2-vCPU VM.
 const DefaultPipelineHopUS = 15
 
+// maxModelTokens bounds the tokens FitLoop keeps in memory (their calls): enough for stable
+// medians, and memory that does not grow with a long recording.
+const maxModelTokens = 10000
+
 // smallRequest is the largest request, in bytes, counted as a control command when the model
 // looks for the cheapest command: its round trip is almost all per-message latency.
 const smallRequest = 4096
@@ -77,6 +81,10 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		return nil, fmt.Errorf("%s: no token markers: the model needs a trace of a token loop", path)
 	}
 	fit := &LoopFit{}
+	if len(spans) > maxModelTokens {
+		fit.Notes = append(fit.Notes, fmt.Sprintf("the first %d of %d tokens were used", maxModelTokens, len(spans)))
+		spans = spans[:maxModelTokens]
+	}
 	if linkRTTUS < 0 {
 		linkRTTUS = 0
 		if d, ok, err := delayFromMeta(path); err != nil {
