@@ -157,20 +157,31 @@ func (p *Probe) FollowChildren(pid uint32) (stop func() error, err error) {
 	}, nil
 }
 
-// Targets returns the target processes still alive (the kernel side drops a process when its
-// last thread exits).
+// Targets returns the target processes still alive. The kernel side drops a process when its
+// last thread exits; a process that exited before AddPID put it in the map (a short command
+// can exit between fork and AddPID) is dropped here, by its state in /proc.
 func (p *Probe) Targets() ([]uint32, error) {
 	var (
-		k   uint32
-		v   uint8
-		out []uint32
+		k    uint32
+		v    uint8
+		keys []uint32
 	)
 	it := p.objs.PerflabTargets.Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, k)
+		keys = append(keys, k)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("list targets: %w", err)
+	}
+	out := keys[:0]
+	for _, pid := range keys {
+		if running(pid) {
+			out = append(out, pid)
+			continue
+		}
+		if err := p.RemovePID(pid); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

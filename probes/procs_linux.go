@@ -67,3 +67,26 @@ func parentOf(stat []byte) (uint32, bool) {
 	}
 	return uint32(ppid), true
 }
+
+// running reports whether process pid exists and has not exited (a zombie, state Z or X, has
+// exited: only its parent's wait is pending).
+func running(pid uint32) bool {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/stat")
+	if err != nil {
+		return false
+	}
+	return runningState(b)
+}
+
+// runningState reads the state field of a /proc/PID/stat line.
+func runningState(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 1 {
+		return false
+	}
+	return f[0][0] != 'Z' && f[0][0] != 'X'
+}

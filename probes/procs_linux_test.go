@@ -40,3 +40,24 @@ func TestDescendants(t *testing.T) {
 		t.Errorf("descendants %v lack the child %d", d, cmd.Process.Pid)
 	}
 }
+
+func TestRunningState(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want bool
+	}{
+		{"42 (sleep) S 1 42 42 0", true},
+		{"42 (a) b) R 1 42 42 0", true},
+		{"42 (true) Z 41 42 42 0", false},
+		{"42 (x) X 41 42 42 0", false},
+		{"garbage", false},
+		{"42 (x)", false},
+	} {
+		if got := runningState([]byte(tc.stat)); got != tc.want {
+			t.Errorf("runningState(%q) = %v, want %v", tc.stat, got, tc.want)
+		}
+	}
+	if !running(uint32(os.Getpid())) {
+		t.Error("this test's own process is not running")
+	}
+}
