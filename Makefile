@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/perflab/perflab/internal/cli.Version=$(VERSION)
 # Packages with goroutines run again under the race detector.
 RACE_PKGS := ./trace/... ./collectors/... ./venusd/... ./analyzers/... ./internal/cli/...
 
-.PHONY: help build test test-race lint generate fmt update-golden clean
+.PHONY: help build test test-race lint generate fmt update-golden clean demo e2e gate bench
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -19,6 +19,19 @@ test: build ## run every test (eBPF tests skip unless root; PERFLAB_REQUIRE_BPF=
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race $(RACE_PKGS)
+
+demo: build ## the whole story on the bundled workload in under two minutes (HTML report under build/demo/)
+	PERFLAB=$(BIN) scripts/demo.sh
+
+e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the README tour, bench, demo
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
+
+gate: build ## perflab's own gate: coalesce+pipeline vs baseline on venusd, against bench/gate-baseline.json
+	PERFLAB=$(BIN) bench/gate.sh
+
+bench: build ## the load sweep of seed 003 on every transport
+	$(BIN) bench --transports shm,unix,tcp --clients 1,2,4,8,16
 
 test-race: ## run the race detector over the packages with goroutines
 	$(GO) test -count=1 -race $(RACE_PKGS)
