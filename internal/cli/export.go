@@ -62,7 +62,7 @@ func init() {
 	c := &Command{
 		Name:    "export",
 		Summary: "write a trace's records as JSON lines or CSV (docs/trace-format.md), or another registered format",
-		Usage:   "--format jsonl|csv [-o FILE] TRACE",
+		Usage:   "--format jsonl|csv|perfetto|pprof [-o FILE] TRACE",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runExport(env, c, args) }
 	Register(c)
