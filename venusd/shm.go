@@ -45,6 +45,10 @@ const (
 	// one load of a shared cache line), longer than the peer needs to answer a small command,
 	// shorter than a scheduler tick, so two spinning peers on two cores do not starve others.
 	defaultShmSpin = 50000
+	// shmMinPoll is the floor of the adaptive poll: about 10 µs, longer than a peer on another
+	// core takes to answer a small command (1-3 µs with Go's dispatch), so that an answer is
+	// caught by a plain load and not by the slower sched_yield phase.
+	shmMinPoll = 16384
 	futexWait      = 0
 	futexWake      = 1
 )
@@ -196,7 +200,7 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 			runtime.Gosched()
 		}
 	}
-	r.budget = max(min(1024, c.spin), r.budget/2)
+	r.budget = max(min(shmMinPoll, c.spin), r.budget/2)
 	for i := 0; i < c.spin/256; i++ {
 		if atomic.LoadUint64(word) != old {
 			r.budget = min(c.spin, r.budget+r.budget/4)
