@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The README's tour (docs/tour.md, copied into README.md) run as a doc test, as
+// The README's tour run as a doc test, as
 // cmd/benchstat's doc_test.go does: every command of its ```sh blocks runs with the built
 // perflab first on PATH, in a fresh directory, in order. Each must exit with the code its
 // `# exit N` comment gives (0 without one); a line ending in `&` starts a background process
@@ -109,7 +109,7 @@ func normalize(s string) string {
 func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
 func TestTour(t *testing.T) {
-	path := filepath.Join(repoRoot, "docs", "tour.md")
+	path := filepath.Join(repoRoot, "README.md")
 	cmds := parseTour(t, path)
 	var all strings.Builder
 	for _, c := range cmds {
