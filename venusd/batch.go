@@ -549,69 +549,10 @@ func execFrame(dev *device, payload []byte, out []byte, deferred *[]deferredRec)
 	var rep encoder
 	rep.b = out[len(out):]
 	rep.reset()
-	wantAny := false
-	var fatal error
-	var cmd Command
-	it := NewCommandIter(payload)
-	for it.Next(&cmd) {
-		want := cmd.Flags&FlagReplyWanted != 0
-		if cmd.Flags&^uint32(FlagReplyWanted) != 0 {
-			fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
-		} else if !cmd.Type.Known() {
-			fatal = fmt.Errorf("unknown command type %d (request %d)", uint32(cmd.Type), cmd.ReqID)
-		}
-		if fatal != nil {
-			off := rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-			rep.i32(VkErrorFeatureNotPresent)
-			rep.end(off)
-			wantAny = true
-			break
-		}
-		var off, resOff int
-		var o *encoder
-		if want {
-			wantAny = true
-			off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-			resOff = len(rep.b)
-			rep.i32(0)
-			o = &rep
-		}
-		res, perr := dev.exec(&cmd, o)
-		if perr != nil {
-			if !want {
-				off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-				resOff = len(rep.b)
-				rep.i32(0)
-			}
-			rep.b = rep.b[:resOff+4]
-			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
-			rep.end(off)
-			wantAny = true
-			fatal = perr
-			break
-		}
-		if want {
-			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
-			if res != VkSuccess {
-				rep.b = rep.b[:resOff+4]
-			}
-			rep.end(off)
-		} else if res < 0 && len(*deferred) < maxDeferred {
-			*deferred = append(*deferred, deferredRec{cmd.Type, cmd.ReqID, res})
-		}
-	}
-	if fatal == nil && it.Err() != nil {
-		fatal = it.Err()
-	}
+	wantAny, fatal := execCommands(dev, payload, &rep, deferred, 0)
 	if !wantAny {
 		return out, fatal
 	}
-	for _, d := range *deferred {
-		off := rep.begin(d.cmd, FlagReply|FlagDeferred, d.req)
-		rep.i32(d.result)
-		rep.end(off)
-	}
-	*deferred = (*deferred)[:0]
 	// When the frame was built in out's spare capacity, append copies it onto itself.
 	return append(out, rep.finish()...), fatal
 }

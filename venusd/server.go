@@ -395,7 +395,6 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 	fr.frame = s.cfg.FrameTimeout
 	var rep encoder
 	var deferred []deferredRec
-	var cmd Command
 	for {
 		if !s.setIdle(sc, true) {
 			return nil
@@ -423,69 +422,8 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			tr.frameSized(trace.DirRecv, ts, dur, frame, HeaderSize+len(payload))
 		}
 		rep.reset()
-		wantAny := false
-		var fatal error
-		it := NewCommandIter(payload)
-		for it.Next(&cmd) {
-			want := cmd.Flags&FlagReplyWanted != 0
-			if cmd.Flags&^uint32(FlagReplyWanted) != 0 {
-				fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
-			} else if !cmd.Type.Known() {
-				fatal = fmt.Errorf("unknown command type %d (request %d)", uint32(cmd.Type), cmd.ReqID)
-			}
-			if fatal != nil {
-				off := rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-				rep.i32(VkErrorFeatureNotPresent)
-				rep.end(off)
-				wantAny = true
-				break
-			}
-			// A reply frame must fit the cap the client reads with: what a command may return
-			// shrinks as the frame fills.
-			dev.maxReply = max(0, s.cfg.MaxFrameBytes-len(rep.b)-4*CmdHeaderSize)
-			var off, resOff int
-			var out *encoder
-			if want {
-				wantAny = true
-				off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-				resOff = len(rep.b)
-				rep.i32(0)
-				out = &rep
-			}
-			res, perr := dev.exec(&cmd, out)
-			if perr != nil {
-				if !want {
-					off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-					resOff = len(rep.b)
-					rep.i32(0)
-				}
-				rep.b = rep.b[:resOff+4]
-				binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
-				rep.end(off)
-				wantAny = true
-				fatal = perr
-				break
-			}
-			if want {
-				binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
-				if res != VkSuccess {
-					rep.b = rep.b[:resOff+4]
-				}
-				rep.end(off)
-			} else if res < 0 && len(deferred) < maxDeferred {
-				deferred = append(deferred, deferredRec{cmd.Type, cmd.ReqID, res})
-			}
-		}
-		if fatal == nil && it.Err() != nil {
-			fatal = it.Err()
-		}
+		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, s.cfg.MaxFrameBytes)
 		if wantAny {
-			for _, d := range deferred {
-				off := rep.begin(d.cmd, FlagReply|FlagDeferred, d.req)
-				rep.i32(d.result)
-				rep.end(off)
-			}
-			deferred = deferred[:0]
 			frame := rep.finish()
 			var ts int64
 			if timed {
@@ -503,4 +441,78 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			return s.protocolError(fatal)
 		}
 	}
+}
+
+// execCommands executes the commands of one request payload on dev, writing the reply records
+// of those that want one into rep, and the records of earlier failures that wanted none
+// (deferred) after them when the frame has a reply. maxFrame, when above 0, bounds what each
+// command may return so that the reply frame fits the cap the client reads with. It reports
+// whether rep holds a reply, and a protocol error after which the connection must close (its
+// error record is in rep first).
+func execCommands(dev *device, payload []byte, rep *encoder, deferred *[]deferredRec, maxFrame int) (wantAny bool, fatal error) {
+	var cmd Command
+	it := NewCommandIter(payload)
+	for it.Next(&cmd) {
+		want := cmd.Flags&FlagReplyWanted != 0
+		if cmd.Flags&^uint32(FlagReplyWanted) != 0 {
+			fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
+		} else if !cmd.Type.Known() {
+			fatal = fmt.Errorf("unknown command type %d (request %d)", uint32(cmd.Type), cmd.ReqID)
+		}
+		if fatal != nil {
+			off := rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+			rep.i32(VkErrorFeatureNotPresent)
+			rep.end(off)
+			wantAny = true
+			break
+		}
+		if maxFrame > 0 {
+			// What a command may return shrinks as the reply frame fills.
+			dev.maxReply = max(0, maxFrame-len(rep.b)-4*CmdHeaderSize)
+		}
+		var off, resOff int
+		var out *encoder
+		if want {
+			wantAny = true
+			off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+			resOff = len(rep.b)
+			rep.i32(0)
+			out = rep
+		}
+		res, perr := dev.exec(&cmd, out)
+		if perr != nil {
+			if !want {
+				off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
+				resOff = len(rep.b)
+				rep.i32(0)
+			}
+			rep.b = rep.b[:resOff+4]
+			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
+			rep.end(off)
+			wantAny = true
+			fatal = perr
+			break
+		}
+		if want {
+			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
+			if res != VkSuccess {
+				rep.b = rep.b[:resOff+4]
+			}
+			rep.end(off)
+		} else if res < 0 && len(*deferred) < maxDeferred {
+			*deferred = append(*deferred, deferredRec{cmd.Type, cmd.ReqID, res})
+		}
+	}
+	if fatal == nil && it.Err() != nil {
+		fatal = it.Err()
+	}
+	if wantAny {
+		for _, d := range *deferred {
+			off := rep.begin(d.cmd, FlagReply|FlagDeferred, d.req)
+			rep.i32(d.result)
+			rep.end(off)
+		}
+		*deferred = (*deferred)[:0]
+	}
+	return wantAny, fatal
 }

@@ -49,8 +49,8 @@ const (
 	// core takes to answer a small command (1-3 µs with Go's dispatch), so that an answer is
 	// caught by a plain load and not by the slower sched_yield phase.
 	shmMinPoll = 16384
-	futexWait      = 0
-	futexWake      = 1
+	futexWait  = 0
+	futexWake  = 1
 )
 
 var errShmCorrupt = errors.New("shm ring corrupt: head/tail out of range")
