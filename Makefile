@@ -21,14 +21,14 @@ test: build ## run every test (eBPF tests skip unless root; PERFLAB_REQUIRE_BPF=
 	$(GO) test -count=1 -race $(RACE_PKGS)
 
 demo: build ## the whole story on the bundled workload in under two minutes (HTML report under build/demo/)
-	PERFLAB=$(BIN) scripts/demo.sh
+	PERFLAB=$(CURDIR)/$(BIN) scripts/demo.sh
 
 e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the README tour, bench, demo
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
 
 gate: build ## perflab's own gate: coalesce+pipeline vs baseline on venusd, against bench/gate-baseline.json
-	PERFLAB=$(BIN) bench/gate.sh
+	PERFLAB=$(CURDIR)/$(BIN) bench/gate.sh
 
 bench: build ## the load sweep of seed 003 on every transport
 	$(BIN) bench --transports shm,unix,tcp --clients 1,2,4,8,16

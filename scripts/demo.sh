@@ -119,6 +119,10 @@ say "analyze: the baseline trace (round trips, RTT, Little's law, populations)"
 # The round trips and Little's law sections of the report.
 awk '/^Round trips/ || /^In flight/ {on=1} on && /^$/ {on=0} on' "$DIR/before.txt"
 echo "(full report: $DIR/before.txt)"
+if [[ $recorder == ebpf ]]; then
+	echo "(the probes time the socket calls: the emulated link's delay is added inside the client, above"
+	echo " the socket, so these round trips are loopback's; the tracer's traces include the link)"
+fi
 "$PERFLAB" analyze --format html -o "$DIR/before.html" "$DIR/before.plt"
 "$PERFLAB" analyze --format html -o "$DIR/after.html" "$DIR/after.plt"
 "$PERFLAB" analyze --format json -o "$DIR/before.json" "$DIR/before.plt"
