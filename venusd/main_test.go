@@ -80,6 +80,7 @@ func servePeer(dir string) int {
 // peer is a server process started by startPeer.
 type peer struct {
 	tcp, unix, shm, bare string
+	pid                  int // the server process
 }
 
 // startPeer runs this test binary as a server process (servePeer) until the benchmark ends, so
@@ -119,5 +120,5 @@ func startPeer(tb testing.TB) *peer {
 	if len(f) != 4 {
 		tb.Fatalf("peer printed %q", line)
 	}
-	return &peer{tcp: f[0], unix: f[1], shm: f[2], bare: strings.TrimPrefix(f[3], "bare://")}
+	return &peer{tcp: f[0], unix: f[1], shm: f[2], bare: strings.TrimPrefix(f[3], "bare://"), pid: cmd.Process.Pid}
 }
