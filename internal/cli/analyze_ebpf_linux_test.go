@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -99,66 +98,76 @@ func TestAnalyzeRecordedVenusd(t *testing.T) {
 	}()
 	for _, mode := range venusd.Modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			out, marks := filepath.Join(dir, "venus.plt"), filepath.Join(dir, "tracer.plt")
-			rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer rcancel()
-			cmd := exec.CommandContext(rctx, os.Args[0], "record", "-o", out, "--payload-bytes", "256", "--",
-				os.Args[0], "venus", "run", "--connect", srv.Addr(), "--tokens", "6", "--logits-bytes", "16384",
-				"--mode", mode.String(), "--no-verify", "--json", "--trace", marks)
-			cmd.Env = append(os.Environ(), analyzeMainEnv+"=1")
-			b, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("record: %v\n%s", err, b)
-			}
-			stdout := string(b)
-			i := strings.Index(stdout, `"schema": "perflab.venus.run/v1"`)
-			if i < 0 {
-				t.Fatalf("no venus run json in %q", stdout)
-			}
-			var res venusd.Result
-			if err := json.NewDecoder(strings.NewReader(stdout[strings.LastIndex(stdout[:i], "{"):])).Decode(&res); err != nil {
-				t.Fatal(err)
-			}
-			s, err := analyzers.Analyze([]string{out}, analyzers.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Totals.Send.Frames != uint64(res.Totals.FramesSent) || s.Totals.Recv.Frames != uint64(res.Totals.FramesRecv) ||
-				s.RoundTrips.Count != uint64(res.Totals.RoundTrips) {
-				t.Errorf("analyze: frames %d/%d, round trips %d; client: frames %d/%d, round trips %d",
-					s.Totals.Send.Frames, s.Totals.Recv.Frames, s.RoundTrips.Count, res.Totals.FramesSent, res.Totals.FramesRecv, res.Totals.RoundTrips)
-			}
-			if s.Totals.Send.Calls != uint64(res.Totals.SendCalls) || s.Totals.Recv.Calls != uint64(res.Totals.RecvCalls) {
-				t.Errorf("calls: analyze %d/%d, client %d/%d", s.Totals.Send.Calls, s.Totals.Recv.Calls, res.Totals.SendCalls, res.Totals.RecvCalls)
-			}
-			for _, w := range s.Warnings {
-				t.Logf("warning: %s", w)
-			}
-			// With the tracer's token markers, per-token figures from the system calls. They
-			// match the client's counters (4 of 4 runs by hand) but for frames right at the
-			// phase boundaries: venusd's tracer clock runs a few µs off the kernel's, and it
-			// stamps the end of the token phase just before it snapshots its counters, so under
-			// load a frame or a pipelined reply can fall on the other side. Hence a sanity bound
-			// here, and the exact check on the tracer's own trace (TestAnalyzeVenusdPerToken).
-			m, err := analyzers.Analyze([]string{out}, analyzers.Options{Markers: marks})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(m.Units) != 1 || m.Units[0].Count != uint64(res.Tokens) {
-				t.Fatalf("units %+v", m.Units)
-			}
-			u := m.Units[0]
-			if math.Abs(u.RoundTripsPerUnit-res.PerToken.RoundTrips) > 0.1*res.PerToken.RoundTrips ||
-				math.Abs(u.MessagesPerUnit-res.PerToken.Frames) > 0.1*res.PerToken.Frames {
-				t.Errorf("per token: analyze %v messages, %v round trips; client %v frames, %v round trips",
-					u.MessagesPerUnit, u.RoundTripsPerUnit, res.PerToken.Frames, res.PerToken.RoundTrips)
-			} else if u.MessagesPerUnit != res.PerToken.Frames || u.RoundTripsPerUnit != res.PerToken.RoundTrips {
-				t.Logf("per token: %v messages and %v round trips; the client counted %v and %v (frames on a phase boundary)",
-					u.MessagesPerUnit, u.RoundTripsPerUnit, res.PerToken.Frames, res.PerToken.RoundTrips)
+			// The per-token figures must match exactly. A recording whose token boundaries a
+			// preempted thread blurred gets one more try; totals are exact on every try.
+			for try := 1; ; try++ {
+				msg := recordVenusdPerToken(t, srv.Addr(), mode)
+				if msg == "" {
+					return
+				}
+				if try == 2 {
+					t.Fatal(msg)
+				}
+				t.Logf("try %d: %s; recording again", try, msg)
 			}
 		})
 	}
+}
+
+// recordVenusdPerToken records one venusd run in mode with eBPF, checks its totals against the
+// client's counters, and returns what differs in the per-token figures ("" when they match).
+func recordVenusdPerToken(t *testing.T, addr string, mode venusd.Mode) string {
+	dir := t.TempDir()
+	out, marks := filepath.Join(dir, "venus.plt"), filepath.Join(dir, "tracer.plt")
+	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer rcancel()
+	cmd := exec.CommandContext(rctx, os.Args[0], "record", "-o", out, "--payload-bytes", "256", "--",
+		os.Args[0], "venus", "run", "--connect", addr, "--tokens", "6", "--logits-bytes", "16384",
+		"--mode", mode.String(), "--no-verify", "--json", "--trace", marks)
+	cmd.Env = append(os.Environ(), analyzeMainEnv+"=1")
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, b)
+	}
+	stdout := string(b)
+	i := strings.Index(stdout, `"schema": "perflab.venus.run/v1"`)
+	if i < 0 {
+		t.Fatalf("no venus run json in %q", stdout)
+	}
+	var res venusd.Result
+	if err := json.NewDecoder(strings.NewReader(stdout[strings.LastIndex(stdout[:i], "{"):])).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	s, err := analyzers.Analyze([]string{out}, analyzers.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Totals.Send.Frames != uint64(res.Totals.FramesSent) || s.Totals.Recv.Frames != uint64(res.Totals.FramesRecv) ||
+		s.RoundTrips.Count != uint64(res.Totals.RoundTrips) {
+		t.Errorf("analyze: frames %d/%d, round trips %d; client: frames %d/%d, round trips %d",
+			s.Totals.Send.Frames, s.Totals.Recv.Frames, s.RoundTrips.Count, res.Totals.FramesSent, res.Totals.FramesRecv, res.Totals.RoundTrips)
+	}
+	if s.Totals.Send.Calls != uint64(res.Totals.SendCalls) || s.Totals.Recv.Calls != uint64(res.Totals.RecvCalls) {
+		t.Errorf("calls: analyze %d/%d, client %d/%d", s.Totals.Send.Calls, s.Totals.Recv.Calls, res.Totals.SendCalls, res.Totals.RecvCalls)
+	}
+	for _, w := range s.Warnings {
+		t.Logf("warning: %s", w)
+	}
+	// With the tracer's token markers (its clock is calibrated against CLOCK_MONOTONIC,
+	// the probes' clock), per-token figures from the system calls alone.
+	m, err := analyzers.Analyze([]string{out}, analyzers.Options{Markers: marks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Units) != 1 || m.Units[0].Count != uint64(res.Tokens) {
+		t.Fatalf("units %+v", m.Units)
+	}
+	u := m.Units[0]
+	if u.MessagesPerUnit != res.PerToken.Frames || u.RoundTripsPerUnit != res.PerToken.RoundTrips {
+		return fmt.Sprintf("per token: analyze %v messages, %v round trips; client %v frames, %v round trips",
+			u.MessagesPerUnit, u.RoundTripsPerUnit, res.PerToken.Frames, res.PerToken.RoundTrips)
+	}
+	return ""
 }
 
 // An unmodified ggml-rpc client and server, recorded by perflab record with eBPF, decode: every
