@@ -44,9 +44,11 @@ func CallKind(name string) models.CallKind {
 
 // DefaultPipelineHopUS is the client's cost of one pipelined reply, µs: a receive goroutine
 // reads it and hands it over through a channel, a wake-up the baseline never pays, so a
-// baseline trace cannot show it. 15 µs is what venusd's pipelined modes cost over its
-// non-pipelined ones per frame at zero link delay on a 2-vCPU VM.
-const DefaultPipelineHopUS = 15
+// baseline trace cannot show it. A hand-over to a thread on the same vCPU costs a few µs, one to
+// a halted vCPU about 28 µs on the 2-vCPU VM of docs/models.md (venusd's BenchmarkSmallRoundTrip,
+// pinned placements); 21 µs is the value that fits venusd's pipelined modes at 0, 1 and 5 ms of
+// link delay there (docs/models.md, "Validation against venusd").
+const DefaultPipelineHopUS = 21
 
 // maxModelTokens bounds the tokens FitLoop keeps in memory (their calls): enough for stable
 // medians, and memory that does not grow with a long recording.
