@@ -330,26 +330,10 @@ func (b *BatchServer) reader(sc *serverConn) {
 		delete(s.conns, sc)
 		s.mu.Unlock()
 	}()
-	var c conn
-	var err error
-	switch s.addr.Transport {
-	case "shm":
-		c, err = acceptShm(sc.raw.(*net.UnixConn), s.addr.Where, s.cfg.ShmSpin, s.cfg.FrameTimeout)
-	case "tcp":
-		if err = tuneTCP(sc.raw.(*net.TCPConn), s.buf); err == nil {
-			c, err = newSockConn(sc.raw, trace.FamilyTCP)
-		}
-	default:
-		c, err = newSockConn(sc.raw, trace.FamilyUnix)
-	}
-	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", s.addr.Transport, err)
-		sc.raw.Close()
+	c, ok := s.openConn(sc)
+	if !ok {
 		return
 	}
-	sc.mu.Lock()
-	sc.c = c
-	sc.mu.Unlock()
 	defer c.Close()
 
 	bc := &batchConn{sc: sc, c: c, slots: make(chan struct{}, batchConnDepth), done: make(chan struct{}),

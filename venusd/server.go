@@ -327,26 +327,10 @@ func (s *Server) handle(sc *serverConn) {
 		delete(s.conns, sc)
 		s.mu.Unlock()
 	}()
-	var c conn
-	var err error
-	switch s.addr.Transport {
-	case "shm":
-		c, err = acceptShm(sc.raw.(*net.UnixConn), s.addr.Where, s.cfg.ShmSpin, s.cfg.FrameTimeout)
-	case "tcp":
-		if err = tuneTCP(sc.raw.(*net.TCPConn), s.buf); err == nil {
-			c, err = newSockConn(sc.raw, trace.FamilyTCP)
-		}
-	default:
-		c, err = newSockConn(sc.raw, trace.FamilyUnix)
-	}
-	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", s.addr.Transport, err)
-		sc.raw.Close()
+	c, ok := s.openConn(sc)
+	if !ok {
 		return
 	}
-	sc.mu.Lock()
-	sc.c = c
-	sc.mu.Unlock()
 	defer c.Close()
 	// A panic here would be a bug; it ends this client only, never the server.
 	defer func() {
@@ -515,4 +499,30 @@ func execCommands(dev *device, payload []byte, rep *encoder, deferred *[]deferre
 		*deferred = (*deferred)[:0]
 	}
 	return wantAny, fatal
+}
+
+// openConn sets up the transport of an accepted client (the shm handshake, TCP tuning) and
+// attaches it to sc. It reports false, with the client closed and a line logged, when that fails.
+func (s *Server) openConn(sc *serverConn) (conn, bool) {
+	var c conn
+	var err error
+	switch s.addr.Transport {
+	case "shm":
+		c, err = acceptShm(sc.raw.(*net.UnixConn), s.addr.Where, s.cfg.ShmSpin, s.cfg.FrameTimeout)
+	case "tcp":
+		if err = tuneTCP(sc.raw.(*net.TCPConn), s.buf); err == nil {
+			c, err = newSockConn(sc.raw, trace.FamilyTCP)
+		}
+	default:
+		c, err = newSockConn(sc.raw, trace.FamilyUnix)
+	}
+	if err != nil {
+		fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", s.addr.Transport, err)
+		sc.raw.Close()
+		return nil, false
+	}
+	sc.mu.Lock()
+	sc.c = c
+	sc.mu.Unlock()
+	return c, true
 }
