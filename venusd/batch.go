@@ -278,25 +278,10 @@ func (b *BatchServer) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
-		if err := s.checkPeer(nc); err != nil {
-			fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
-			s.rejected.Add(1)
-			nc.Close()
+		sc, ok := s.admit(nc)
+		if !ok {
 			continue
 		}
-		s.mu.Lock()
-		if s.closing || len(s.conns) >= s.cfg.MaxConns {
-			s.mu.Unlock()
-			s.rejected.Add(1)
-			nc.Close()
-			continue
-		}
-		sc := &serverConn{raw: nc, idle: true}
-		s.conns[sc] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		s.accepted.Add(1)
-		s.active.Add(1)
 		go b.reader(sc)
 	}
 }

@@ -187,25 +187,10 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.shutdown(0)
 			return fmt.Errorf("accept: %w", err)
 		}
-		if err := s.checkPeer(nc); err != nil {
-			fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
-			s.rejected.Add(1)
-			nc.Close()
+		sc, ok := s.admit(nc)
+		if !ok {
 			continue
 		}
-		s.mu.Lock()
-		if s.closing || len(s.conns) >= s.cfg.MaxConns {
-			s.mu.Unlock()
-			s.rejected.Add(1)
-			nc.Close()
-			continue
-		}
-		sc := &serverConn{raw: nc, idle: true}
-		s.conns[sc] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		s.accepted.Add(1)
-		s.active.Add(1)
 		go s.handle(sc)
 	}
 }
@@ -525,4 +510,31 @@ func (s *Server) openConn(sc *serverConn) (conn, bool) {
 	sc.c = c
 	sc.mu.Unlock()
 	return c, true
+}
+
+// admit checks an accepted connection (peer credentials, the connection limit, shutdown) and
+// registers it. It reports false, with the connection closed and counted as rejected, when the
+// client may not stay; on true the caller must start the client's goroutine, which calls
+// s.wg.Done and s.active.Add(-1) when it ends.
+func (s *Server) admit(nc net.Conn) (*serverConn, bool) {
+	if err := s.checkPeer(nc); err != nil {
+		fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
+		s.rejected.Add(1)
+		nc.Close()
+		return nil, false
+	}
+	s.mu.Lock()
+	if s.closing || len(s.conns) >= s.cfg.MaxConns {
+		s.mu.Unlock()
+		s.rejected.Add(1)
+		nc.Close()
+		return nil, false
+	}
+	sc := &serverConn{raw: nc, idle: true}
+	s.conns[sc] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.accepted.Add(1)
+	s.active.Add(1)
+	return sc, true
 }
