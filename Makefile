@@ -36,9 +36,10 @@ bench: build ## the load sweep of seed 003 on every transport
 test-race: ## run the race detector over the packages with goroutines
 	$(GO) test -count=1 -race $(RACE_PKGS)
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck (fetched through the module proxy, pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')

@@ -170,8 +170,7 @@ type analyzer struct {
 	procs             map[uint64]*procAgg
 	rtt               Hist
 	service           Hist
-	calls             Hist // call latency, when there are no round trips
-	rttSum            float64
+	calls             Hist          // call latency, when there are no round trips
 	byN               map[int]*Hist // RTT by requests in flight at issue
 	inflMax           int
 	infl              series
@@ -180,7 +179,6 @@ type analyzer struct {
 	lost              map[string]uint64
 	lostSync, dropped uint64
 	truncated         uint64
-	frames            uint64
 	specs             map[string]*Spec     // by name: the built-ins and the chosen spec
 	recs              chunked[msgRec]      // this trace's messages, for units and phases
 	lastRecP          *msgRec              // the last message's record

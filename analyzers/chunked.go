@@ -23,9 +23,6 @@ func (c *chunked[T]) add(v T) *T {
 	return &(*b)[len(*b)-1]
 }
 
-// len returns the number of entries.
-func (c *chunked[T]) len() int { return c.n }
-
 // reset empties the list and lets its memory go.
 func (c *chunked[T]) reset() { c.blocks, c.n = nil, 0 }
 

@@ -133,7 +133,7 @@ func decodeFrom(src io.Reader) ([]uint64, *Reader, error) {
 		if err != nil {
 			return out, r, err
 		}
-		w := written{Kind: rec.Kind, Event: rec.Event, Conn: rec.Conn, Marker: rec.Marker, Lost: rec.Lost}
+		w := written(rec)
 		out = append(out, fingerprint(&w))
 	}
 }

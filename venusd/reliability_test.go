@@ -311,6 +311,7 @@ func TestD6Deadlines(t *testing.T) {
 	if s.Stats().Rejected < 1 {
 		t.Errorf("stats %+v: no rejected connection", s.Stats())
 	}
+	runtime.KeepAlive(cs) // the three admitted clients stay open until here
 }
 
 // D7: quotas give errors, not allocations; a client that leaves without freeing leaves nothing.
