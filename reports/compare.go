@@ -198,6 +198,7 @@ func compareCDF(d analyzers.DistPair) template.HTML {
 		hi = lo * 2
 	}
 	p := newPlot(name, title, logScale(lo, hi), linScale(0, 1), "latency (µs, log)", "fraction ≤ latency")
+	p.legendBelow = true // a legend inside the plot would cover the curves' upper ends
 	for i, side := range [][]analyzers.CDFPoint{d.Before, d.After} {
 		xs, ys := make([]float64, len(side)), make([]float64, len(side))
 		for j, pt := range side {
@@ -218,6 +219,7 @@ func compareHist(d analyzers.DistPair) template.HTML {
 		maxV = math.Max(maxV, math.Max(h.Before, h.After))
 	}
 	p := newPlot(name, title, logScale(d.Hist[0].LowUS, d.Hist[len(d.Hist)-1].HighUS), linScale(0, maxV), "latency (µs, log)", "share")
+	p.legendBelow = true
 	for i := 0; i < 2; i++ {
 		var lo, hi, v []float64
 		for _, h := range d.Hist {
