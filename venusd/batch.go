@@ -308,13 +308,7 @@ func (b *BatchServer) exportStats() {
 // reader sets up one client's transport, then turns its bytes into request frames for the loop.
 func (b *BatchServer) reader(sc *serverConn) {
 	s := b.Server
-	defer s.wg.Done()
-	defer s.active.Add(-1)
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, sc)
-		s.mu.Unlock()
-	}()
+	defer s.leave(sc)
 	c, ok := s.openConn(sc)
 	if !ok {
 		return

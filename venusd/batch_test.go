@@ -23,15 +23,7 @@ func startBatch(t testing.TB, cfg ServerConfig) *BatchServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	serveUntilCleanup(t, s)
 	return s
 }
 

@@ -35,6 +35,12 @@ func startServer(t testing.TB, cfg ServerConfig) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, s)
+	return s
+}
+
+// serveUntilCleanup serves s until the test ends, and fails the test if Serve fails.
+func serveUntilCleanup(t testing.TB, s Serving) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
@@ -44,7 +50,6 @@ func startServer(t testing.TB, cfg ServerConfig) *Server {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return s
 }
 
 func noEnv(string) string { return "" }

@@ -305,13 +305,7 @@ type deferredRec struct {
 const maxDeferred = 64
 
 func (s *Server) handle(sc *serverConn) {
-	defer s.wg.Done()
-	defer s.active.Add(-1)
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, sc)
-		s.mu.Unlock()
-	}()
+	defer s.leave(sc)
 	c, ok := s.openConn(sc)
 	if !ok {
 		return
@@ -512,10 +506,19 @@ func (s *Server) openConn(sc *serverConn) (conn, bool) {
 	return c, true
 }
 
+// leave undoes admit's bookkeeping when a client's goroutine ends.
+func (s *Server) leave(sc *serverConn) {
+	s.mu.Lock()
+	delete(s.conns, sc)
+	s.mu.Unlock()
+	s.active.Add(-1)
+	s.wg.Done()
+}
+
 // admit checks an accepted connection (peer credentials, the connection limit, shutdown) and
 // registers it. It reports false, with the connection closed and counted as rejected, when the
-// client may not stay; on true the caller must start the client's goroutine, which calls
-// s.wg.Done and s.active.Add(-1) when it ends.
+// client may not stay; on true the caller must start the client's goroutine, which defers
+// s.leave.
 func (s *Server) admit(nc net.Conn) (*serverConn, bool) {
 	if err := s.checkPeer(nc); err != nil {
 		fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
