@@ -112,7 +112,9 @@ type procAgg struct {
 	nRecent           int
 	curFrom, curTo    int64
 	rtEvents, wanting uint64  // a tracer's round-trip events; its requests that want a reply
-	rts               uint64  // round trips completed
+	rts               uint64  // round trips completed (a client's) or served (a server's)
+	served            uint64  // round trips served (a server's replies)
+	serviceArea       float64 // Σ service time to the reply's last byte, ns
 	blocked           int64   // ns with at least one round trip outstanding
 	area              float64 // ∫ requests in flight dt = Σ RTT, request·ns
 }
@@ -169,7 +171,12 @@ type analyzer struct {
 	errs              map[errKey]uint64
 	procs             map[uint64]*procAgg
 	rtt               Hist
-	service           Hist
+	service           Hist // server service time: request's last byte in → reply's first byte out
+	serviceLast       Hist // the same, to the reply's last byte out
+	firstByte         Hist // client: request's first byte out → reply's first byte in
+	nServed           uint64
+	unpaired          uint64        // replies with no request to answer
+	overridden        uint64        // replies answering a request the decoder thought wanted none
 	calls             Hist          // call latency, when there are no round trips
 	byN               map[int]*Hist // RTT by requests in flight at issue
 	inflMax           int
@@ -484,13 +491,34 @@ func (a *analyzer) message(m *Message) {
 	switch {
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
 		a.roundTrip(p, ca, m.ReqTS, m.End)
+		if m.FirstEnd > m.ReqTS {
+			a.firstByte.Add(m.FirstEnd - m.ReqTS)
+		}
 		rec.rts++
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
-		a.service.Add(m.RTT)
-		ca.rtt.Add(m.RTT)
-		rec.rts++ // a round trip of its client, for the units of a server-only trace
+		a.served(p, ca, m.ReqEnd, m.ReqTS, m.TS, m.End)
+		rec.rts++ // a round trip of its client
 	}
 	a.lastRecP = a.recs.add(rec)
+}
+
+// served counts a round trip a server served: its service time runs from the request's last
+// byte received (reqEnd) to the reply's first byte sent (first) and to its last (last), never
+// including the wait for the request. reqTS stands in for reqEnd when that is unknown.
+func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int64) {
+	if reqEnd == 0 {
+		reqEnd = reqTS
+	}
+	toFirst, toLast := max(first-reqEnd, 0), max(last-reqEnd, 0)
+	a.service.Add(toFirst)
+	a.serviceLast.Add(toLast)
+	if ca != nil {
+		ca.rtt.Add(toFirst)
+	}
+	p.rts++
+	p.served++
+	p.serviceArea += float64(toLast)
+	a.nServed++
 }
 
 // proc returns the aggregate of process pid in the current trace.
@@ -552,7 +580,8 @@ func (a *analyzer) cmdFor(m *Message) *cmdAgg {
 
 // answered counts a further request answered by the reply m (its first one is m itself);
 // it comes after m.
-func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
+func (a *analyzer) answered(m *Message, req Answered) {
+	reqTS, cmd, name := req.ReqTS, req.Command, req.Name
 	if m.Source == trace.SourceTracer || a.lastRecP == nil {
 		return
 	}
@@ -570,15 +599,13 @@ func (a *analyzer) answered(m *Message, reqTS int64, cmd uint64, name string) {
 		ca = &cmdAgg{}
 		a.cmds[k] = ca
 	}
-	rtt := m.End - reqTS
 	if m.Dir == trace.DirRecv {
 		a.roundTrip(p, ca, reqTS, m.End)
 		if r := a.lastRecP; r.rts < 255 {
 			r.rts++
 		}
 	} else {
-		a.service.Add(rtt)
-		ca.rtt.Add(rtt)
+		a.served(p, ca, req.ReqEnd, reqTS, m.TS, m.End)
 		if r := a.lastRecP; r.rts < 255 {
 			r.rts++
 		}
@@ -692,6 +719,15 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 	ls, dr, w := d.stats()
+	_, up, ov := d.pairing()
+	a.unpaired += up
+	a.overridden += ov
+	if up > 0 {
+		a.warnf("%s: %d replies answer no request seen in the trace (the trace began mid-conversation, or the decoder misread the requests); they are not round trips", a.s.Traces[i], up)
+	}
+	if ov > 0 {
+		a.warnf("%s: %d replies answered requests that the decoder thought wanted none; paired by the conversation's order", a.s.Traces[i], ov)
+	}
 	a.lostSync += ls
 	a.dropped += dr
 	a.unanswered += w

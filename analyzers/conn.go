@@ -12,13 +12,18 @@ import (
 const maxPending = 1 << 14
 
 type pendingReq struct {
-	ts     int64
+	ts     int64 // start of the request's first call, ns
+	end    int64 // end of its last call (its last byte), ns
 	cmd    uint64
 	name   string
 	reqID  uint64
 	tid    uint32
 	hasCmd bool
 	maybe  bool // not known to want a reply (its records lay past the captured head)
+
+	hint hint   // what the decoder believed (pairer)
+	seq  uint64 // order on the connection (pairer)
+	done bool   // answered, or taken as answered by nothing (pairer)
 }
 
 // connDecoder decodes one connection: it picks the protocol (auto), learns which direction
@@ -33,11 +38,9 @@ type connDecoder struct {
 	version [3]int
 	seq     uint64
 
-	pending []pendingReq // FIFO ring when the protocol has no request id
-	head, n int
-	byID    map[uint64]pendingReq // requests by id
-	maybeQ  []pendingReq          // request frames that may want a reply, oldest first
-	dropped uint64
+	pairs   pairer                // requests of decoded frames, and their replies
+	byID    map[uint64]pendingReq // a tracer's requests by id
+	dropped uint64                // a tracer's requests dropped from byID
 
 	ev     *trace.Event // the event being decoded
 	tracer bool         // frames come from an in-process tracer
@@ -102,7 +105,7 @@ func (c *connDecoder) emitRaw(ev *trace.Event) {
 func (c *connDecoder) frame(fi *frameInfo) {
 	ev := c.ev
 	m := c.d.msg(c, ev)
-	m.TS, m.End, m.Size, m.Calls = fi.ts, fi.end, fi.size, fi.calls
+	m.TS, m.End, m.FirstEnd, m.Size, m.Calls = fi.ts, fi.end, fi.firstEnd, fi.size, fi.calls
 	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
 	m.ReqID = fi.reqID
 	var ri recordInfo
@@ -112,7 +115,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 			m.ReqID = ri.reqID
 		}
 	}
-	if ev.Dir == c.reqDir && !ri.reply {
+	if ev.Dir == c.reqDir && !(ri.reply && ri.complete) { // a reply record in the request direction: only a whole walk is believed
 		if fi.hasCmd {
 			m.Command = fi.cmd
 			m.Name = c.spec.CommandName(fi.cmd)
@@ -125,34 +128,33 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		default:
 			m.WantsReply = fi.hasCmd && c.spec.WantsReply(fi.cmd, c.version)
 		}
-		p := pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: m.ReqID, tid: m.TID, hasCmd: fi.hasCmd}
-		switch {
-		case m.WantsReply && m.ReqID != 0 && c.spec.Records != nil:
-			c.pushID(p)
-		case m.WantsReply:
-			c.push(p)
-		case ri.parsed > 0 && !ri.complete && m.ReqID != 0:
-			// a record past the head may want a reply: pair it if one comes
-			p.maybe = true
-			c.pushMaybe(p)
+		p := pendingReq{ts: m.TS, end: m.End, cmd: m.Command, name: m.Name, tid: m.TID, hasCmd: fi.hasCmd}
+		if c.spec.Records != nil {
+			p.reqID = m.ReqID
 		}
+		h := hintNo
+		switch {
+		case m.WantsReply:
+			h = hintYes
+		case ri.parsed > 0 && !ri.complete && m.ReqID != 0:
+			h = hintMaybe // a record past the head may want a reply
+		}
+		c.pairs.add(p, h)
 	} else {
 		m.IsReply = true
-		p, ok := c.popID(m.ReqID)
-		if !ok {
-			p, ok = c.popMaybe(m.ReqID)
+		var id uint64
+		if c.spec.Records != nil {
+			id = m.ReqID
 		}
-		if !ok {
-			p, ok = c.pop()
-		}
+		p, ok := c.pairs.reply(id)
 		if ok {
-			m.Command, m.Name, m.ReqTS, m.RTT, m.Answered = p.cmd, p.name, p.ts, m.End-p.ts, 1
+			m.Command, m.Name, m.ReqTS, m.ReqEnd, m.RTT, m.Answered = p.cmd, p.name, p.ts, p.end, m.End-p.ts, 1
 			if c.spec.hasVer && p.hasCmd && p.cmd == c.spec.verCmdID {
 				c.learnVersion(fi.peek)
 			}
-		} else if fi.hasCmd {
-			m.Command = fi.cmd
-			m.Name = c.spec.CommandName(fi.cmd)
+		} else {
+			// a reply is named by the request it answers; its own first bytes say nothing
+			m.Command, m.Name = 0, ""
 		}
 		// further reply records in the frame answer further requests
 		if ri.nReply == 0 || ri.nReply == 1 && ok && ri.replyIDs[0] == m.ReqID {
@@ -172,7 +174,7 @@ func (c *connDecoder) moreReplies(m *Message, ri *recordInfo, paired bool) {
 	n := 0
 	for k := 0; k < ri.nReply; k++ {
 		if id := ri.replyIDs[k]; id != m.ReqID || !paired {
-			if q, found := c.popID(id); found {
+			if q, found := c.pairs.byReqID(id); found {
 				more[n] = q
 				n++
 			}
@@ -181,7 +183,7 @@ func (c *connDecoder) moreReplies(m *Message, ri *recordInfo, paired bool) {
 	m.Answered += n
 	c.d.deliver(m)
 	for k := 0; k < n; k++ {
-		c.d.out.answered(m, more[k].ts, more[k].cmd, more[k].name)
+		c.d.out.answered(m, Answered{ReqTS: more[k].ts, ReqEnd: more[k].end, Command: more[k].cmd, Name: more[k].name})
 	}
 }
 
@@ -194,25 +196,13 @@ func (c *connDecoder) learnVersion(peek []byte) {
 	c.d.versions[c.id] = c.version
 }
 
+// push queues a request that wants a reply (protocols whose decoder knows every request
+// is answered, in order).
 func (c *connDecoder) push(p pendingReq) {
-	if c.pending == nil {
-		c.pending = make([]pendingReq, 64)
+	if p.end == 0 {
+		p.end = p.ts
 	}
-	if c.n == len(c.pending) {
-		if len(c.pending) >= maxPending {
-			c.head = (c.head + 1) % len(c.pending)
-			c.n--
-			c.dropped++
-		} else {
-			grown := make([]pendingReq, 2*len(c.pending))
-			for i := 0; i < c.n; i++ {
-				grown[i] = c.pending[(c.head+i)%len(c.pending)]
-			}
-			c.pending, c.head = grown, 0
-		}
-	}
-	c.pending[(c.head+c.n)%len(c.pending)] = p
-	c.n++
+	c.pairs.add(p, hintYes)
 }
 
 // pushID keeps a request awaiting the reply that carries its id.
@@ -232,31 +222,6 @@ func (c *connDecoder) pushID(p pendingReq) {
 	c.byID[p.reqID] = p
 }
 
-// pushMaybe keeps a request frame whose records lay past the captured head: one of them may
-// want a reply. Its id is its first record's.
-func (c *connDecoder) pushMaybe(p pendingReq) {
-	if len(c.maybeQ) >= maxPending {
-		c.maybeQ = c.maybeQ[1:]
-	}
-	c.maybeQ = append(c.maybeQ, p)
-}
-
-// popMaybe returns the request frame that holds record id: the last kept frame whose first
-// record's id is not above id (request ids grow along a connection, as Venus's do). Frames
-// before it got no reply and are forgotten.
-func (c *connDecoder) popMaybe(id uint64) (pendingReq, bool) {
-	var got pendingReq
-	ok := false
-	for len(c.maybeQ) > 0 && c.maybeQ[0].reqID <= id {
-		got, ok = c.maybeQ[0], true
-		c.maybeQ = c.maybeQ[1:]
-	}
-	if len(c.maybeQ) == 0 {
-		c.maybeQ = nil // let the backing array go
-	}
-	return got, ok
-}
-
 // popID returns the request with id, if one awaits.
 func (c *connDecoder) popID(id uint64) (pendingReq, bool) {
 	if id == 0 || c.byID == nil {
@@ -269,15 +234,8 @@ func (c *connDecoder) popID(id uint64) (pendingReq, bool) {
 	return p, ok
 }
 
-func (c *connDecoder) pop() (pendingReq, bool) {
-	if c.n == 0 {
-		return pendingReq{}, false
-	}
-	p := c.pending[c.head]
-	c.head = (c.head + 1) % len(c.pending)
-	c.n--
-	return p, true
-}
+// pop returns the request that a reply answers.
+func (c *connDecoder) pop() (pendingReq, bool) { return c.pairs.reply(0) }
 
 // tracerFrame takes a frame event from an in-process tracer: the frame is already whole and
 // carries its command and request id; replies are paired by request id (the first frame of an
@@ -321,12 +279,12 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 		if m.Name == "" {
 			m.Command, m.Name = p.cmd, p.name
 		}
-		m.ReqTS, m.RTT = p.ts, m.End-p.ts
+		m.ReqTS, m.ReqEnd, m.RTT = p.ts, p.end, m.End-p.ts
 	case known && ri.reply:
 		m.IsReply = true // its request is not in the trace
 	case ev.ReqID != 0 && (!known || ri.wants):
 		m.WantsReply = true
-		c.pushID(pendingReq{ts: m.TS, cmd: m.Command, name: m.Name, reqID: ev.ReqID})
+		c.pushID(pendingReq{ts: m.TS, end: m.End, cmd: m.Command, name: m.Name, reqID: ev.ReqID})
 	}
 	c.d.deliver(m)
 }
@@ -342,11 +300,11 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 		if ev.Dir == c.reqDir {
 			m.Name = respCommand(p)
 			m.WantsReply = true
-			c.push(pendingReq{ts: m.TS, name: m.Name})
+			c.push(pendingReq{ts: m.TS, end: m.End, name: m.Name})
 		} else {
 			m.IsReply = true
 			if q, ok := c.pop(); ok {
-				m.Name, m.ReqTS, m.RTT = q.name, q.ts, m.End-q.ts
+				m.Name, m.ReqTS, m.ReqEnd, m.RTT = q.name, q.ts, q.end, m.End-q.ts
 			}
 		}
 		c.d.deliver(m)

@@ -19,7 +19,7 @@ type sink interface {
 	lostCount(l *trace.Lost)
 	message(m *Message)
 	// answered reports, after m, a further request that the reply m answered
-	answered(m *Message, reqTS int64, cmd uint64, name string)
+	answered(m *Message, req Answered)
 	end(i int, rec trace.Recovery, d *decoder)
 }
 
@@ -107,7 +107,7 @@ func (d *decoder) event(ev *trace.Event) {
 // msg returns the decoder's Message, reset and filled from ev.
 func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
 	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
-		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec}
+		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: ev.TS + ev.Dur}
 	return &d.m
 }
 
@@ -131,12 +131,7 @@ func (d *decoder) flush() {
 func (d *decoder) stats() (lostSync, dropped, waiting uint64) {
 	for _, c := range d.conns {
 		if !c.tracer && c.reqDir == trace.DirSend { // a client's requests
-			waiting += uint64(c.n)
-			for _, p := range c.byID {
-				if !p.maybe {
-					waiting++
-				}
-			}
+			waiting += c.pairs.waiting()
 		}
 		for _, f := range c.framers {
 			if f != nil {
@@ -144,7 +139,7 @@ func (d *decoder) stats() (lostSync, dropped, waiting uint64) {
 			}
 		}
 		if !c.tracer { // a tracer's own round-trip events count its unanswered requests
-			dropped += c.dropped
+			dropped += c.dropped + c.pairs.dropped
 		}
 	}
 	return
@@ -231,13 +226,13 @@ type msgSink struct {
 	err error
 }
 
-func (s *msgSink) begin(int, string, trace.Meta)            {}
-func (s *msgSink) event(*trace.Event)                       {}
-func (s *msgSink) connection(*trace.Connection)             {}
-func (s *msgSink) marker(*trace.Marker)                     {}
-func (s *msgSink) lostCount(*trace.Lost)                    {}
-func (s *msgSink) end(int, trace.Recovery, *decoder)        {}
-func (s *msgSink) answered(*Message, int64, uint64, string) {}
+func (s *msgSink) begin(int, string, trace.Meta)     {}
+func (s *msgSink) event(*trace.Event)                {}
+func (s *msgSink) connection(*trace.Connection)      {}
+func (s *msgSink) marker(*trace.Marker)              {}
+func (s *msgSink) lostCount(*trace.Lost)             {}
+func (s *msgSink) end(int, trace.Recovery, *decoder) {}
+func (s *msgSink) answered(*Message, Answered)       {}
 func (s *msgSink) message(m *Message) {
 	if s.err == nil {
 		s.err = s.fn(m)

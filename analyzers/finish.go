@@ -67,7 +67,8 @@ func (a *analyzer) finish() {
 
 	// round trips
 	rt := &s.RoundTrips
-	rt.Count = a.rtt.N()
+	rt.Client, rt.Served, rt.Unpaired = a.rtt.N(), a.nServed, a.unpaired
+	rt.Count = rt.Client + rt.Served
 	rt.RTTUS = a.rtt.latency(a.conf)
 	var blocked int64
 	var area float64
@@ -80,6 +81,12 @@ func (a *analyzer) finish() {
 	if a.service.N() > 0 {
 		l := a.service.latency(a.conf)
 		rt.ServiceUS = &l
+		l2 := a.serviceLast.latency(a.conf)
+		rt.ServiceToLastUS = &l2
+	}
+	if a.firstByte.N() > 0 {
+		l := a.firstByte.latency(a.conf)
+		rt.FirstByteUS = &l
 	}
 	if rt.Count > 0 && rt.Count < minCISamples {
 		a.warnf("round trips: %d samples, too few for a confidence interval of the median (need %d)", rt.Count, minCISamples)
@@ -105,16 +112,27 @@ func (a *analyzer) finish() {
 		}
 	}
 
-	// in flight and Little's law
+	// in flight and Little's law: L/λ against the MEAN response time (the law's W); the
+	// median is shown apart. A client's round trips when there are, else a server's service.
 	dur := float64(a.durNS) / 1e9
-	if rt.Count > 0 && dur > 0 {
+	if rt.Client > 0 && dur > 0 {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
 		s.InFlight = &InFlight{Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
-		lambda := float64(rt.Count) / dur
-		// W measured is the median RTT, as seed 003 §3 compares: L/λ is the mean response time
-		// (Little's law holds for any stable system), so the error shows how far the typical
-		// round trip is from the mean — a long tail or a second population.
-		rows := LittleFromTable([]LittlePoint{{Label: "trace", InFlight: L, ThroughputPerS: lambda, RTTMeasuredUS: rt.RTTUS.P50}})
+		lambda := float64(rt.Client) / dur
+		rows := LittleFromTable([]LittlePoint{{Label: "round trips", InFlight: L, ThroughputPerS: lambda,
+			RTTMeasuredUS: a.rtt.Mean() / 1e3, RTTMedianUS: rt.RTTUS.P50}})
+		for i := range rows {
+			rows[i] = roundLittle(rows[i])
+		}
+		s.LittlesLaw = append(s.LittlesLaw, rows...)
+	} else if rt.Served > 0 && dur > 0 {
+		var sarea float64
+		for _, p := range a.procs {
+			sarea += p.serviceArea
+		}
+		L := sarea / 1e9 / dur // requests in service, time-averaged
+		rows := LittleFromTable([]LittlePoint{{Label: "server service", InFlight: L, ThroughputPerS: float64(rt.Served) / dur,
+			RTTMeasuredUS: a.serviceLast.Mean() / 1e3, RTTMedianUS: rt.ServiceToLastUS.P50}})
 		for i := range rows {
 			rows[i] = roundLittle(rows[i])
 		}
@@ -142,13 +160,22 @@ func (a *analyzer) finish() {
 		}
 	}
 
-	// populations and histogram
-	h := &a.rtt
+	// populations and histogram: of round trips (a client's RTT, else a server's service
+	// time); without either, the histogram is of system-call durations and says so, and no
+	// populations are given
+	h, of := &a.rtt, "rtt"
 	if h.N() == 0 {
-		h = &a.calls
+		h, of = &a.service, "service"
+	}
+	if h.N() == 0 {
+		h, of = &a.calls, "syscall"
 	}
 	if h.N() > 0 {
 		s.Histogram = h.buckets(40)
+		s.HistogramOf = of
+	}
+	if h.N() > 0 && of != "syscall" {
+		s.ModesOf = of
 		vs, cs := h.values()
 		for _, m := range FindModes(vs, cs) {
 			s.Modes = append(s.Modes, Mode{CenterUS: round3(m.CenterUS / 1e3), Share: round3(m.Share),

@@ -17,7 +17,8 @@ type LittlePoint struct {
 	Label          string
 	InFlight       float64
 	ThroughputPerS float64
-	RTTMeasuredUS  float64
+	RTTMeasuredUS  float64 // the MEAN response time: the W of L = λ·W
+	RTTMedianUS    float64 // the median, shown apart (0: not given)
 }
 
 // LittleFromTable checks Little's law on each point: the predicted response time L/λ against
@@ -26,7 +27,7 @@ func LittleFromTable(points []LittlePoint) []LittleRow {
 	rows := make([]LittleRow, 0, len(points))
 	for _, p := range points {
 		r := LittleRow{Label: p.Label, InFlight: p.InFlight, ThroughputPerS: p.ThroughputPerS,
-			RTTMeasuredUS: p.RTTMeasuredUS, RTTPredictedUS: models.ResponseTime(p.InFlight, p.ThroughputPerS)}
+			RTTMeasuredUS: p.RTTMeasuredUS, RTTMedianUS: p.RTTMedianUS, RTTPredictedUS: models.ResponseTime(p.InFlight, p.ThroughputPerS)}
 		if p.RTTMeasuredUS > 0 && r.RTTPredictedUS > 0 {
 			r.Error = r.RTTPredictedUS/p.RTTMeasuredUS - 1
 		}

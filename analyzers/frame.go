@@ -5,6 +5,7 @@ import "encoding/binary"
 // frameInfo is a frame rebuilt by a framer, before pairing.
 type frameInfo struct {
 	ts, end   int64
+	firstEnd  int64 // end of the frame's first call
 	size      int64
 	calls     int
 	cmd       uint64
@@ -45,6 +46,7 @@ type framer struct {
 	frameLen int64 // whole frame, header included
 	consumed int64 // bytes of the frame seen so far
 	ts       int64
+	firstEnd int64
 	calls    int
 	lastCall uint64
 	lostNext bool // the next frame follows a loss of sync
@@ -137,7 +139,7 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 	for pos < n {
 		if f.lastCall != seq || f.calls == 0 {
 			if f.have == 0 && f.consumed == 0 {
-				f.ts = ts
+				f.ts, f.firstEnd = ts, end
 				f.calls = 0
 			}
 			f.calls++
@@ -222,7 +224,7 @@ func (f *framer) reset() {
 
 func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
 	o := &f.out
-	*o = frameInfo{ts: f.ts, end: end, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: f.buf[:f.have]}
+	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: f.buf[:f.have]}
 	if truncated {
 		o.size = max(f.frameLen, f.consumed)
 	}

@@ -62,6 +62,13 @@ type Message struct {
 	// end of the reply, ns; 0 when unknown. ReqTS is the request's start.
 	RTT   int64
 	ReqTS int64
+	// ReqEnd is, on a paired reply, the end of the request's last call: when a server had
+	// received all of it. A server's service time runs from ReqEnd to TS (the reply's first
+	// byte sent) or End (its last).
+	ReqEnd int64
+	// FirstEnd is the end of the first call that carried the frame: on a received reply, when
+	// its first bytes were in (time to first byte = FirstEnd - ReqTS). 0 when unknown.
+	FirstEnd int64
 	// Answered is how many requests a reply answered: 1 usually, more when a server batches
 	// the replies to several requests (records) into one frame; RTT is the first one's.
 	Answered int

@@ -36,8 +36,14 @@ type Summary struct {
 	// (seed 003 §5.4: the per-request cost grows with load).
 	BatchRefinement []Refinement `json:"batch_refinement,omitempty"`
 	Modes           []Mode       `json:"modes"`
-	Histogram       []HistBucket `json:"histogram,omitempty"` // round-trip (or, without pairs, call) latency, log buckets
-	Timeline        []TimePoint  `json:"timeline,omitempty"`  // messages per second over time
+	// ModesOf says what Modes are populations of: "rtt" (a client's round trips) or
+	// "service" (a server's service time); never system-call durations.
+	ModesOf   string       `json:"modes_of,omitempty"`
+	Histogram []HistBucket `json:"histogram,omitempty"` // latency, log buckets, of HistogramOf
+	// HistogramOf is "rtt", "service", or "syscall" (system-call durations, when there are no
+	// round trips).
+	HistogramOf string      `json:"histogram_of,omitempty"`
+	Timeline    []TimePoint `json:"timeline,omitempty"` // messages per second over time
 
 	Warnings []string `json:"warnings"`
 }
@@ -127,11 +133,24 @@ type CmdStats struct {
 
 // RoundTrips describes request/reply exchanges.
 type RoundTrips struct {
-	Count      uint64   `json:"count"`
-	RTTUS      Latency  `json:"rtt_us"`
-	BlockedS   float64  `json:"blocked_s"`            // time the client waited on replies, s
-	ServiceUS  *Latency `json:"service_us,omitempty"` // server service time, when the server is traced
-	Unanswered uint64   `json:"unanswered"`           // requests that wanted a reply and got none
+	Count    uint64  `json:"count"`
+	RTTUS    Latency `json:"rtt_us"`
+	BlockedS float64 `json:"blocked_s"` // time the client waited on replies, s
+	// ServiceUS is the server's service time, when the server is traced: from the request's
+	// last byte received to the reply's first byte sent (never the wait for the request).
+	ServiceUS *Latency `json:"service_us,omitempty"`
+	// ServiceToLastUS is the same, to the reply's last byte sent.
+	ServiceToLastUS *Latency `json:"service_to_last_byte_us,omitempty"`
+	// FirstByteUS is, on a client, the time from the request's first byte sent to the reply's
+	// first byte received.
+	FirstByteUS *Latency `json:"first_byte_us,omitempty"`
+	Unanswered  uint64   `json:"unanswered"` // requests that wanted a reply and got none
+	// Client counts the round trips a client made (RTTUS describes them); Served those a
+	// server served (ServiceUS). Count is their sum: the one round-trip count of the traces.
+	Client uint64 `json:"client"`
+	Served uint64 `json:"served"`
+	// Unpaired counts replies that answered no request seen.
+	Unpaired uint64 `json:"unpaired"`
 }
 
 // UnitStats describes a unit of work (a token, a decode step).
@@ -177,11 +196,12 @@ type InFlight struct {
 // LittleRow checks Little's law L = λ·W on one group of measurements (a run, a client count).
 type LittleRow struct {
 	Label          string  `json:"label"`
-	InFlight       float64 `json:"inflight"`         // L, mean requests in flight
-	ThroughputPerS float64 `json:"throughput_per_s"` // λ, completed requests per second
-	RTTPredictedUS float64 `json:"rtt_predicted_us"` // L/λ
-	RTTMeasuredUS  float64 `json:"rtt_measured_us"`  // W measured
-	Error          float64 `json:"error"`            // predicted/measured - 1
+	InFlight       float64 `json:"inflight"`                // L, mean requests in flight
+	ThroughputPerS float64 `json:"throughput_per_s"`        // λ, completed requests per second
+	RTTPredictedUS float64 `json:"rtt_predicted_us"`        // L/λ
+	RTTMeasuredUS  float64 `json:"rtt_measured_us"`         // W measured: the mean response time, as Little's law has it
+	RTTMedianUS    float64 `json:"rtt_median_us,omitempty"` // the median response time, shown apart (a long tail puts it far below the mean)
+	Error          float64 `json:"error"`                   // predicted/measured - 1
 }
 
 // BatchFit is the batch model T_cycle = T_fixed + T_per_req·N fitted to (N, T) points.

@@ -93,14 +93,22 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	rt := s.RoundTrips
-	if rt.Count > 0 || rt.Unanswered > 0 {
-		r := section{title: "Round trips", header: []string{"count", "RTT p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max", "mean", "blocked s", "unanswered", "server service p50 µs"}}
-		svc := ""
-		if rt.ServiceUS != nil {
-			svc = tnum(rt.ServiceUS.P50)
+	if rt.Count > 0 || rt.Unanswered > 0 || rt.Unpaired > 0 {
+		r := section{title: "Round trips", header: []string{"population", "count", "p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max", "mean", "blocked s", "unanswered", "unpaired replies"}}
+		if rt.Client > 0 || rt.Served == 0 {
+			l := rt.RTTUS
+			r.rows = append(r.rows, []string{"client RTT", u64(rt.Client), tnum(l.P50), ci(l), tnum(l.P90), tnum(l.P99), tnum(l.P999), tnum(l.Max), tnum(l.Mean), tnum(rt.BlockedS), u64(rt.Unanswered), u64(rt.Unpaired)})
+			if f := rt.FirstByteUS; f != nil {
+				r.rows = append(r.rows, []string{"client time to first reply byte", u64(f.N), tnum(f.P50), ci(*f), tnum(f.P90), tnum(f.P99), tnum(f.P999), tnum(f.Max), tnum(f.Mean), "", "", ""})
+			}
 		}
-		l := rt.RTTUS
-		r.rows = append(r.rows, []string{u64(rt.Count), tnum(l.P50), ci(l), tnum(l.P90), tnum(l.P99), tnum(l.P999), tnum(l.Max), tnum(l.Mean), tnum(rt.BlockedS), u64(rt.Unanswered), svc})
+		if l := rt.ServiceUS; l != nil {
+			r.rows = append(r.rows, []string{"server service", u64(rt.Served), tnum(l.P50), ci(*l), tnum(l.P90), tnum(l.P99), tnum(l.P999), tnum(l.Max), tnum(l.Mean), "", u64(rt.Unanswered), u64(rt.Unpaired)})
+			if m := rt.ServiceToLastUS; m != nil {
+				r.rows = append(r.rows, []string{"server service to last byte", u64(rt.Served), tnum(m.P50), ci(*m), tnum(m.P90), tnum(m.P99), tnum(m.P999), tnum(m.Max), tnum(m.Mean), "", "", ""})
+			}
+		}
+		r.notes = append(r.notes, "client RTT: request's first byte out → reply's last byte in; server service: request's last byte in → reply's first (or last) byte out")
 		out = append(out, r)
 	}
 
@@ -123,10 +131,11 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	if s.InFlight != nil || len(s.LittlesLaw) > 0 {
-		l := section{title: "In flight and Little's law (L = λ·W)", header: []string{"group", "L in flight", "λ per s", "W predicted µs (L/λ)", "W measured µs", "error"}}
+		l := section{title: "In flight and Little's law (L = λ·W)", header: []string{"group", "L in flight", "λ per s", "W predicted µs (L/λ)", "W measured µs (mean)", "error", "median µs"}}
 		for _, x := range s.LittlesLaw {
-			l.rows = append(l.rows, []string{x.Label, tnum(x.InFlight), tnum(x.ThroughputPerS), tnum(x.RTTPredictedUS), tnum(x.RTTMeasuredUS), pct(x.Error)})
+			l.rows = append(l.rows, []string{x.Label, tnum(x.InFlight), tnum(x.ThroughputPerS), tnum(x.RTTPredictedUS), tnum(x.RTTMeasuredUS), pct(x.Error), tnum(x.RTTMedianUS)})
 		}
+		l.notes = append(l.notes, "W measured is the mean response time, as the law has it; the median is shown apart")
 		if s.InFlight != nil {
 			l.notes = append(l.notes, fmt.Sprintf("requests in flight: mean %s, max %d", tnum(s.InFlight.Mean), s.InFlight.Max))
 		}
@@ -154,7 +163,11 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	if len(s.Modes) > 0 {
-		m := section{title: "Latency populations", header: []string{"population", "centre µs", "share", "range µs"}}
+		title := "Latency populations (client round-trip time)"
+		if s.ModesOf == "service" {
+			title = "Latency populations (server service time)"
+		}
+		m := section{title: title, header: []string{"population", "centre µs", "share", "range µs"}}
 		for i, x := range s.Modes {
 			m.rows = append(m.rows, []string{strconv.Itoa(i + 1), tnum(x.CenterUS), pct(x.Share), tnum(x.LowUS) + " – " + tnum(x.HighUS)})
 		}
@@ -195,19 +208,27 @@ func answer(s *analyzers.Summary) []string {
 		}
 		out = append(out, line+".")
 	}
-	if rt := s.RoundTrips; rt.Count > 0 {
-		line := fmt.Sprintf("%d round trips: median %s µs, p99 %s µs", rt.Count, tnum(rt.RTTUS.P50), tnum(rt.RTTUS.P99))
+	if rt := s.RoundTrips; rt.Client > 0 || rt.Count > 0 && rt.Served == 0 {
+		line := fmt.Sprintf("%d round trips: median %s µs, p99 %s µs", rt.Client, tnum(rt.RTTUS.P50), tnum(rt.RTTUS.P99))
 		if s.InFlight != nil {
 			line += fmt.Sprintf(", %s requests in flight on average (at most %d)", tnum(s.InFlight.Mean), s.InFlight.Max)
 		}
 		out = append(out, line+".")
 	}
+	if rt := s.RoundTrips; rt.Served > 0 && rt.ServiceUS != nil {
+		out = append(out, fmt.Sprintf("%d round trips served: service time (request's last byte in → reply's first byte out) median %s µs, p99 %s µs.",
+			rt.Served, tnum(rt.ServiceUS.P50), tnum(rt.ServiceUS.P99)))
+	}
 	if len(s.Modes) > 1 {
+		of := "round-trip time"
+		if s.ModesOf == "service" {
+			of = "service time"
+		}
 		var parts []string
 		for _, m := range s.Modes {
 			parts = append(parts, fmt.Sprintf("%s around %s µs", pct(m.Share), tnum(m.CenterUS)))
 		}
-		out = append(out, fmt.Sprintf("%d populations of latency: %s.", len(s.Modes), strings.Join(parts, ", ")))
+		out = append(out, fmt.Sprintf("%d populations of %s: %s.", len(s.Modes), of, strings.Join(parts, ", ")))
 	}
 	if f := s.BatchFit; f != nil && f.Points >= 3 && f.TPerReqUS > 0 && f.R2 >= 0.8 {
 		out = append(out, fmt.Sprintf("batch model: %s µs per cycle plus %s µs per request (R² %s).", tnum(f.TFixedUS), tnum(f.TPerReqUS), tnum(f.R2)))

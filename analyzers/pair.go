@@ -1,0 +1,159 @@
+package analyzers
+
+// hint is what a decoder believes of a request: that it wants a reply, that it does not, or
+// that it cannot tell (its records lay past the captured head). It is only a hint: pairing
+// follows the replies that are actually seen.
+type hint uint8
+
+const (
+	hintNo hint = iota
+	hintYes
+	hintMaybe
+)
+
+// pairer matches the replies of one connection to its requests. Every request is queued, in
+// the order it was seen, with the decoder's hint. A reply answers, in order of preference:
+//  1. the request that carries its id, when the protocol has ids;
+//  2. the oldest request that is hinted to want a reply (in-order protocols answer in order);
+//  3. else the newest request still unanswered: the decoder thought none wanted a reply, but
+//     one did (a reply is never left unpaired because of a hint).
+//
+// Requests older than the one answered that were hinted to want no reply are taken as answered
+// by nothing, as their hint said. Memory is bounded by maxPending requests per connection.
+type pairer struct {
+	q     []pendingReq      // oldest first; q[i].seq == first+i
+	first uint64            // seq of q[0]
+	next  uint64            // seq of the next request
+	byID  map[uint64]uint64 // request id → seq, for protocols with ids
+
+	dropped    uint64 // requests hinted to want a reply, dropped from a full queue
+	overridden uint64 // replies paired with a request hinted to want none
+	unpaired   uint64 // replies with no request to answer
+	paired     uint64 // replies paired
+}
+
+// add queues request p with hint h; id, when not 0, lets a reply name it.
+func (pr *pairer) add(p pendingReq, h hint) {
+	p.hint, p.seq, p.done = h, pr.next, false
+	if len(pr.q) == 0 {
+		pr.first = pr.next
+	}
+	pr.next++
+	pr.q = append(pr.q, p)
+	if p.reqID != 0 {
+		if pr.byID == nil {
+			pr.byID = map[uint64]uint64{}
+		}
+		pr.byID[p.reqID] = p.seq
+	}
+	if len(pr.q) > maxPending {
+		if q := &pr.q[0]; !q.done && q.hint == hintYes {
+			pr.dropped++
+		}
+		pr.q[0].done = true
+		pr.trim()
+	}
+}
+
+// trim forgets the answered requests at the front of the queue.
+func (pr *pairer) trim() {
+	k := 0
+	for k < len(pr.q) && pr.q[k].done {
+		if id := pr.q[k].reqID; id != 0 && pr.byID[id] == pr.q[k].seq {
+			delete(pr.byID, id)
+		}
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	pr.first += uint64(k)
+	if k == len(pr.q) {
+		pr.q = pr.q[:0]
+		return
+	}
+	pr.q = pr.q[k:]
+}
+
+// take marks q[i] answered, and the unanswered requests before it, hinted to want no reply,
+// answered by nothing.
+func (pr *pairer) take(i int) pendingReq {
+	for k := 0; k < i; k++ {
+		if pr.q[k].hint == hintNo {
+			pr.q[k].done = true
+		}
+	}
+	p := pr.q[i]
+	pr.q[i].done = true
+	pr.paired++
+	pr.trim()
+	return p
+}
+
+// byReqID returns the request with id, if it waits for its reply.
+func (pr *pairer) byReqID(id uint64) (pendingReq, bool) {
+	if id == 0 || pr.byID == nil {
+		return pendingReq{}, false
+	}
+	seq, ok := pr.byID[id]
+	if !ok || seq < pr.first || seq-pr.first >= uint64(len(pr.q)) {
+		return pendingReq{}, false
+	}
+	i := int(seq - pr.first)
+	if pr.q[i].done {
+		return pendingReq{}, false
+	}
+	return pr.take(i), true
+}
+
+// reply pairs a reply (carrying request id id, or 0) with the request it answers.
+func (pr *pairer) reply(id uint64) (pendingReq, bool) {
+	if p, ok := pr.byReqID(id); ok {
+		return p, true
+	}
+	newest := -1
+	for i := range pr.q {
+		if pr.q[i].done {
+			continue
+		}
+		if pr.q[i].hint != hintNo {
+			return pr.take(i), true
+		}
+		newest = i
+	}
+	if newest >= 0 {
+		pr.overridden++
+		return pr.take(newest), true
+	}
+	pr.unpaired++
+	return pendingReq{}, false
+}
+
+// waiting counts the requests hinted to want a reply that are still unanswered.
+func (pr *pairer) waiting() uint64 {
+	var n uint64
+	for i := range pr.q {
+		if !pr.q[i].done && pr.q[i].hint == hintYes {
+			n++
+		}
+	}
+	return n
+}
+
+// Answered is a further request that a reply answered, besides its first (a server that
+// batches the replies to several requests into one frame).
+type Answered struct {
+	ReqTS, ReqEnd int64 // the request's first call's start and last call's end, ns
+	Command       uint64
+	Name          string
+}
+
+// pairing sums the pairing counts of the trace's connections.
+func (d *decoder) pairing() (paired, unpaired, overridden uint64) {
+	for _, c := range d.conns {
+		paired += c.pairs.paired
+		unpaired += c.pairs.unpaired
+		overridden += c.pairs.overridden
+	}
+	return
+}
