@@ -30,6 +30,9 @@ var analyzeFormats = map[string]analyzeFormat{
 	"perfetto": {traces: reports.Perfetto},
 }
 
+// protocolNames are the values of --protocol.
+var protocolNames = []string{"auto", "venus", "ggml-rpc", "resp", "raw"}
+
 func formatNames() string {
 	var names []string
 	for n := range analyzeFormats {
@@ -58,6 +61,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	unit := fs.String("unit", "", "marker `NAME` of the unit of work (default: token markers, else the protocol's unit command)")
 	markers := fs.String("markers", "", "take the token and phase markers from the trace `FILE` (a tracer's, recorded alongside) instead of the traces' own")
 	unitCmd := fs.String("unit-command", "", "command `NAME[,NAME...]` each of which opens a unit of work, for traces without unit markers")
+	Choice(fs, "protocol", protocolNames...)
 	paths, err := ParseFlags(fs, args)
 	if err != nil {
 		return err

@@ -43,6 +43,12 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each client's transport (RTT grows by 2×D)")
 	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's default)")
 	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
+	DurationRange(fs, "duration", time.Millisecond, 10*time.Minute)
+	DurationRange(fs, "delay", 0, time.Second)
+	IntRange(fs, "shm-spin", 0, 1<<24)
+	Choice(fs, "format", "table", "markdown")
+	IntRange(fs, "request-bytes", 20, 1<<20)
+	Choice(fs, "loop", "batch", "conn")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err

@@ -34,6 +34,9 @@ type Command struct {
 	Name    string // "record", "analyze", ...
 	Summary string // one line for the verb list
 	Usage   string // synopsis, after "perflab NAME "
+	// Subcommands are the words that may follow Name and name the verb in messages ("venus
+	// run"), so that bad input points at 'perflab venus run -h'.
+	Subcommands []string
 	// Run runs the verb. It returns nil on success, or an error made with Failed or BadInput (or
 	// any other error, which counts as bad input).
 	Run func(ctx context.Context, env *Env, args []string) error
@@ -91,16 +94,17 @@ func Main(ctx context.Context, env *Env, args []string) (code int) {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		fmt.Fprintln(env.Stderr, "perflab: no command given; run 'perflab help' for the list of commands")
+		return ExitBadInput
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(env.Stdout)
-		if len(args) == 0 {
-			return ExitBadInput
-		}
 		return ExitOK
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "perflab: unknown command %q (run 'perflab help')\n", args[0])
+		fmt.Fprintf(env.Stderr, "perflab: unknown command %q; run 'perflab help' for the list of commands\n", args[0])
 		return ExitBadInput
 	}
 	err := c.Run(ctx, env, args[1:])
@@ -118,9 +122,26 @@ func Main(ctx context.Context, env *Env, args []string) (code int) {
 			return code
 		}
 	}
+	verb := verbName(c, args[1:])
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-	fmt.Fprintf(env.Stderr, "perflab %s: %s\n", c.Name, msg)
+	if code == ExitBadInput {
+		// One line: what and where, then where the usage is (never the usage itself).
+		msg += fmt.Sprintf("; run 'perflab %s -h' for usage", verb)
+	}
+	fmt.Fprintf(env.Stderr, "perflab %s: %s\n", verb, msg)
 	return code
+}
+
+// verbName is the verb that args run: c's name, and its subcommand when args start with one.
+func verbName(c *Command, args []string) string {
+	if len(args) > 0 {
+		for _, s := range c.Subcommands {
+			if args[0] == s {
+				return c.Name + " " + s
+			}
+		}
+	}
+	return c.Name
 }
 
 func usage(w io.Writer) {
@@ -138,7 +159,7 @@ func usage(w io.Writer) {
 }
 
 // NewFlagSet returns a flag set for verb c that reports errors as bad input and writes its
-// usage to env.Stderr.
+// usage to env.Stderr when asked with -h (never after an error: see ParseFlags).
 func NewFlagSet(env *Env, c *Command) *flag.FlagSet {
 	fs := flag.NewFlagSet("perflab "+c.Name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
@@ -149,16 +170,27 @@ func NewFlagSet(env *Env, c *Command) *flag.FlagSet {
 	return fs
 }
 
-// ParseFlags parses args with fs, turning a parse error into bad input. Flags may come after
+// ParseFlags parses args with fs, turning a parse error into one line of bad input that names
+// the flag and what it allows (see FlagError); -h prints the usage. Flags may come after
 // positional arguments ("analyze trace.plt --format json"), except after "--".
 func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				if usage != nil {
+					usage()
+				} else {
+					fs.PrintDefaults()
+				}
 				return nil, err
 			}
-			return nil, &ExitError{Code: ExitBadInput, Err: errSilent{ExitBadInput}}
+			return nil, flagParseError(fs, err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

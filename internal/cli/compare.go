@@ -24,6 +24,9 @@ func runCompare(ctx context.Context, env *Env, args []string) error {
 	out := fs.String("o", "", "write the report to `FILE` instead of stdout")
 	alpha := fs.Float64("alpha", analyzers.DefaultAlpha, "significance level of the verdicts")
 	protocol := fs.String("protocol", "auto", "protocol decoder for traces: auto, venus, ggml-rpc, resp, raw")
+	FloatRange(fs, "alpha", 0, 1, true)
+	Choice(fs, "format", reports.CompareFormats...)
+	Choice(fs, "protocol", protocolNames...)
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err

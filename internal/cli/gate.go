@@ -22,6 +22,10 @@ func init() {
 	})
 }
 
+// maxGateRuns bounds --runs: a gate needing more runs per side than anyone records could
+// never reach a verdict, and would pass every time as inconclusive.
+const maxGateRuns = 10000
+
 // writer is where a report goes.
 type writer = io.Writer
 
@@ -56,6 +60,10 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 	onInc := fs.String("on-inconclusive", "", "what an inconclusive gate does: pass (default, with a warning) or fail")
 	update := fs.Bool("update", false, "write CURRENT (as ratios with --relative-to) to the --baseline file instead of gating")
 	protocol := fs.String("protocol", "auto", "protocol decoder for traces: auto, venus, ggml-rpc, resp, raw")
+	IntRange(fs, "runs", analyzers.DefaultMinSamples, maxGateRuns)
+	Choice(fs, "format", reports.GateFormats...)
+	Choice(fs, "on-inconclusive", "pass", "fail")
+	Choice(fs, "protocol", protocolNames...)
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -66,8 +74,9 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 	if len(pos) == 0 {
 		return BadInput("want at least one CURRENT file")
 	}
-	if *runs < analyzers.DefaultMinSamples {
-		return BadInput("-runs must be at least %d (with fewer runs no Mann-Whitney test can reach p < 0.0079), got %d", analyzers.DefaultMinSamples, *runs)
+	if *runs < analyzers.DefaultMinSamples || *runs > maxGateRuns {
+		// Below 6 runs per side no Mann-Whitney test can reach p < 0.0079.
+		return FlagError("runs", *runs, "%d to %d", analyzers.DefaultMinSamples, maxGateRuns)
 	}
 	if !validFormat(*format, reports.GateFormats) {
 		return BadInput("-format must be one of %s, got %q", strings.Join(reports.GateFormats, ", "), *format)

@@ -42,7 +42,7 @@ func TestGateCLI(t *testing.T) {
 		{"missing baseline flag", []string{"gate", td + "same.jsonl"}, 2, "", "--baseline is required"},
 		{"unreadable current", []string{"gate", "--baseline", td + "base.jsonl", td + "nope.jsonl"}, 2, "", "nope.jsonl"},
 		{"not a run", []string{"gate", "--baseline", td + "base.jsonl", td + "gate.conf"}, 2, "", "gate.conf"},
-		{"runs below 6", []string{"gate", "--runs", "5", "--baseline", td + "base.jsonl", td + "same.jsonl"}, 2, "", "-runs must be at least 6"},
+		{"runs below 6", []string{"gate", "--runs", "5", "--baseline", td + "base.jsonl", td + "same.jsonl"}, 2, "", "--runs 5: want 6 to 10000"},
 		{"relative baseline without references", []string{"gate", "--baseline", td + "base.jsonl", "--relative-to", td + "base.jsonl", td + "same.jsonl"}, 2, "", "absolute runs"},
 	}
 	for _, tc := range tests {
@@ -108,7 +108,7 @@ func TestCompareCLI(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"compare", td + "base.jsonl"}, "want BEFORE and AFTER"},
-		{[]string{"compare", "--format", "xml", td + "base.jsonl", td + "slow.jsonl"}, "-format must be one of"},
+		{[]string{"compare", "--format", "xml", td + "base.jsonl", td + "slow.jsonl"}, "--format xml: want one of"},
 		{[]string{"compare", td + "base.jsonl", td + "missing.plt"}, "missing.plt"},
 	} {
 		code, _, errs := gateCLI(t, tc.args...)
@@ -129,8 +129,8 @@ func TestModelCLI(t *testing.T) {
 	}{
 		{[]string{"model"}, "exactly one of --from"},
 		{[]string{"model", "--fit", "abc"}, "want T_FIXED,T_PER_REQ"},
-		{[]string{"model", "--fit", "1,1", "--mode", "turbo"}, "unknown mode"},
-		{[]string{"model", "--fit", "1,1", "--link", "carrier-pigeon"}, "unknown link"},
+		{[]string{"model", "--fit", "1,1", "--mode", "turbo"}, "--mode turbo: want one of"},
+		{[]string{"model", "--fit", "1,1", "--link", "carrier-pigeon"}, "--link carrier-pigeon: want one of"},
 		{[]string{"model", "--fit", "1,1", "--bandwidth", "fast"}, "want bytes per second"},
 		{[]string{"model", "--from", "testdata/gate/base.jsonl"}, "base.jsonl"},
 	} {

@@ -26,6 +26,17 @@ func init() {
 // a batch model has no sync points to coalesce up to.
 const defaultBatchK = 8
 
+// maxModelK and maxModelD bound --coalesce and --pipeline: no token loop makes 65536 calls
+// between two sync points, nor keeps that many frames in flight.
+const (
+	maxModelK = 1 << 16
+	maxModelD = 1 << 16
+)
+
+// maxModelRTT bounds --rtt and --measured-rtt: a round trip of a minute is no link perflab
+// models.
+const maxModelRTT = time.Minute
+
 func runModel(ctx context.Context, env *Env, args []string) error {
 	c := commands["model"]
 	fs := NewFlagSet(env, c)
@@ -40,6 +51,19 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 	measured := fs.Duration("measured-rtt", -1, "link RTT during the baseline recording (default: 2 × venusd --delay from the trace's command line, else 0)")
 	asJSON := fs.Bool("json", false, "print JSON (schema perflab.model/v1)")
 	protocol := fs.String("protocol", "auto", "protocol decoder for the trace")
+	IntRange(fs, "coalesce", 0, maxModelK)
+	IntRange(fs, "pipeline", 1, maxModelD)
+	DurationRange(fs, "rtt", 0, maxModelRTT)
+	DurationRange(fs, "measured-rtt", 0, maxModelRTT)
+	var modeNames []string
+	for _, m := range models.Modes {
+		modeNames = append(modeNames, m.Name)
+	}
+	Choice(fs, "mode", modeNames...)
+	Choice(fs, "link", models.LinkNames()...)
+	FlagCheck(fs, "bandwidth", func(s string) error { _, err := modelBandwidth(s); return err })
+	FlagCheck(fs, "fit", func(s string) error { _, err := modelFit(s); return err })
+	Choice(fs, "protocol", protocolNames...)
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -158,8 +182,8 @@ func modelScenarios(mode string, k, d int) ([]analyzers.Scenario, error) {
 	if k >= 0 {
 		m.Coalesce = k
 	}
-	if d == 0 || d > 1<<16 {
-		return nil, BadInput("-pipeline must be between 1 and 65536, got %d", d)
+	if d == 0 || d > maxModelD {
+		return nil, FlagError("pipeline", d, "1 to %d", maxModelD)
 	}
 	if d > 0 {
 		m.Pipeline = d
@@ -175,12 +199,12 @@ func modelScenarios(mode string, k, d int) ([]analyzers.Scenario, error) {
 func modelFit(s string) (models.Batch, error) {
 	a, b, ok := strings.Cut(s, ",")
 	if !ok {
-		return models.Batch{}, fmt.Errorf("want T_FIXED,T_PER_REQ, got %q", s)
+		return models.Batch{}, fmt.Errorf("want T_FIXED,T_PER_REQ: two durations like 90us,10us")
 	}
 	f, err1 := modelUS(a)
 	p, err2 := modelUS(b)
 	if err1 != nil || err2 != nil || f < 0 || p < 0 || (f == 0 && p == 0) {
-		return models.Batch{}, fmt.Errorf("want two non-negative durations (90us,10us) or µs, got %q", s)
+		return models.Batch{}, fmt.Errorf("want two non-negative durations (90us,10us) or µs, not both 0")
 	}
 	return models.Batch{TFixedUS: f, TPerReqUS: p}, nil
 }
@@ -212,7 +236,7 @@ func modelBandwidth(s string) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
 	if err != nil || v < 0 || v*mult > 1e15 {
-		return 0, fmt.Errorf("want bytes per second like 15MB/s, got %q", s)
+		return 0, fmt.Errorf("want bytes per second from 0 to 1e15, like 15MB/s")
 	}
 	return v * mult, nil
 }

@@ -52,6 +52,9 @@ type recordArgs struct {
 	pids     []uint32
 	command  []string
 	progress bool
+	// wholeSystem allows -p to name init or an ancestor of perflab, whose descendants are
+	// (nearly) every process.
+	wholeSystem bool
 }
 
 func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
@@ -64,6 +67,17 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	fs.Var(labelFlag(a.labels), "label", "add a `K=V` label to the trace metadata (repeatable)")
 	pids := fs.String("p", "", "record the processes `PID[,PID...]` (all their threads and the children they fork)")
 	fs.BoolVar(&a.progress, "progress", false, "print live progress even when stderr is not a terminal")
+	fs.BoolVar(&a.wholeSystem, "whole-system", false, "allow -p to name pid 1 or an ancestor of perflab, recording nearly every process (perflab itself is always left out)")
+
+	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
+	FlagCheck(fs, "ring-bytes", func(s string) error {
+		n, err := strconv.ParseInt(s, 0, 64)
+		if err != nil || n < 4096 || n > 1<<30 || n&(n-1) != 0 {
+			return errors.New("a power of two from 4096 to 1073741824")
+		}
+		return nil
+	})
+	DurationRange(fs, "duration", 0, 365*24*time.Hour)
 
 	// Everything after "--" is the command, flags included.
 	flagArgs := args
@@ -84,7 +98,7 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 		for _, s := range strings.Split(*pids, ",") {
 			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
 			if err != nil || n == 0 {
-				return nil, BadInput("-p: %q is not a process id", s)
+				return nil, FlagError("p", *pids, "process ids like 1234 or 1234,5678")
 			}
 			a.pids = append(a.pids, uint32(n))
 		}
@@ -107,6 +121,54 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	return a, nil
 }
 
+// checkTargets refuses -p targets that would make perflab record itself: perflab's own pid
+// always, and without wholeSystem pid 1 or any ancestor of perflab (whose descendants are the
+// whole system, or at least the whole session, perflab included).
+func checkTargets(pids []uint32, self uint32, wholeSystem bool) error {
+	for _, pid := range pids {
+		if pid == self {
+			return FlagError("p", pid, "a process other than perflab itself")
+		}
+	}
+	if wholeSystem {
+		return nil
+	}
+	for _, pid := range pids {
+		if pid == 1 {
+			return FlagError("p", pid, "a process whose descendants are not the whole system (pid 1 is init); add --whole-system to record every process")
+		}
+	}
+	for _, d := range probes.Descendants(pids) {
+		if d == self {
+			for _, pid := range pids {
+				if isAncestor(pid, self) {
+					return FlagError("p", pid, "a process that is not an ancestor of perflab (its descendants include perflab itself); add --whole-system to record them anyway")
+				}
+			}
+			return FlagError("p", joinPIDs(pids), "no ancestor of perflab (their descendants include perflab itself); add --whole-system to record them anyway")
+		}
+	}
+	return nil
+}
+
+// isAncestor reports whether pid is an ancestor of process p.
+func isAncestor(pid, p uint32) bool {
+	for _, d := range probes.Descendants([]uint32{pid}) {
+		if d == p {
+			return true
+		}
+	}
+	return false
+}
+
+func joinPIDs(pids []uint32) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.FormatUint(uint64(p), 10)
+	}
+	return strings.Join(s, ",")
+}
+
 // processExists reports whether pid names a live process.
 func processExists(pid uint32) bool {
 	err := syscall.Kill(int(pid), 0)
@@ -122,6 +184,10 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 		if !processExists(pid) {
 			return BadInput("-p: no process %d", pid)
 		}
+	}
+	self := uint32(os.Getpid())
+	if err := checkTargets(a.pids, self, a.wholeSystem); err != nil {
+		return err
 	}
 	var cmd *exec.Cmd
 	if len(a.command) > 0 {
@@ -174,6 +240,9 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	// Children forked from now on are followed by the probes; the ones that exist already
 	// are added here.
 	for _, pid := range probes.Descendants(a.pids) {
+		if pid == self {
+			continue // perflab never records itself (--whole-system)
+		}
 		if err := probe.AddPID(pid); err != nil {
 			return err
 		}

@@ -176,15 +176,15 @@ func TestRecordBadInput(t *testing.T) {
 	}{
 		{"no target", []string{"record"}, "nothing to record"},
 		{"both", []string{"record", "-p", "1", "--", "true"}, "either"},
-		{"bad pid", []string{"record", "-p", "12x"}, "not a process id"},
-		{"zero pid", []string{"record", "-p", "0"}, "not a process id"},
+		{"bad pid", []string{"record", "-p", "12x"}, "want process ids"},
+		{"zero pid", []string{"record", "-p", "0"}, "want process ids"},
 		{"dead pid", []string{"record", "-p", fmt.Sprint(deadPID)}, fmt.Sprintf("no process %d", deadPID)},
 		{"no command", []string{"record", "-o", filepath.Join(dir, "x.plt"), "--", "/nonexistent/perflab-cmd"}, "cannot start"},
 		{"payload", []string{"record", "--payload-bytes", "300", "--", "true"}, "--payload-bytes 300"},
 		{"ring", []string{"record", "--ring-bytes", "5000", "--", "true"}, "--ring-bytes 5000"},
 		{"label", []string{"record", "--label", "novalue", "--", "true"}, ""},
 		{"stray", []string{"record", "stray", "-p", "1"}, "put the command after --"},
-		{"duration", []string{"record", "--duration", "-1s", "--", "true"}, "negative"},
+		{"duration", []string{"record", "--duration", "-1s", "--", "true"}, "--duration -1s: want a duration from 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

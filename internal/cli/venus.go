@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/venusd"
@@ -16,8 +17,9 @@ import (
 
 func init() {
 	c := &Command{
-		Name:    "venus",
-		Summary: "run the bundled Venus-style server or client workload (serve | run)",
+		Name:        "venus",
+		Summary:     "run the bundled Venus-style server or client workload (serve | run)",
+		Subcommands: []string{"serve", "run"},
 		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--loop conn|batch] [--trace FILE]\n" +
 			"       perflab venus run --connect ADDR [--workload llm|ping] [--tokens N] [--mode baseline|coalesce|pipeline|coalesce+pipeline] [--depth D] [--delay D] [--trace FILE] [--json]",
 	}
@@ -69,6 +71,13 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
 	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
 	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection: seed 003's daemon)")
+	Choice(fs, "loop", "conn", "batch")
+	IntRange(fs, "max-conns", 1, maxVenusConns)
+	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
+	DurationRange(fs, "idle-timeout", time.Millisecond, 24*time.Hour)
+	FlagCheck(fs, "max-frame", byteRange(4096, 1<<30, "4KiB to 1GiB"))
+	FlagCheck(fs, "max-memory", byteRange(1, 1<<50, "a byte count like 1GiB"))
+	FlagCheck(fs, "max-total-memory", byteRange(1, 1<<50, "a byte count like 8GiB"))
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -128,6 +137,20 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	return nil
 }
 
+// maxVenusConns bounds --max-conns: each client is a goroutine and a socket.
+const maxVenusConns = 1 << 16
+
+// byteRange returns a check of a byte-count flag (venusd.ParseBytes) against lo..hi.
+func byteRange(lo, hi int64, want string) func(string) error {
+	return func(s string) error {
+		n, err := venusd.ParseBytes(s)
+		if err != nil || n < lo || n > hi {
+			return errors.New(want)
+		}
+		return nil
+	}
+}
+
 // parseLinkRate reads a link rate: "100Mbit", "1Gbit", "500kbit" (bits per second) or a byte
 // count per second ("12MB", "1048576").
 func parseLinkRate(s string) (float64, error) {
@@ -141,14 +164,14 @@ func parseLinkRate(s string) (float64, error) {
 		if strings.HasSuffix(s, u.suf) {
 			v, err := strconv.ParseFloat(strings.TrimSuffix(s, u.suf), 64)
 			if err != nil || v <= 0 {
-				return 0, fmt.Errorf("bad bandwidth %q", s)
+				return 0, errors.New("want a positive rate like 100Mbit or 12MB (bytes per second)")
 			}
 			return v * u.m / 8, nil
 		}
 	}
 	n, err := venusd.ParseBytes(s)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad bandwidth %q: want e.g. 100Mbit or 12MB (bytes per second)", s)
+		return 0, errors.New("want a positive rate like 100Mbit or 12MB (bytes per second)")
 	}
 	return float64(n), nil
 }
@@ -184,6 +207,27 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	fs.IntVar(&p.Warmup, "warmup", p.Warmup, "ping: requests before measuring")
 	fs.IntVar(&p.RequestBytes, "request-bytes", p.RequestBytes, "ping: request frame payload, bytes")
 	fs.IntVar(&p.ReplyBytes, "reply-bytes", p.ReplyBytes, "ping: reply frame payload, bytes")
+	Choice(fs, "workload", "llm", "ping")
+	IntRange(fs, "depth", 1, 1<<16)
+	DurationRange(fs, "delay", 0, time.Hour)
+	DurationRange(fs, "jitter", 0, time.Hour)
+	FlagCheck(fs, "bandwidth", func(s string) error { _, err := parseLinkRate(s); return err })
+	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
+	IntRange(fs, "tokens", 1, 1<<20)
+	IntRange(fs, "hidden", 1, 4096)
+	IntRange(fs, "submits", 1, 64)
+	IntRange(fs, "waits", 1, 64)
+	IntRange(fs, "submit-min", 4, 16<<20)
+	IntRange(fs, "submit-max", 4, 16<<20)
+	IntRange(fs, "state-bytes", 8, 64<<20)
+	IntRange(fs, "logits-bytes", 8, 64<<20)
+	IntRange(fs, "params-bytes", 8, 1<<20)
+	IntRange(fs, "upload-chunk", 4096, 16<<20)
+	IntRange(fs, "requests", 1, 1e9)
+	DurationRange(fs, "duration", 0, 24*time.Hour)
+	IntRange(fs, "warmup", 0, 1e9)
+	IntRange(fs, "request-bytes", venusd.CmdHeaderSize+4, 16<<20)
+	IntRange(fs, "reply-bytes", venusd.CmdHeaderSize+venusd.ReplyFixedSize, 16<<20)
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
