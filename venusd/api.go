@@ -71,8 +71,8 @@ const (
 	DefaultMaxObjects          = 65536            // live objects (memory, fences, command buffers) per connection
 	DefaultMaxMemoryBytes      = 1 << 30          // device memory per connection, bytes
 	DefaultMaxTotalMemoryBytes = 8 << 30          // device memory of all connections together, bytes
-	DefaultIdleTimeout         = 10 * time.Minute // a connection that sends no frame header for this long is closed
-	DefaultFrameTimeout        = 10 * time.Second // a frame whose payload does not arrive within this after its header is dropped, and its connection closed
+	DefaultIdleTimeout         = time.Minute      // a connection that sends no frame for this long is closed
+	DefaultFrameTimeout        = 10 * time.Second // a frame not complete this long after its first byte (or a first frame this long after connecting), or a reply the client does not take for this long, closes the connection
 	DefaultSocketBufferBytes   = 4 << 20          // SO_SNDBUF and SO_RCVBUF, as Venus Plus
 	DefaultShmRingBytes        = 4 << 20          // bytes of each shm ring (one per direction)
 	DefaultDepth               = 8                // requests in flight in pipeline modes

@@ -29,8 +29,8 @@ func RunWorkload(ctx context.Context, cfg ClientConfig) (*Result, error) {
 	if cfg.Mode > ModeCoalescePipeline {
 		return nil, fmt.Errorf("mode %d: unknown", cfg.Mode)
 	}
-	if cfg.Delay < 0 || cfg.Jitter < 0 || cfg.Bandwidth < 0 {
-		return nil, errors.New("delay, jitter and bandwidth must not be negative")
+	if err := ValidateLink(cfg.Delay, cfg.Jitter, cfg.Bandwidth); err != nil {
+		return nil, err
 	}
 	switch cfg.Workload {
 	case "", "llm":

@@ -87,9 +87,32 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 	return cfg
 }
 
+// Timeout limits: ValidateTimeout refuses durations outside them.
+const (
+	MinTimeout = time.Millisecond
+	MaxTimeout = 24 * time.Hour
+)
+
+// ValidateTimeout checks one of ServerConfig's timeouts, named name in the error: 0 (the
+// default) or from MinTimeout to MaxTimeout.
+func ValidateTimeout(name string, d time.Duration) error {
+	if d != 0 && (d < MinTimeout || d > MaxTimeout) {
+		return fmt.Errorf("%s %v: want %v to %v", name, d, MinTimeout, MaxTimeout)
+	}
+	return nil
+}
+
 // NewServer checks cfg and binds its address. A TCP address that is not loopback is refused
 // unless cfg.AllowRemote is set, and then a warning naming the risk goes to cfg.Log.
 func NewServer(cfg ServerConfig) (*Server, error) {
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"idle timeout", cfg.IdleTimeout}, {"frame timeout", cfg.FrameTimeout}, {"shutdown grace", cfg.ShutdownGrace}} {
+		if err := ValidateTimeout(t.name, t.d); err != nil {
+			return nil, err
+		}
+	}
 	cfg = cfg.withDefaults()
 	if cfg.MaxFrameBytes > 1<<30 {
 		return nil, fmt.Errorf("max frame %d bytes: at most 1GiB", cfg.MaxFrameBytes)

@@ -67,14 +67,16 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	maxFrame := fs.String("max-frame", "64MiB", "largest frame payload accepted, in `bytes`")
 	maxMem := fs.String("max-memory", "1GiB", "device memory quota per client, in `bytes`")
 	maxTotal := fs.String("max-total-memory", "8GiB", "device memory of all clients together, in `bytes`")
-	idle := fs.Duration("idle-timeout", venusd.DefaultIdleTimeout, "close a client that sends no frame for `D`")
+	idle := fs.Duration("idle-timeout", venusd.DefaultIdleTimeout, "close a client that sends no frame for `D` (1ms to 24h)")
+	frameTimeout := fs.Duration("frame-timeout", venusd.DefaultFrameTimeout, "close a client whose frame, once begun, or whose first frame, does not arrive within `D`, or that does not take a reply for as long (1ms to 24h)")
 	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
 	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
 	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection: seed 003's daemon)")
 	Choice(fs, "loop", "conn", "batch")
 	IntRange(fs, "max-conns", 1, maxVenusConns)
 	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
-	DurationRange(fs, "idle-timeout", time.Millisecond, 24*time.Hour)
+	DurationRange(fs, "idle-timeout", venusd.MinTimeout, venusd.MaxTimeout)
+	DurationRange(fs, "frame-timeout", venusd.MinTimeout, venusd.MaxTimeout)
 	FlagCheck(fs, "max-frame", byteRange(4096, 1<<30, "4KiB to 1GiB"))
 	FlagCheck(fs, "max-memory", byteRange(1, 1<<50, "a byte count like 1GiB"))
 	FlagCheck(fs, "max-total-memory", byteRange(1, 1<<50, "a byte count like 8GiB"))
@@ -112,7 +114,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	}
 	srv, err := venusd.NewLoopServer(*loop, venusd.ServerConfig{
 		Listen: *listen, AllowRemote: *allowRemote, MaxConns: *maxConns, MaxFrameBytes: int(mf),
-		MaxMemoryBytes: mm, MaxTotalMemoryBytes: mt, IdleTimeout: *idle, Trace: tw, TracePayloadBytes: *payload,
+		MaxMemoryBytes: mm, MaxTotalMemoryBytes: mt, IdleTimeout: *idle, FrameTimeout: *frameTimeout, Trace: tw, TracePayloadBytes: *payload,
 		Getenv: env.Getenv, Log: env.Stderr,
 	})
 	if err != nil {
@@ -176,6 +178,18 @@ func parseLinkRate(s string) (float64, error) {
 	return float64(n), nil
 }
 
+// checkLinkRate accepts what parseLinkRate reads, within the emulated link's range.
+func checkLinkRate(s string) error {
+	bw, err := parseLinkRate(s)
+	if err == nil {
+		err = venusd.ValidateLink(0, 0, bw)
+	}
+	if err != nil {
+		return errors.New("want empty (unlimited) or a rate from 1kbit to 1Tbit, like 100Mbit or 12MB (bytes per second)")
+	}
+	return nil
+}
+
 func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	fs := NewFlagSet(env, c)
 	d := venusd.DefaultLLMConfig()
@@ -209,9 +223,9 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	fs.IntVar(&p.ReplyBytes, "reply-bytes", p.ReplyBytes, "ping: reply frame payload, bytes")
 	Choice(fs, "workload", "llm", "ping")
 	IntRange(fs, "depth", 1, 1<<16)
-	DurationRange(fs, "delay", 0, time.Hour)
-	DurationRange(fs, "jitter", 0, time.Hour)
-	FlagCheck(fs, "bandwidth", func(s string) error { _, err := parseLinkRate(s); return err })
+	DurationRange(fs, "delay", 0, venusd.MaxLinkDelay)
+	DurationRange(fs, "jitter", 0, venusd.MaxLinkDelay)
+	FlagCheck(fs, "bandwidth", checkLinkRate)
 	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
 	IntRange(fs, "tokens", 1, 1<<20)
 	IntRange(fs, "hidden", 1, 4096)
@@ -250,9 +264,6 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	}
 	if *depth < 1 || *depth > 1<<16 {
 		return BadInput("--depth %d: want 1 to 65536", *depth)
-	}
-	if *delay < 0 || *jitter < 0 {
-		return BadInput("--delay and --jitter must not be negative")
 	}
 	bw, err := parseLinkRate(*bandwidth)
 	if err != nil {
