@@ -15,11 +15,13 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/perflab/perflab/trace"
 )
 
-// The shm transport: a file in /dev/shm made by the client, unlinked at once, and passed to the
-// server over a Unix socket in the abstract namespace (SCM_RIGHTS). The file holds two
+// The shm transport: a memfd made by the client, sealed against shrinking and growing, and passed
+// to the server over a Unix socket in the abstract namespace (SCM_RIGHTS). The file holds two
 // single-producer single-consumer byte rings, one per direction. Readers poll the ring for a
 // bounded number of spins, then sleep on a futex in the shared page; a writer makes the futex
 // wake call only when its reader said it sleeps. A busy connection makes no system call per
@@ -375,22 +377,13 @@ func dialShm(ctx context.Context, name string, ringBytes, spin int) (conn, error
 		return nil, fmt.Errorf("dial shm:///%s: %w", name, err)
 	}
 	uc := nc.(*net.UnixConn)
-	dir := "/dev/shm"
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		dir = os.TempDir()
-	}
-	f, err := os.CreateTemp(dir, "perflab-venus-*")
+	size := shmLayoutSize(ringBytes)
+	f, err := newSealedFile(size)
 	if err != nil {
 		uc.Close()
-		return nil, fmt.Errorf("create shm file: %w", err)
+		return nil, err
 	}
-	os.Remove(f.Name())
 	defer f.Close()
-	size := shmLayoutSize(ringBytes)
-	if err := f.Truncate(int64(size)); err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("size shm file: %w", err)
-	}
 	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		uc.Close()
@@ -425,6 +418,25 @@ func dialShm(ctx context.Context, name string, ringBytes, spin int) (conn, error
 	}
 	uc.SetReadDeadline(time.Time{})
 	return newShmConn(mem, ringBytes, true, uc, spin, "shm-client", "shm:///"+name), nil
+}
+
+// newSealedFile creates the shared file: a memfd of size bytes, sealed so that neither side can
+// shrink or grow it, nor change the seals.
+func newSealedFile(size int) (*os.File, error) {
+	fd, err := unix.MemfdCreate("perflab-venus-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("create shm memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "perflab-venus-shm")
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size shm memfd: %w", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seal shm memfd: %w", err)
+	}
+	return f, nil
 }
 
 // acceptShm completes the server side of a handshake on a Unix connection: it receives the file,
@@ -463,6 +475,13 @@ func acceptShm(uc *net.UnixConn, name string, spin int, timeout time.Duration) (
 		return nil, fmt.Errorf("shm handshake: ring of %d bytes: want a power of two from %d to %d", ringBytes, shmMinRing, shmMaxRing)
 	}
 	size := shmLayoutSize(int(ringBytes))
+	// The server maps memory its client could otherwise shrink under it (a SIGBUS that would kill
+	// the server): only a memfd sealed against shrinking is accepted. Seals never come off, so
+	// the size checked below holds for as long as the mapping lives.
+	seals, err := unix.FcntlInt(uintptr(fds[0]), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return nil, errors.New("shm handshake: the ring file is not a memfd sealed against shrinking (F_SEAL_SHRINK)")
+	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fds[0], &st); err != nil {
 		return nil, fmt.Errorf("shm handshake: %w", err)

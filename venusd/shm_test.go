@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -36,12 +35,11 @@ func sendHello(t *testing.T, name string, magic uint32, ring uint64, fileSize in
 	binary.LittleEndian.PutUint64(hello[8:], ring)
 	var oob []byte
 	if withFile {
-		f, err := os.CreateTemp(t.TempDir(), "ring")
+		f, err := newSealedFile(int(fileSize))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		f.Truncate(fileSize)
 		oob = syscall.UnixRights(int(f.Fd()))
 	}
 	if _, _, err := uc.(*net.UnixConn).WriteMsgUnix(hello[:], oob, nil); err != nil {

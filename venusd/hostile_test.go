@@ -1,0 +1,141 @@
+package venusd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The attacks of a hostile user (docs/reliability.md, rows H1-H5).
+
+// shmHandshake hands f to the shm server named name as a client would and reports whether the
+// server acked. The returned connection is the control socket (closing it ends the client).
+func shmHandshake(t *testing.T, name string, f *os.File, ringBytes int) (*net.UnixConn, bool) {
+	t.Helper()
+	nc, err := net.Dial("unix", shmSocketName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc := nc.(*net.UnixConn)
+	t.Cleanup(func() { uc.Close() })
+	var hello [16]byte
+	binary.LittleEndian.PutUint32(hello[0:], shmMagic)
+	binary.LittleEndian.PutUint32(hello[4:], shmVersion)
+	binary.LittleEndian.PutUint64(hello[8:], uint64(ringBytes))
+	if _, _, err := uc.WriteMsgUnix(hello[:], syscall.UnixRights(int(f.Fd())), nil); err != nil {
+		t.Fatal(err)
+	}
+	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var ack [1]byte
+	_, err = io.ReadFull(uc, ack[:])
+	return uc, err == nil && ack[0] == 'K'
+}
+
+// ringFile makes a shm file with a valid header, sealed or not, and its mapping (the caller
+// unmaps it).
+func ringFile(t *testing.T, ringBytes int, sealed bool) (*os.File, []byte) {
+	t.Helper()
+	size := shmLayoutSize(ringBytes)
+	var f *os.File
+	var err error
+	if sealed {
+		f, err = newSealedFile(size)
+	} else {
+		// What the client made before: a file in /dev/shm, or a memfd without seals.
+		var fd int
+		fd, err = unix.MemfdCreate("hostile", unix.MFD_CLOEXEC)
+		f = os.NewFile(uintptr(fd), "hostile")
+		if err == nil {
+			err = f.Truncate(int64(size))
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(mem[0:], shmMagic)
+	binary.LittleEndian.PutUint32(mem[4:], shmVersion)
+	binary.LittleEndian.PutUint64(mem[8:], uint64(ringBytes))
+	return f, mem
+}
+
+// H1: a client shrinks the shared file it handed over, after the handshake, so that the
+// server's next touch of the ring faults (SIGBUS killed the whole server). The server now only
+// maps a memfd sealed against shrinking: an unsealed file is refused at the handshake, and the
+// shrink of a sealed one fails. Meanwhile another client's run is not disturbed.
+func TestHostileShmShrink(t *testing.T) {
+	addr := listenAddr(t, "shm")
+	name := strings.TrimPrefix(addr, "shm:///")
+	s := startServer(t, ServerConfig{Listen: addr, Getenv: noEnv})
+
+	// A normal client runs all along.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var res *Result
+	var runErr error
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res, runErr = RunWorkload(ctx, ClientConfig{Connect: addr, Workload: "llm", LLM: smallLLM(40), Getenv: noEnv})
+		close(stop)
+	}()
+
+	ring := shmMinRing
+	for i := 0; ; i++ {
+		// The attack as it was: an unsealed file, shrunk once the server has it mapped.
+		f, fmem := ringFile(t, ring, false)
+		if _, ok := shmHandshake(t, name, f, ring); ok {
+			f.Truncate(0)
+			t.Fatal("the server mapped a ring file that its client can shrink")
+		}
+		f.Truncate(0)
+		syscall.Munmap(fmem)
+		// The same with a sealed file: the handshake succeeds, the shrink fails.
+		g, mem := ringFile(t, ring, true)
+		uc, ok := shmHandshake(t, name, g, ring)
+		if !ok {
+			t.Fatal("a sealed ring file was refused")
+		}
+		if err := g.Truncate(0); !errors.Is(err, syscall.EPERM) {
+			t.Fatalf("shrinking a sealed ring file: %v, want EPERM", err)
+		}
+		if err := unix.Fallocate(int(g.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, int64(len(mem))); err != nil && !errors.Is(err, syscall.EPERM) {
+			t.Logf("punching a hole: %v", err)
+		}
+		// Make the server touch the whole ring: a frame header that claims the ring is full.
+		c := newShmConn(mem, ring, true, uc, 0, "hostile", addr)
+		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), uint32(ring)))
+		c.Write(make([]byte, ring/2))
+		c.Close()
+		select {
+		case <-stop:
+		default:
+			if i < 200 {
+				continue
+			}
+		}
+		break
+	}
+	wg.Wait()
+	if runErr != nil || !res.ChecksumOK {
+		t.Fatalf("the normal client's run beside the attack: %v", runErr)
+	}
+	pingOnce(t, addr)
+	waitIdle(t, s)
+}
