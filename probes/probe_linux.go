@@ -29,7 +29,7 @@ type Probe struct {
 	cfg    Config
 	objs   recordObjects
 	links  []link.Link
-	names  []string
+	hooks  []string // section names of the attached programs ("fentry/sock_read_iter")
 	reader *ringbuf.Reader
 	stats  io.Closer // BPF_ENABLE_STATS descriptor while a statistics window is open
 
@@ -90,25 +90,15 @@ func Open(cfg Config) (*Probe, error) {
 	}
 	// Statistics first, so that the programs' run time counts from their first run.
 	p.statsOK = p.openStats() == nil
-	progs := []struct {
-		name string
-		prog *ebpf.Program
-	}{
-		{"perflab_enter", p.objs.PerflabEnter},
-		{"perflab_send", p.objs.PerflabSend},
-		{"perflab_recv", p.objs.PerflabRecv},
-		{"perflab_exit", p.objs.PerflabExit},
-		{"perflab_fork", p.objs.PerflabFork},
-		{"perflab_pexit", p.objs.PerflabPexit},
-	}
-	for _, pr := range progs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: pr.prog, AttachType: ebpf.AttachTraceRawTp})
+	for _, pr := range p.programs() {
+		ps := spec.Programs[pr.name]
+		l, err := link.AttachTracing(link.TracingOptions{Program: pr.prog, AttachType: ps.AttachType})
 		if err != nil {
 			p.Close()
-			return nil, fmt.Errorf("attach %s: %w", pr.name, err)
+			return nil, fmt.Errorf("attach %s to %s: %w", pr.name, ps.SectionName, err)
 		}
 		p.links = append(p.links, l)
-		p.names = append(p.names, pr.name)
+		p.hooks = append(p.hooks, ps.SectionName)
 	}
 	p.reader, err = ringbuf.NewReader(p.objs.PerflabEvents)
 	if err != nil {
@@ -118,12 +108,26 @@ func Open(cfg Config) (*Probe, error) {
 	return p, nil
 }
 
-// Probes names the attached programs and their hooks, for trace metadata.
-func (p *Probe) Probes() []string {
-	return []string{
-		"tp_btf/sys_enter", "tp_btf/sock_send_length", "tp_btf/sock_recv_length",
-		"tp_btf/sys_exit", "tp_btf/sched_process_fork", "tp_btf/sched_process_exit",
+// namedProg is one of the probe's programs.
+type namedProg struct {
+	name string // as in bpf/record.bpf.c
+	prog *ebpf.Program
+}
+
+// programs lists the probe's programs in attach order: the process tracking first, then the
+// start-time hooks, then the socket hooks that emit records.
+func (p *Probe) programs() []namedProg {
+	o := &p.objs
+	return []namedProg{
+		{"perflab_fork", o.PerflabFork}, {"perflab_pexit", o.PerflabPexit},
+		{"perflab_switch", o.PerflabSwitch}, {"perflab_tcpsend", o.PerflabTcpsend},
+		{"perflab_send", o.PerflabSend}, {"perflab_recv", o.PerflabRecv},
 	}
+}
+
+// Probes names the attached programs' hooks, for trace metadata.
+func (p *Probe) Probes() []string {
+	return append([]string(nil), p.hooks...)
 }
 
 // AddPID makes process pid (all its threads, and the children it forks from now on) a target.
@@ -431,19 +435,21 @@ func (p *Probe) Stats() map[string]int64 {
 		return st
 	}
 	var total time.Duration
-	var runs uint64
-	progs := []*ebpf.Program{p.objs.PerflabEnter, p.objs.PerflabSend, p.objs.PerflabRecv,
-		p.objs.PerflabExit, p.objs.PerflabFork, p.objs.PerflabPexit}
-	for i, pr := range progs {
-		s, err := pr.Stats()
+	var runs, misses uint64
+	for _, pr := range p.programs() {
+		s, err := pr.prog.Stats()
 		if err != nil {
 			continue
 		}
-		name := strings.TrimPrefix(p.names[i], ProgramPrefix)
+		name := strings.TrimPrefix(pr.name, ProgramPrefix)
 		st["probe_"+name+"_runs"] = int64(s.RunCount)
 		st["probe_"+name+"_ns"] = int64(s.Runtime)
 		total += s.Runtime
 		runs += s.RunCount
+		misses += s.RecursionMisses
+	}
+	if misses > 0 {
+		st["probe_recursion_misses"] = int64(misses)
 	}
 	st["probe_runs"] = int64(runs)
 	st["probe_run_ns"] = int64(total)

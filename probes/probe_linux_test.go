@@ -340,9 +340,8 @@ func holdProbes() error {
 	if err != nil {
 		return err
 	}
-	for _, pr := range []*ebpf.Program{p.objs.PerflabEnter, p.objs.PerflabSend, p.objs.PerflabRecv,
-		p.objs.PerflabExit, p.objs.PerflabFork, p.objs.PerflabPexit} {
-		info, err := pr.Info()
+	for _, np := range p.programs() {
+		info, err := np.prog.Info()
 		if err != nil {
 			return err
 		}

@@ -51,48 +51,51 @@ type recordEvent struct {
 	Pad        uint32
 }
 
-type recordInflight struct {
+type recordTask struct {
 	_           structs.HostLayout
-	Ts          uint64
-	Buf         uint64
-	Cnt         uint64
-	Cookie      uint64
-	Bytes       uint64
-	Fd          uint32
-	Family      uint16
-	Op          uint8
-	Sock        uint8
-	Nmsgs       uint16
-	_           [6]byte
-	KnownCookie uint64
+	SendTs      uint64
+	BlockTs     uint64
+	BlockFd     uint32
+	BlockNr     uint32
+	CurCookie   uint64
+	CurFamily   uint16
+	MmFamily    uint16
+	MmFd        uint32
+	MmBuf       uint64
+	MmStart     uint64
+	MmBytes     uint64
+	MmFirst     uint64
+	MmCookie    uint64
+	MmIdx       uint16
+	MmOp        uint8
+	_           [1]byte
 	KnownFamily uint16
-	_           [6]byte
-}
-
-type recordScratch struct {
-	_       structs.HostLayout
-	Ev      recordEvent
-	Payload [1024]uint8
+	_           [2]byte
+	KnownCookie uint64
+	Out         struct {
+		_       structs.HostLayout
+		Ev      recordEvent
+		Payload [1024]uint8
+	}
+	Conn recordConn
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	recordMapPerflabConnbuf  = "perflab_connbuf"
 	recordMapPerflabConns    = "perflab_conns"
 	recordMapPerflabCounts   = "perflab_counts"
 	recordMapPerflabEvents   = "perflab_events"
-	recordMapPerflabInflight = "perflab_inflight"
-	recordMapPerflabScratch  = "perflab_scratch"
 	recordMapPerflabSpawners = "perflab_spawners"
 	recordMapPerflabTargets  = "perflab_targets"
-	recordProgPerflabEnter   = "perflab_enter"
-	recordProgPerflabExit    = "perflab_exit"
+	recordMapPerflabTasks    = "perflab_tasks"
 	recordProgPerflabFork    = "perflab_fork"
 	recordProgPerflabPexit   = "perflab_pexit"
 	recordProgPerflabRecv    = "perflab_recv"
 	recordProgPerflabSend    = "perflab_send"
+	recordProgPerflabSwitch  = "perflab_switch"
+	recordProgPerflabTcpsend = "perflab_tcpsend"
 	recordVarPayloadBytes    = "payload_bytes"
 	recordVarWakeupBytes     = "wakeup_bytes"
 )
@@ -139,26 +142,24 @@ type recordSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type recordProgramSpecs struct {
-	PerflabEnter *ebpf.ProgramSpec `ebpf:"perflab_enter"`
-	PerflabExit  *ebpf.ProgramSpec `ebpf:"perflab_exit"`
-	PerflabFork  *ebpf.ProgramSpec `ebpf:"perflab_fork"`
-	PerflabPexit *ebpf.ProgramSpec `ebpf:"perflab_pexit"`
-	PerflabRecv  *ebpf.ProgramSpec `ebpf:"perflab_recv"`
-	PerflabSend  *ebpf.ProgramSpec `ebpf:"perflab_send"`
+	PerflabFork    *ebpf.ProgramSpec `ebpf:"perflab_fork"`
+	PerflabPexit   *ebpf.ProgramSpec `ebpf:"perflab_pexit"`
+	PerflabRecv    *ebpf.ProgramSpec `ebpf:"perflab_recv"`
+	PerflabSend    *ebpf.ProgramSpec `ebpf:"perflab_send"`
+	PerflabSwitch  *ebpf.ProgramSpec `ebpf:"perflab_switch"`
+	PerflabTcpsend *ebpf.ProgramSpec `ebpf:"perflab_tcpsend"`
 }
 
 // recordMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type recordMapSpecs struct {
-	PerflabConnbuf  *ebpf.MapSpec `ebpf:"perflab_connbuf"`
 	PerflabConns    *ebpf.MapSpec `ebpf:"perflab_conns"`
 	PerflabCounts   *ebpf.MapSpec `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.MapSpec `ebpf:"perflab_events"`
-	PerflabInflight *ebpf.MapSpec `ebpf:"perflab_inflight"`
-	PerflabScratch  *ebpf.MapSpec `ebpf:"perflab_scratch"`
 	PerflabSpawners *ebpf.MapSpec `ebpf:"perflab_spawners"`
 	PerflabTargets  *ebpf.MapSpec `ebpf:"perflab_targets"`
+	PerflabTasks    *ebpf.MapSpec `ebpf:"perflab_tasks"`
 }
 
 // recordVariableSpecs contains global variables before they are loaded into the kernel.
@@ -189,26 +190,22 @@ func (o *recordObjects) Close() error {
 //
 // It can be passed to loadRecordObjects or ebpf.CollectionSpec.LoadAndAssign.
 type recordMaps struct {
-	PerflabConnbuf  *ebpf.Map `ebpf:"perflab_connbuf"`
 	PerflabConns    *ebpf.Map `ebpf:"perflab_conns"`
 	PerflabCounts   *ebpf.Map `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.Map `ebpf:"perflab_events"`
-	PerflabInflight *ebpf.Map `ebpf:"perflab_inflight"`
-	PerflabScratch  *ebpf.Map `ebpf:"perflab_scratch"`
 	PerflabSpawners *ebpf.Map `ebpf:"perflab_spawners"`
 	PerflabTargets  *ebpf.Map `ebpf:"perflab_targets"`
+	PerflabTasks    *ebpf.Map `ebpf:"perflab_tasks"`
 }
 
 func (m *recordMaps) Close() error {
 	return _RecordClose(
-		m.PerflabConnbuf,
 		m.PerflabConns,
 		m.PerflabCounts,
 		m.PerflabEvents,
-		m.PerflabInflight,
-		m.PerflabScratch,
 		m.PerflabSpawners,
 		m.PerflabTargets,
+		m.PerflabTasks,
 	)
 }
 
@@ -224,22 +221,22 @@ type recordVariables struct {
 //
 // It can be passed to loadRecordObjects or ebpf.CollectionSpec.LoadAndAssign.
 type recordPrograms struct {
-	PerflabEnter *ebpf.Program `ebpf:"perflab_enter"`
-	PerflabExit  *ebpf.Program `ebpf:"perflab_exit"`
-	PerflabFork  *ebpf.Program `ebpf:"perflab_fork"`
-	PerflabPexit *ebpf.Program `ebpf:"perflab_pexit"`
-	PerflabRecv  *ebpf.Program `ebpf:"perflab_recv"`
-	PerflabSend  *ebpf.Program `ebpf:"perflab_send"`
+	PerflabFork    *ebpf.Program `ebpf:"perflab_fork"`
+	PerflabPexit   *ebpf.Program `ebpf:"perflab_pexit"`
+	PerflabRecv    *ebpf.Program `ebpf:"perflab_recv"`
+	PerflabSend    *ebpf.Program `ebpf:"perflab_send"`
+	PerflabSwitch  *ebpf.Program `ebpf:"perflab_switch"`
+	PerflabTcpsend *ebpf.Program `ebpf:"perflab_tcpsend"`
 }
 
 func (p *recordPrograms) Close() error {
 	return _RecordClose(
-		p.PerflabEnter,
-		p.PerflabExit,
 		p.PerflabFork,
 		p.PerflabPexit,
 		p.PerflabRecv,
 		p.PerflabSend,
+		p.PerflabSwitch,
+		p.PerflabTcpsend,
 	)
 }
 

@@ -2,22 +2,38 @@
 
 // record.bpf.c: perflab's socket message probe.
 //
-// One event per send/recv-family system call that touched a socket in a target process:
+// One event per send/recv-family system call that moved data through a socket in a target
+// process. Every hook is a BTF tracepoint that fires only on socket work or on a context
+// switch, so a process that is not recorded pays nothing on its other system calls: a raw
+// sys_enter/sys_exit hook (and even a single per-system-call tracepoint) switches every system
+// call of every process onto the kernel's slow path, and fentry/fexit need BPF trampolines,
+// which some kernels refuse.
 //
-//   raw_syscalls:sys_enter    note the call (op, fd, buffer or iovec pointer, entry time) in the
-//                             calling task's local storage, for target processes only;
-//   sock:sock_send_length /   the call reached a socket: mark it, take the socket's cookie, sum
-//   sock:sock_recv_length     the bytes of each message (sendmmsg/recvmmsg move several), and
-//                             announce the socket's identity once per cookie;
-//   raw_syscalls:sys_exit     if the call hit a socket, emit one record with the result and the
-//                             first bytes of the data (read from the caller's buffers: for a send
-//                             the bytes the kernel took, for a receive the bytes it delivered).
+//   sock:sock_send_length /   a socket moved a message (or failed to). The target test comes
+//   sock:sock_recv_length     first: a thread of a target process has task local storage; a
+//                             thread without one is looked up in perflab_targets. Which system
+//                             call this is, and its fd and buffer, come from the task's system
+//                             call registers; only the ten calls of enum op count (not
+//                             io_uring, splice or sendfile). The record is emitted here, with
+//                             the first bytes of the data, still in the caller's buffers (for a
+//                             send the bytes the kernel took, for a receive the bytes it
+//                             delivered).
+//   tcp:tcp_sendmsg_locked    a TCP send started: the event's start time;
+//   sched:sched_switch        a target thread went to sleep inside a send or receive: the
+//                             event's start time (the wait is part of the call);
+//   sched:sched_process_fork  the children of target processes become targets; exited
+//   sched:sched_process_exit  processes leave the map.
 //
-// read/write/readv/writev on anything that is not a socket never fire the sock tracepoints and
-// are dropped at exit without a record. Records go out through a ring buffer without a wakeup
-// (BPF_RB_NO_WAKEUP): user space drains it on a short timer, and a record that finds the ring
-// more than wakeup_bytes full forces a wakeup. A record that cannot be written is counted in
-// the per-CPU "lost" counters.
+// A call that neither blocked nor was a TCP send starts, as far as the probe can tell, when the
+// socket has moved its bytes: its duration is 0. A thread's first call has no start time
+// either (its storage is created then). sendmmsg and recvmmsg move several messages, each seen
+// by the socket tracepoints; their record is emitted at the last one (the vlen-th message, or
+// the failed attempt after the last message that ends a short batch), one record per call as
+// for the others.
+//
+// Records go out through a ring buffer without a wakeup (BPF_RB_NO_WAKEUP): user space drains
+// it on a short timer, and a record that finds the ring more than wakeup_bytes full forces a
+// wakeup. A record that cannot be written is counted in the per-CPU "lost" counters.
 
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -101,29 +117,40 @@ struct conn {
 	char rpath[UNIX_PATH];
 };
 
-// inflight is the state of the calling task's current system call.
-struct inflight {
-	__u64 ts;
-	__u64 buf;   // buffer, iovec array, msghdr or mmsghdr array (by op)
-	__u64 cnt;   // iovcnt for readv/writev
-	__u64 cookie;
-	__u64 bytes; // sum of the bytes of each message seen at the sock tracepoints
-	__u32 fd;
-	__u16 family;
-	__u8 op;
-	__u8 sock;
-	__u16 nmsgs;
-	// Kept across calls: the last socket this task used whose identity is known to be sent,
-	// so that a thread talking on one socket skips the perflab_conns lookup.
-	__u64 known_cookie;
-	__u16 known_family;
-};
-
-// Programs on tracepoints run with preemption disabled, so a per-CPU scratch buffer is never
-// shared by two runs at once.
+// scratch is where an event record is put together before it is copied to the ring.
 struct scratch {
 	struct event ev;
 	__u8 payload[4 * MAX_PAYLOAD]; // room for an offset < 256 plus a masked length < 512
+};
+
+// task is the state of one thread of a target process, in its task local storage. It also
+// holds the thread's scratch space: tracepoint programs may be preempted on a fully
+// preemptible kernel, so a per-CPU buffer could be overwritten by another task's run on the
+// same CPU; a task's own storage cannot.
+struct task {
+	__u64 send_ts;  // start of the current TCP send, 0 when none
+	__u64 block_ts; // when the thread went to sleep in its current call, 0 when it did not
+	__u32 block_fd; // that call's fd
+	__u32 block_nr; // and system call number
+	// The socket of the record being put together.
+	__u64 cur_cookie;
+	__u16 cur_family;
+	// A sendmmsg/recvmmsg batch being summed.
+	__u16 mm_family;
+	__u32 mm_fd;
+	__u64 mm_buf; // the mmsghdr array, 0 when no batch is open
+	__u64 mm_start;
+	__u64 mm_bytes;
+	__u64 mm_first; // bytes of the first message
+	__u64 mm_cookie;
+	__u16 mm_idx;   // messages seen
+	__u8 mm_op;
+	// Kept across calls: the last socket this thread used whose identity is known to be sent,
+	// so that a thread talking on one socket skips the perflab_conns lookup.
+	__u16 known_family;
+	__u64 known_cookie;
+	struct scratch out;
+	struct conn conn;
 };
 
 struct iovec_u {
@@ -168,8 +195,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct inflight);
-} perflab_inflight SEC(".maps");
+	__type(value, struct task);
+} perflab_tasks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -177,20 +204,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } perflab_counts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} perflab_scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct conn);
-} perflab_connbuf SEC(".maps");
 
 static __always_inline void count(__u32 slot)
 {
@@ -240,30 +253,9 @@ static __always_inline bool is_send(__u8 op)
 	       op == OP_WRITEV;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(perflab_enter, struct pt_regs *regs, long id)
+static __always_inline struct pt_regs *regs_of(struct task_struct *task)
 {
-	__u8 op = op_of(id);
-	if (op == OP_NONE)
-		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&perflab_targets, &tgid))
-		return 0;
-	struct inflight *f = bpf_task_storage_get(&perflab_inflight, bpf_get_current_task_btf(), 0,
-						  BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!f)
-		return 0;
-	f->ts = bpf_ktime_get_ns();
-	f->fd = (__u32)regs->di;
-	f->buf = regs->si;
-	f->cnt = regs->dx;
-	f->cookie = 0;
-	f->bytes = 0;
-	f->family = 0;
-	f->nmsgs = 0;
-	f->sock = 0;
-	f->op = op;
-	return 0;
+	return (struct pt_regs *)bpf_task_pt_regs(task);
 }
 
 static __always_inline void copy_unix_path(struct sock *sk, char *dst, __u16 *len)
@@ -283,14 +275,11 @@ static __always_inline void copy_unix_path(struct sock *sk, char *dst, __u16 *le
 
 // announce sends the identity of sk once per cookie. It returns whether the identity has been
 // sent (now or before).
-static __always_inline bool announce(struct sock *sk, __u64 cookie, __u64 now)
+static __always_inline bool announce(struct task *t, struct sock *sk, __u64 cookie, __u64 now)
 {
 	if (bpf_map_lookup_elem(&perflab_conns, &cookie))
 		return true;
-	__u32 zero = 0;
-	struct conn *c = bpf_map_lookup_elem(&perflab_connbuf, &zero);
-	if (!c)
-		return false;
+	struct conn *c = &t->conn;
 	__builtin_memset(c, 0, sizeof(*c));
 	c->kind = KIND_CONN;
 	c->cookie = cookie;
@@ -326,44 +315,6 @@ static __always_inline bool announce(struct sock *sk, __u64 cookie, __u64 now)
 	return true;
 }
 
-static __always_inline int on_sock(struct sock *sk, int ret, bool send)
-{
-	struct inflight *f = bpf_task_storage_get(&perflab_inflight, bpf_get_current_task_btf(), 0, 0);
-	if (!f || f->op == OP_NONE || is_send(f->op) != send)
-		return 0;
-	if (!f->sock) {
-		__u64 cookie = bpf_get_socket_cookie(sk);
-		f->sock = 1;
-		f->cookie = cookie;
-		if (cookie == f->known_cookie) {
-			f->family = f->known_family;
-		} else {
-			f->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-			if (announce(sk, cookie, f->ts)) {
-				f->known_cookie = cookie;
-				f->known_family = f->family;
-			}
-		}
-	}
-	if (ret > 0) {
-		f->bytes += ret;
-		f->nmsgs++;
-	}
-	return 0;
-}
-
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(perflab_send, struct sock *sk, int ret, int flags)
-{
-	return on_sock(sk, ret, true);
-}
-
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(perflab_recv, struct sock *sk, int ret, int flags)
-{
-	return on_sock(sk, ret, false);
-}
-
 // copy_iov copies up to want bytes from an iovec array into dst, returning the bytes copied.
 static __always_inline __u32 copy_iov(__u8 *dst, __u64 iov, __u64 cnt, __u32 want)
 {
@@ -389,68 +340,30 @@ static __always_inline __u32 copy_iov(__u8 *dst, __u64 iov, __u64 cnt, __u32 wan
 	return off;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(perflab_exit, struct pt_regs *regs, long ret)
+// emit writes the event record put together in t->out.ev, with the first bytes of its data:
+// first is the length of the first message, buf and cnt the call's buffer arguments.
+static __noinline int emit(struct task *t, __u64 buf, __u64 cnt, __u64 first)
 {
-	__u8 op = op_of(regs->orig_ax);
-	if (op == OP_NONE)
+	if (!t)
 		return 0;
-	struct inflight *f = bpf_task_storage_get(&perflab_inflight, bpf_get_current_task_btf(), 0, 0);
-	if (!f || f->op != op)
-		return 0;
-	f->op = OP_NONE;
-	if (!f->sock)
-		return 0;
-
 	count(CNT_EVENTS);
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&perflab_scratch, &zero);
-	if (!s)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct event *e = &s->ev;
-	e->kind = KIND_EVENT;
-	e->op = op;
-	e->family = f->family;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->ts = f->ts;
-	e->dur = now - f->ts;
-	e->cookie = f->cookie;
-	e->fd = f->fd;
-	e->_pad = 0;
-	e->nmsgs = 1;
-	e->ret = ret;
-
-	// Bytes and the length of the first message.
-	__u64 first = ret > 0 ? ret : 0;
-	__u64 iov = 0, cnt = 0;
+	struct scratch *s = &t->out;
+	__u8 op = s->ev.op;
+	__u64 iov = 0;
 	switch (op) {
 	case OP_SENDMMSG:
-	case OP_RECVMMSG: {
-		e->nmsgs = ret > 0 ? ret : 0;
-		if (ret >= 0)
-			e->ret = f->bytes;
-		__u32 len0 = 0;
-		bpf_probe_read_user(&len0, sizeof(len0), (void *)(f->buf + 56)); // mmsghdr[0].msg_len
-		first = ret > 0 ? len0 : 0;
-		bpf_probe_read_user(&iov, sizeof(iov), (void *)(f->buf + 16)); // msg_hdr.msg_iov
-		bpf_probe_read_user(&cnt, sizeof(cnt), (void *)(f->buf + 24)); // msg_hdr.msg_iovlen
-		break;
-	}
+	case OP_RECVMMSG:
 	case OP_SENDMSG:
 	case OP_RECVMSG:
-		bpf_probe_read_user(&iov, sizeof(iov), (void *)(f->buf + 16));
-		bpf_probe_read_user(&cnt, sizeof(cnt), (void *)(f->buf + 24));
+		// The first (user_)msghdr: msg_iov at 16, msg_iovlen at 24.
+		bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + 16));
+		bpf_probe_read_user(&cnt, sizeof(cnt), (void *)(buf + 24));
 		break;
 	case OP_READV:
 	case OP_WRITEV:
-		iov = f->buf;
-		cnt = f->cnt;
+		iov = buf;
 		break;
 	}
-
 	__u32 want = payload_bytes;
 	if (want > MAX_PAYLOAD)
 		want = MAX_PAYLOAD;
@@ -458,10 +371,10 @@ int BPF_PROG(perflab_exit, struct pt_regs *regs, long ret)
 		want = first;
 	__u32 got = 0;
 	if (want > 0) {
-		if (iov == 0 && cnt == 0 && (op == OP_READ || op == OP_WRITE || op == OP_SENDTO || op == OP_RECVFROM)) {
+		if (op == OP_READ || op == OP_WRITE || op == OP_SENDTO || op == OP_RECVFROM) {
 			__u64 sz = want;
 			asm volatile("%0 &= 0x1ff" : "+r"(sz));
-			if (bpf_probe_read_user(s->payload, sz, (void *)f->buf) == 0)
+			if (bpf_probe_read_user(s->payload, sz, (void *)buf) == 0)
 				got = want;
 		} else {
 			got = copy_iov(s->payload, iov, cnt, want);
@@ -469,12 +382,180 @@ int BPF_PROG(perflab_exit, struct pt_regs *regs, long ret)
 	}
 	if (got > MAX_PAYLOAD)
 		got = MAX_PAYLOAD;
-	e->payload_len = got;
+	s->ev.payload_len = got;
 	__u64 size = got;
 	asm volatile("%0 &= 0x1ff" : "+r"(size));
-
 	if (bpf_ringbuf_output(&perflab_events, s, sizeof(struct event) + size, ring_flags()) != 0)
 		count(CNT_LOST_EVENTS);
+	return 0;
+}
+
+// set_event fills the fixed part of t's event record.
+static __always_inline void set_event(struct task *t, __u8 op, __u64 start, __u64 end, __s64 ret,
+				      __u16 nmsgs, __u32 fd)
+{
+	struct event *e = &t->out.ev;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	e->kind = KIND_EVENT;
+	e->op = op;
+	e->family = t->cur_family;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->ts = start;
+	e->dur = end - start;
+	e->cookie = t->cur_cookie;
+	e->fd = fd;
+	e->_pad = 0;
+	e->nmsgs = nmsgs;
+	e->ret = ret;
+}
+
+// flush_mm emits the sendmmsg/recvmmsg record being summed, if any.
+static __always_inline int flush_mm(struct task *t, __u64 now)
+{
+	if (!t->mm_buf)
+		return 0;
+	__u64 buf = t->mm_buf;
+	t->mm_buf = 0;
+	t->cur_cookie = t->mm_cookie;
+	t->cur_family = t->mm_family;
+	set_event(t, t->mm_op, t->mm_start, now, t->mm_bytes, t->mm_idx, t->mm_fd);
+	return emit(t, buf, 0, t->mm_first);
+}
+
+// task_of returns the calling thread's state when it belongs to a target process. Threads of
+// target processes get their storage at their first socket message; any other thread costs
+// one lookup in perflab_targets.
+static __always_inline struct task *task_of(struct task_struct *cur)
+{
+	struct task *t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
+	if (t)
+		return t;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&perflab_targets, &tgid))
+		return 0;
+	return bpf_task_storage_get(&perflab_tasks, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline int on_sock(struct sock *sk, int ret, bool send)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task *t = task_of(cur);
+	if (!t)
+		return 0;
+	__u64 send_ts = t->send_ts, block_ts = t->block_ts;
+	__u32 block_nr = t->block_nr, block_fd = t->block_fd;
+	t->send_ts = 0;
+	t->block_ts = 0;
+	struct pt_regs *regs = regs_of(cur);
+	if (!regs)
+		return 0;
+	long nr = regs->orig_ax;
+	__u8 op = op_of(nr);
+	if (op == OP_NONE || is_send(op) != send)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 fd = regs->di;
+	__u64 buf = regs->si, cnt = regs->dx;
+
+	__u64 start = now;
+	if (block_ts && block_nr == nr && block_fd == fd && block_ts <= now)
+		start = block_ts;
+	if (send_ts && send_ts < start)
+		start = send_ts;
+
+	if (t->mm_buf && (t->mm_op != op || t->mm_buf != buf))
+		flush_mm(t, now); // a batch that ended without its end being seen
+
+	__u64 cookie = bpf_get_socket_cookie(sk);
+	__u16 family;
+	if (cookie == t->known_cookie) {
+		family = t->known_family;
+	} else {
+		family = BPF_CORE_READ(sk, __sk_common.skc_family);
+		if (announce(t, sk, cookie, start)) {
+			t->known_cookie = cookie;
+			t->known_family = family;
+		}
+	}
+
+	if (op != OP_SENDMMSG && op != OP_RECVMMSG) {
+		t->cur_cookie = cookie;
+		t->cur_family = family;
+		set_event(t, op, start, now, ret, 1, fd);
+		return emit(t, buf, cnt, ret > 0 ? ret : 0);
+	}
+
+	// sendmmsg/recvmmsg: sum the batch's messages.
+	if (!t->mm_buf) {
+		t->mm_buf = buf;
+		t->mm_op = op;
+		t->mm_idx = 0;
+		t->mm_start = start;
+		t->mm_bytes = 0;
+		t->mm_first = 0;
+		t->mm_fd = fd;
+		t->mm_cookie = cookie;
+		t->mm_family = family;
+	}
+	if (ret < 0) {
+		if (t->mm_idx > 0)
+			return flush_mm(t, now); // the attempt after the last message of a short batch
+		t->mm_buf = 0;
+		t->cur_cookie = cookie;
+		t->cur_family = family;
+		set_event(t, op, t->mm_start, now, ret, 0, fd);
+		return emit(t, buf, cnt, 0);
+	}
+	if (t->mm_idx == 0)
+		t->mm_first = ret;
+	t->mm_bytes += ret;
+	t->mm_idx++;
+	__u64 vlen = cnt < 1024 ? cnt : 1024; // the kernel caps vlen at UIO_MAXIOV
+	if (t->mm_idx >= vlen)
+		return flush_mm(t, now);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(perflab_send, struct sock *sk, int ret, int flags)
+{
+	return on_sock(sk, ret, true);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(perflab_recv, struct sock *sk, int ret, int flags)
+{
+	return on_sock(sk, ret, false);
+}
+
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(perflab_tcpsend, struct sock *sk, void *msg, void *skb, int size_goal)
+{
+	struct task *t = bpf_task_storage_get(&perflab_tasks, bpf_get_current_task_btf(), 0, 0);
+	if (t && !t->send_ts)
+		t->send_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(perflab_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (preempt || prev_state == 0)
+		return 0; // still runnable: not waiting
+	struct task *t = bpf_task_storage_get(&perflab_tasks, prev, 0, 0);
+	if (!t || t->block_ts)
+		return 0;
+	struct pt_regs *regs = regs_of(prev);
+	if (!regs)
+		return 0;
+	long nr = regs->orig_ax;
+	if (op_of(nr) == OP_NONE)
+		return 0;
+	t->block_ts = bpf_ktime_get_ns();
+	t->block_nr = nr;
+	t->block_fd = regs->di;
 	return 0;
 }
 
