@@ -34,16 +34,29 @@ type MetricChange struct {
 	After  float64 `json:"after"`
 	// Change is after/before − 1 (0.25 = +25%); +Inf is reported as null.
 	Change *float64 `json:"change"`
-	// CILow and CIHigh bound after/before − 1 at DefaultConfidence (bootstrap of the ratio of
-	// medians, or of the metric's quantile), when there are samples.
+	// CILow and CIHigh bound after/before − 1 at CILevel: a bootstrap of the metric's quantile
+	// (or mean token time) for per-message samples, the interval of the U test (ratios of run
+	// values) for runs.
 	CILow  *float64 `json:"ci_low,omitempty"`
 	CIHigh *float64 `json:"ci_high,omitempty"`
-	// PValue is the two-sided Mann-Whitney U p-value, null when there was nothing to test.
-	PValue  *float64 `json:"p_value"`
-	Verdict string   `json:"verdict"` // "better", "worse", "~"
-	N       [2]int   `json:"n"`       // samples before and after
-	Basis   string   `json:"basis"`   // what the samples are: "messages", "tokens", "runs", "counts", "none"
-	Note    string   `json:"note,omitempty"`
+	// CILevel is the interval's confidence, 1 − alpha.
+	CILevel float64 `json:"ci_level,omitempty"`
+	// PValue is the two-sided p-value of Test, null when nothing was tested.
+	PValue *float64 `json:"p_value"`
+	// Verdict comes from the same test as PValue: "better" or "worse" when p < alpha, or
+	// for an exact count that changed; else "~".
+	Verdict string `json:"verdict"` // "better", "worse", "~"
+	// VerdictNote says why there is no verdict when the samples are fewer than the test needs
+	// (MinN per side).
+	VerdictNote string `json:"verdict_note,omitempty"`
+	MinN        int    `json:"min_n,omitempty"`
+	N           [2]int `json:"n"`     // samples before and after
+	Basis       string `json:"basis"` // what the samples are: "messages", "tokens", "runs", "counts", "none"
+	// Test is what decided: "bootstrap" (of the metric's statistic, per-message or per-token
+	// samples), "mann-whitney" (two-sided U test of run values), "exact" (a count identical in
+	// every run of each side), "none".
+	Test string `json:"test"`
+	Note string `json:"note,omitempty"`
 }
 
 // ShapeChange is a change in the shape of a distribution: a mode's share or a tail.
@@ -209,77 +222,106 @@ func fptr(v float64) *float64 {
 
 func compareMetric(name string, before, after []Run, alpha float64) MetricChange {
 	mi := Info(name)
-	m := MetricChange{Name: name, Unit: mi.Unit, Better: "lower", Verdict: "~", Basis: "none"}
+	m := MetricChange{Name: name, Unit: mi.Unit, Better: "lower", Verdict: "~", Basis: "none", Test: "none"}
 	if mi.Higher {
 		m.Better = "higher"
 	}
 	bv, av := values(before, name), values(after, name)
 	m.Before, m.After = median(bv), median(av)
 	m.N = [2]int{len(bv), len(av)}
-	var x, y []float64 // the samples tested
-	if mi.Sample != "" {
-		x, y = pooled(before, mi.Sample), pooled(after, mi.Sample)
-	}
-	switch {
-	case len(x) >= 2 && len(y) >= 2:
-		m.Basis = "messages"
-		if name == MetricTokensPerS {
-			m.Basis = "tokens"
-		} else {
-			// The metric is the quantile of the pooled samples, so that value and interval agree.
-			m.Before, m.After = quantile(x, mi.Quantile), quantile(y, mi.Quantile)
-		}
-		m.N = [2]int{len(x), len(y)}
-	case len(bv) >= 2 && len(av) >= 2:
-		m.Basis = "runs"
-		x, y = bv, av
-	default:
-		x, y = nil, nil
-	}
-	m.Change = fptr(ratio(m.After, m.Before) - 1)
-	if x == nil {
-		if mi.Count {
-			m.Basis = "counts"
-			switch {
-			case m.After == m.Before:
-			case (m.After < m.Before) != mi.Higher:
-				m.Verdict = "better"
-			default:
-				m.Verdict = "worse"
-			}
-			m.Note = "exact counts of one run per side"
-		} else {
-			m.Note = "one run per side: no test (give traces or several runs)"
-		}
-		return m
-	}
-	_, p := MannWhitney(x, y, TwoSided)
-	m.PValue = fptr(p)
-	q := 0.5
-	if mi.Sample != "" && m.Basis != "runs" {
-		q = mi.Quantile
-	}
-	if m.Basis == "tokens" {
-		q = -1 // tokens/s is tokens over time: the ratio of mean token times
-	}
-	lo, hi := BootstrapRatio(x, y, q, DefaultConfidence)
-	if name == MetricTokensPerS && m.Basis == "tokens" {
-		// The samples are token times: tokens/s moves by the inverse ratio.
-		lo, hi = 1/hi, 1/lo
-	}
-	m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
-	ciExcludes := m.CILow == nil || m.CIHigh == nil || *m.CILow > 0 || *m.CIHigh < 0
-	if p < alpha && ciExcludes && m.After != m.Before {
-		if (m.After > m.Before) == mi.Higher {
+	setVerdict := func(afterLarger bool) {
+		if afterLarger == mi.Higher {
 			m.Verdict = "better"
 		} else {
 			m.Verdict = "worse"
 		}
 	}
-	if mi.Count && allEqual(x) && allEqual(y) && m.After != m.Before && m.Verdict == "~" {
-		m.Note = "exact counts, too few runs for a test"
+	if mi.Count && Exact(bv, mi.Whole) && Exact(av, mi.Whole) {
+		// An exact count has no spread to test: it changed by exactly what was measured.
+		m.Basis, m.Test = "counts", "exact"
+		m.Change = fptr(ratio(m.After, m.Before) - 1)
+		if m.After != m.Before {
+			setVerdict(m.After > m.Before)
+		}
+		m.Note = "exact count: the same in every run of each side, so it changed by exactly this (no test needed)"
+		return m
+	}
+	var x, y []float64 // per-message or per-token samples
+	if mi.Sample != "" {
+		x, y = pooled(before, mi.Sample), pooled(after, mi.Sample)
+	}
+	switch {
+	case len(x) > 0 && len(y) > 0:
+		m.Basis, m.Test = "messages", "bootstrap"
+		q := mi.Quantile
+		if name == MetricTokensPerS {
+			// tokens/s is tokens over time: the ratio of mean token times, inverted.
+			m.Basis, q = "tokens", -1
+		} else {
+			// The metric is the quantile of the pooled samples, so that value and interval agree.
+			m.Before, m.After = quantile(x, mi.Quantile), quantile(y, mi.Quantile)
+		}
+		m.N = [2]int{len(x), len(y)}
+		m.Change = fptr(ratio(m.After, m.Before) - 1)
+		need := bootstrapMinN(q)
+		if len(x) < need || len(y) < need {
+			m.MinN = need
+			m.VerdictNote = fmt.Sprintf("too few samples: a bootstrap of this statistic needs ≥ %d per side", need)
+			return m
+		}
+		lo, hi, p := BootstrapTest(x, y, q, alpha, TwoSided)
+		if name == MetricTokensPerS {
+			lo, hi = 1/hi, 1/lo // token times → tokens/s
+		}
+		m.PValue = fptr(p)
+		m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
+		m.CILevel = 1 - alpha
+		if p < alpha && m.Change != nil && *m.Change != 0 {
+			setVerdict(*m.Change > 0)
+		}
+	case len(bv) > 0 && len(av) > 0:
+		m.Basis, m.Test = "runs", "mann-whitney"
+		m.Change = fptr(ratio(m.After, m.Before) - 1)
+		if MinPValue(len(bv), len(av), TwoSided) >= alpha {
+			m.MinN = minRunsFor(alpha)
+			m.VerdictNote = fmt.Sprintf("too few runs: the U test needs ≥ %d runs per side to reach p < %g", m.MinN, alpha)
+			if len(bv) == 1 && len(av) == 1 {
+				m.VerdictNote += " (or traces, for per-message samples)"
+			}
+			return m
+		}
+		u, p := MannWhitney(bv, av, TwoSided)
+		m.PValue = fptr(p)
+		lo, hi := ShiftRatioCI(bv, av, alpha)
+		m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
+		m.CILevel = 1 - alpha
+		if p < alpha {
+			// U counts before > after pairs: above half of them, after is the smaller side.
+			setVerdict(u < float64(len(bv)*len(av))/2)
+		}
+	default:
+		m.Change = fptr(ratio(m.After, m.Before) - 1)
 	}
 	return m
+}
+
+// Exact reports whether a count is known exactly from v, the values of one side's runs: every
+// run gives the same value, and, a single run being no evidence of spread, whole (a count of
+// messages per unit that is a whole number, as it is when every unit has the same count).
+func Exact(v []float64, whole bool) bool {
+	if len(v) == 0 || !allEqual(v) {
+		return false
+	}
+	return len(v) > 1 || (whole && v[0] == math.Trunc(v[0]))
+}
+
+// minRunsFor returns the fewest runs per side with which a two-sided U test can reach p < alpha.
+func minRunsFor(alpha float64) int {
+	n := 1
+	for MinPValue(n, n, TwoSided) >= alpha && n < 100 {
+		n++
+	}
+	return n
 }
 
 func allEqual(v []float64) bool {

@@ -205,10 +205,14 @@ const (
 // MetricInfo describes a metric: its unit, which way is better, and which per-message sample
 // (and quantile) it summarises, when there is one.
 type MetricInfo struct {
-	Name     string
-	Unit     string  // "µs", "1/s", "msgs", "B"
-	Higher   bool    // higher is better
-	Count    bool    // an exact count per unit: one run per side is enough to tell a change
+	Name   string
+	Unit   string // "µs", "1/s", "msgs", "B"
+	Higher bool   // higher is better
+	Count  bool   // a count per unit: exact when every run of a side gives the same value
+	// Whole is set for counts of messages per unit: every unit having the same count, a
+	// single run gives a whole number, which is taken as exact (bytes per unit depend on the
+	// data, so a single run says nothing of their spread).
+	Whole    bool
 	Sample   string  // sample key in Run.Samples, "" when none
 	Quantile float64 // quantile of Sample the metric is; for tokens_per_s, of the token time
 }
@@ -220,7 +224,7 @@ func Info(name string) MetricInfo {
 	case MetricTokensPerS:
 		return MetricInfo{Name: name, Unit: "1/s", Higher: true, Sample: "token_us", Quantile: 0.5}
 	case MetricMessages, MetricRoundTrips:
-		return MetricInfo{Name: name, Unit: "", Count: true}
+		return MetricInfo{Name: name, Unit: "", Count: true, Whole: true}
 	case MetricBytesSent, MetricBytesRecv:
 		return MetricInfo{Name: name, Unit: "B", Count: true}
 	case MetricLost:

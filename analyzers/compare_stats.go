@@ -190,8 +190,59 @@ const bootstrapMaxN = 2000
 // [0, 1] means the mean instead of a quantile. It returns NaN bounds when a sample is empty or
 // the x statistic is 0 in most resamples.
 func BootstrapRatio(x, y []float64, q, conf float64) (lo, hi float64) {
-	if len(x) == 0 || len(y) == 0 {
+	ratios := bootstrapRatios(x, y, q)
+	if ratios == nil {
 		return math.NaN(), math.NaN()
+	}
+	a := (1 - conf) / 2
+	return quantileSorted(ratios, a), quantileSorted(ratios, 1-a)
+}
+
+// BootstrapTest is a bootstrap test of the ratio q(y)/q(x) (see BootstrapRatio): the interval
+// at level 1−alpha and the p-value of the hypothesis that the ratio is 1 against alt (Greater:
+// y's statistic is larger), from the same resamples, so that p < alpha exactly when the
+// interval leaves 1 out (up to the resolution of the resamples). p is (k+1)/(B+1) with k the
+// resamples on the wrong side of 1 (ties count one half), doubled when two-sided; NaN when
+// there is nothing to resample.
+func BootstrapTest(x, y []float64, q, alpha float64, alt Alternative) (lo, hi, p float64) {
+	ratios := bootstrapRatios(x, y, q)
+	if ratios == nil {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	lo, hi = quantileSorted(ratios, alpha/2), quantileSorted(ratios, 1-alpha/2)
+	return lo, hi, bootstrapP(ratios, 1, alt)
+}
+
+// bootstrapP returns the bootstrap p-value of "ratio = at" against alt from sorted resampled
+// ratios: Greater counts the resamples at or below at, Less those at or above.
+func bootstrapP(ratios []float64, at float64, alt Alternative) float64 {
+	var below, above float64
+	for _, r := range ratios {
+		switch {
+		case r < at:
+			below++
+		case r > at:
+			above++
+		default:
+			below += 0.5
+			above += 0.5
+		}
+	}
+	b := float64(len(ratios))
+	switch alt {
+	case Greater:
+		return (below + 1) / (b + 1)
+	case Less:
+		return (above + 1) / (b + 1)
+	}
+	return math.Min(1, 2*(math.Min(below, above)+1)/(b+1))
+}
+
+// bootstrapRatios returns the sorted resampled ratios q(y)/q(x), or nil when a sample is
+// empty or the x statistic is 0 in most resamples.
+func bootstrapRatios(x, y []float64, q float64) []float64 {
+	if len(x) == 0 || len(y) == 0 {
+		return nil
 	}
 	xs, ys := thin(x), thin(y)
 	rng := rand.New(rand.NewPCG(BootstrapSeed, uint64(len(x))<<32|uint64(len(y))))
@@ -212,12 +263,103 @@ func BootstrapRatio(x, y []float64, q, conf float64) (lo, hi float64) {
 		ratios = append(ratios, num/den)
 	}
 	if len(ratios) < DefaultBootstrap/2 {
-		return math.NaN(), math.NaN()
+		return nil
 	}
 	sort.Float64s(ratios)
-	a := (1 - conf) / 2
-	return quantileSorted(ratios, a), quantileSorted(ratios, 1-a)
+	return ratios
 }
+
+// bootstrapMinN returns the fewest samples per side a bootstrap of the q-quantile needs: six
+// (as for any percentile interval at 95%), and enough that two samples lie above the quantile,
+// so that the tail the quantile describes is in the data at all (200 for a p99).
+func bootstrapMinN(q float64) int {
+	n := 6
+	if q > 0 && q < 1 {
+		n = max(n, int(math.Ceil(2/(1-q)-1e-9)))
+	}
+	return n
+}
+
+// ShiftRatioCI returns the distribution-free interval at level 1−alpha for the ratio y/x that
+// goes with the two-sided Mann-Whitney U test (Moses' interval for a shift of log values):
+// order the n1·n2 ratios y_j/x_i and take the C-th from each end, C the largest count with
+// P(U < C) ≤ alpha/2. It leaves 1 out exactly when the U test rejects at alpha (without ties).
+// It returns NaN bounds when a value is not positive or the samples are too few for any
+// interval at that level.
+func ShiftRatioCI(x, y []float64, alpha float64) (lo, hi float64) {
+	n1, n2 := len(x), len(y)
+	if n1 == 0 || n2 == 0 {
+		return math.NaN(), math.NaN()
+	}
+	d := make([]float64, 0, n1*n2)
+	for _, a := range x {
+		for _, b := range y {
+			if !(a > 0) || !(b > 0) {
+				return math.NaN(), math.NaN()
+			}
+			d = append(d, math.Log(b/a))
+		}
+	}
+	sort.Float64s(d)
+	c := uCritical(n1, n2, alpha/2)
+	if c < 1 {
+		return math.NaN(), math.NaN()
+	}
+	return math.Exp(d[c-1]), math.Exp(d[len(d)-c])
+}
+
+// uCritical returns the largest C with P(U ≤ C−1) ≤ tail under the null hypothesis (no ties):
+// exact up to exactMaxN values, the normal approximation above. 0 means none.
+func uCritical(n1, n2 int, tail float64) int {
+	if n1+n2 > exactMaxN {
+		mu := float64(n1*n2) / 2
+		sd := math.Sqrt(float64(n1*n2) * float64(n1+n2+1) / 12)
+		// P(U ≤ c−1) ≈ Φ((c−1+0.5−mu)/sd) ≤ tail
+		z := -normalQuantileUpper(tail)
+		c := int(math.Floor(mu + z*sd + 0.5))
+		return max(c, 0)
+	}
+	// cnt[i][j][u]: arrangements of i x's and j y's with U = u, built up as in Mann and Whitney.
+	prev := make([][]float64, n2+1)
+	for j := range prev {
+		prev[j] = make([]float64, 1)
+		prev[j][0] = 1
+	}
+	for i := 1; i <= n1; i++ {
+		cur := make([][]float64, n2+1)
+		cur[0] = []float64{1}
+		for j := 1; j <= n2; j++ {
+			cur[j] = make([]float64, i*j+1)
+			for u := range cur[j] {
+				// the largest value is an x (adds j to U) or a y (adds nothing)
+				if u-j >= 0 && u-j < len(prev[j]) {
+					cur[j][u] += prev[j][u-j]
+				}
+				if u < len(cur[j-1]) {
+					cur[j][u] += cur[j-1][u]
+				}
+			}
+		}
+		prev = cur
+	}
+	dist := prev[n2]
+	var total float64
+	for _, c := range dist {
+		total += c
+	}
+	c, cum := 0, 0.0
+	for u := 0; u < len(dist); u++ {
+		cum += dist[u]
+		if cum/total > tail {
+			break
+		}
+		c = u + 1 // P(U ≤ u) ≤ tail, so C = u+1 qualifies
+	}
+	return c
+}
+
+// normalQuantileUpper returns z with P(Z > z) = p for a standard normal Z.
+func normalQuantileUpper(p float64) float64 { return math.Sqrt2 * math.Erfinv(1-2*p) }
 
 // statistic returns the q-quantile of v (sorting it), or its mean when q is outside [0, 1].
 func statistic(v []float64, q float64) float64 {

@@ -1,8 +1,11 @@
 package analyzers
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -77,5 +80,85 @@ func TestCompareSummariesOnly(t *testing.T) {
 		if m.Verdict != want || m.PValue != nil {
 			t.Errorf("%s: %s p=%v, want %s and no p", m.Name, m.Verdict, m.PValue, want)
 		}
+	}
+}
+
+// TestCompareVerdictFromTest: the verdict comes from the test that gives p; below the samples
+// a test needs there is no verdict, and the result says why; exact counts need no test.
+func TestCompareVerdictFromTest(t *testing.T) {
+	runs := func(vals ...float64) []Run {
+		out := make([]Run, len(vals))
+		for i, v := range vals {
+			out[i] = Run{Path: fmt.Sprint(i), Metrics: map[string]float64{MetricTokensPerS: v, MetricBytesSent: v * 10.1, MetricMessages: 8}}
+		}
+		return out
+	}
+	get := func(c *Comparison, name string) MetricChange {
+		for _, m := range c.Metrics {
+			if m.Name == name {
+				return m
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return MetricChange{}
+	}
+	// n = 1/1, -0.1%: no verdict, and it says so.
+	c := Compare(runs(100), runs(99.9), 0)
+	if m := get(c, MetricTokensPerS); m.Verdict != "~" || m.PValue != nil || m.MinN != 4 || !strings.Contains(m.VerdictNote, "too few runs") {
+		t.Errorf("1/1: %+v, want ~ with a note asking for 4 runs", m)
+	}
+	if m := get(c, MetricBytesSent); m.Verdict != "~" || m.Test == "exact" {
+		t.Errorf("1/1 fractional bytes per token: %s test %s, want ~ (not known exact)", m.Verdict, m.Test)
+	}
+	// Exact counts: the measured change, no p-value.
+	c = Compare(runs(100, 101, 99), func() []Run {
+		r := runs(100, 101, 99)
+		r[0].Metrics[MetricMessages] = 9
+		r[1].Metrics[MetricMessages] = 9
+		r[2].Metrics[MetricMessages] = 9
+		return r
+	}(), 0)
+	if m := get(c, MetricMessages); m.Verdict != "worse" || m.PValue != nil || m.Test != "exact" || *m.Change != 0.125 {
+		t.Errorf("exact 8 → 9: %+v", m)
+	}
+	// 3/3 runs: the U test cannot reach 0.05.
+	if m := get(Compare(runs(100, 101, 99), runs(50, 51, 49), 0), MetricTokensPerS); m.Verdict != "~" || m.MinN != 4 {
+		t.Errorf("3/3: %+v, want too few", m)
+	}
+	// 6/6 runs, halved: p and verdict agree, and the interval leaves 0 out.
+	m := get(Compare(runs(100, 101, 99, 102, 98, 100.5), runs(50, 51, 49, 50.5, 49.5, 52), 0), MetricTokensPerS)
+	if m.Verdict != "worse" || m.PValue == nil || *m.PValue >= 0.05 || m.CIHigh == nil || *m.CIHigh >= 0 || m.Test != "mann-whitney" {
+		t.Errorf("6/6 halved: %+v", m)
+	}
+	// Every verdict agrees with its p.
+	for _, seed := range []uint64{1, 2, 3} {
+		c := Compare([]Run{traceRun(seed, "a", 100, 2000, 40)}, []Run{traceRun(seed+10, "b", 104, 2050, 40)}, 0)
+		for _, m := range c.Metrics {
+			if m.PValue != nil && (*m.PValue < c.Alpha) != (m.Verdict != "~") {
+				t.Errorf("%s: p=%g but verdict %s", m.Name, *m.PValue, m.Verdict)
+			}
+			if m.PValue != nil && m.CILow != nil && (*m.PValue < c.Alpha) == (*m.CILow <= 0 && *m.CIHigh >= 0) && math.Abs(*m.PValue-c.Alpha) > 0.01 {
+				t.Errorf("%s: p=%g but interval [%g, %g]", m.Name, *m.PValue, *m.CILow, *m.CIHigh)
+			}
+		}
+	}
+}
+
+func TestShiftRatioCI(t *testing.T) {
+	x := []float64{10, 11, 12, 13, 14, 15}
+	y := []float64{20, 22, 24, 26, 28, 30}
+	lo, hi := ShiftRatioCI(x, y, 0.05)
+	if !(lo > 1.3 && hi < 3 && lo < 2 && hi > 2) {
+		t.Errorf("doubling: [%g, %g], want around 2", lo, hi)
+	}
+	if lo, _ := ShiftRatioCI(x[:3], y[:3], 0.05); !math.IsNaN(lo) {
+		t.Errorf("3/3 at 0.05: %g, want no interval", lo)
+	}
+	// The interval's critical count agrees with the exact test: 4/4 → C = 1.
+	if c := uCritical(4, 4, 0.025); c != 1 {
+		t.Errorf("uCritical(4,4) = %d, want 1", c)
+	}
+	if c := uCritical(10, 10, 0.025); c != 24 {
+		t.Errorf("uCritical(10,10) = %d, want 24 (tables: U ≤ 23 rejects)", c)
 	}
 }

@@ -22,6 +22,11 @@ const (
 	DefaultMinSamples = 6
 	DefaultMaxCV      = 0.10
 	DefaultMinEffect  = 0.02
+	// DefaultFewRunsMargin is how far apart two runs of one build may be assumed to lie (1 =
+	// a factor 2): with fewer runs than MinSamples, a timed rule is decided from the samples
+	// within the runs (per-token times, round trips), which say nothing about the drift from
+	// one run to the next, so the change must exceed the allowance by this factor as well.
+	DefaultFewRunsMargin = 1.0
 )
 
 // Rule is one gate rule: metric may not get worse (in Direction) by more than Allowed.
@@ -44,6 +49,7 @@ type GateConfig struct {
 	MinSamples     int     `json:"min_samples"`
 	MaxCV          float64 `json:"max_cv"`
 	MinEffect      float64 `json:"min_effect"`
+	FewRunsMargin  float64 `json:"few_runs_margin"` // see DefaultFewRunsMargin
 	AllowLost      bool    `json:"allow_lost"`      // lost events: a rule decides, instead of refusing the input
 	AllowDamaged   bool    `json:"allow_damaged"`   // damaged or cut traces are accepted
 	OnInconclusive string  `json:"on_inconclusive"` // "pass" or "fail"
@@ -54,7 +60,7 @@ type GateConfig struct {
 func DefaultGateConfig() *GateConfig {
 	return &GateConfig{
 		Alpha: DefaultAlpha, MinSamples: DefaultMinSamples, MaxCV: DefaultMaxCV, MinEffect: DefaultMinEffect,
-		OnInconclusive: "pass",
+		FewRunsMargin: DefaultFewRunsMargin, OnInconclusive: "pass",
 		Rules: []Rule{
 			{Metric: MetricRTTP50, Direction: "lower", Allowed: 0.10, Optional: true},
 			{Metric: MetricRTTP99, Direction: "lower", Allowed: 0.25, Optional: true},
@@ -71,6 +77,7 @@ func DefaultGateConfig() *GateConfig {
 //	min_samples 6            runs per side below which a rule is inconclusive (at least 6)
 //	max_cv 10%               noise ceiling: a side noisier than this is inconclusive
 //	min_effect 2%            smallest change that may fail
+//	few_runs_margin 100%     with fewer runs, a timed change must also exceed this factor
 //	allow_lost yes|no        lost events go to the "lost" rule instead of refusing the input
 //	allow_damaged yes|no     accept damaged or cut traces
 //	on_inconclusive pass|fail
@@ -104,6 +111,16 @@ func ParseGateConfig(r io.Reader, name string) (*GateConfig, error) {
 			return f[1], nil
 		}
 		switch f[0] {
+		case "few_runs_margin":
+			v, err := one()
+			if err != nil {
+				return nil, err
+			}
+			x, err := parseFrac(v)
+			if err != nil || x < 0 || x > 100 {
+				return nil, bad("few_runs_margin must be ≥ 0, got %q", v)
+			}
+			c.FewRunsMargin = x
 		case "alpha", "max_cv", "min_effect":
 			v, err := one()
 			if err != nil {
@@ -270,7 +287,11 @@ type RuleResult struct {
 	// one outlier run on a shared machine does not make a rank test blind, so it should not
 	// make the gate inconclusive either.
 	CV [2]float64 `json:"cv"`
-	N  [2]int     `json:"n"` // runs of baseline and current
+	N  [2]int     `json:"n"` // runs of baseline and current (samples, for Basis tokens or messages)
+	// Basis is what decided: "runs" (one value per run, U test), "counts" (an exact count,
+	// the same in every run of each side: no test), "tokens" or "messages" (fewer runs than
+	// min_samples: a bootstrap of the samples within the runs).
+	Basis string `json:"basis,omitempty"`
 }
 
 // BadInputError is input a gate refuses: lost events, a damaged trace.
@@ -316,7 +337,9 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		p       float64
 		alpha   float64
 		beyond  bool // changed in the bad direction by more than allowed and the minimum effect
+		unsure  bool // changed that much, or (few runs) beyond the allowance but not the margin
 		summary string
+		stats   string // how the samples were tested, when not one value per run
 	}
 	var tested []pending
 	for _, rule := range cfg.Rules {
@@ -368,8 +391,66 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		maxCV := pick(rule.MaxCV, cfg.MaxCV)
 		alpha := pick(rule.Alpha, cfg.Alpha)
 		summary := fmt.Sprintf("%s → %s (%s, allowed %s)", num(mb), num(mc), pct(ch), allowed(rule.Allowed, higher))
+		rr.Basis = "runs"
+		mi := Info(rule.Metric)
+		few := len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples
+		var xs, ys []float64 // samples within the runs, for a rule with too few runs
+		if few && mi.Sample != "" {
+			xs, ys = pooled(base, mi.Sample), pooled(cur, mi.Sample)
+		}
+		q := mi.Quantile
+		if rule.Metric == MetricTokensPerS {
+			q = -1 // mean token time
+		}
 		switch {
-		case len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples:
+		case mi.Count && Exact(bv, mi.Whole) && Exact(cv, mi.Whole):
+			// An exact count: no noise, so no test and no minimum effect; the allowance decides.
+			rr.Basis = "counts"
+			how := fmt.Sprintf("exact count (one value in all %d baseline and %d current runs): no test needed", len(bv), len(cv))
+			if len(bv) == 1 || len(cv) == 1 {
+				how = fmt.Sprintf("exact count (a whole number per unit; %d baseline, %d current runs): no test needed", len(bv), len(cv))
+			}
+			if bad > rule.Allowed+1e-12 {
+				rr.Verdict, rr.Detail = "regression", summary+"; "+how
+			} else {
+				rr.Verdict, rr.Detail = "pass", summary+"; "+how
+			}
+		case few && len(xs) >= bootstrapMinN(q) && len(ys) >= bootstrapMinN(q):
+			// Too few runs for a test of run values, but the runs hold samples (traces): test
+			// the samples, and ask for a change beyond run-to-run drift as well.
+			rr.Basis = "messages"
+			if q < 0 {
+				rr.Basis = "tokens"
+			}
+			rr.N = [2]int{len(xs), len(ys)}
+			// The ratio of the samples' statistic that counts as "worse than allowed": the
+			// samples are latencies or token times, so lower is better for them.
+			limit := 1 + rule.Allowed
+			if higher {
+				limit = 1 / math.Max(1-rule.Allowed, 1e-9)
+			}
+			margin := 1 + cfg.FewRunsMargin
+			ratios := bootstrapRatios(xs, ys, q)
+			if ratios == nil {
+				rr.Verdict, rr.Detail = "inconclusive", summary+"; the samples could not be resampled"
+				break
+			}
+			sr := ratio(statistic(append([]float64(nil), ys...), q), statistic(append([]float64(nil), xs...), q))
+			p := bootstrapP(ratios, limit*margin, Greater)
+			rr.PValue = fptr(p)
+			what := "round trips"
+			if rr.Basis == "tokens" {
+				what = "token times"
+			}
+			stats := fmt.Sprintf("%d/%d runs: %s within them as samples (%d/%d), which do not show how far runs drift apart, so a regression must also exceed the allowance by ×%.3g", len(bv), len(cv), what, len(xs), len(ys), margin)
+			tested = append(tested, pending{i: len(res.Rules), p: p, alpha: alpha, beyond: sr > limit*margin && bad > minEff,
+				unsure: sr > limit && bad > minEff, summary: summary, stats: stats})
+		case few:
+			rr.Verdict = "inconclusive"
+			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
+			if mi.Sample != "" && (len(xs) > 0 || len(ys) > 0) {
+				rr.Detail += fmt.Sprintf("; the traces hold %d/%d samples, a bootstrap needs ≥ %d per side", len(xs), len(ys), bootstrapMinN(q))
+			}
 			rr.Verdict = "inconclusive"
 			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
 		case cvb > maxCV || cvc > maxCV:
@@ -390,7 +471,7 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 			}
 			_, p := MannWhitney(cv, moved, alt)
 			rr.PValue = fptr(p)
-			tested = append(tested, pending{i: len(res.Rules), p: p, alpha: alpha, beyond: beyond, summary: summary})
+			tested = append(tested, pending{i: len(res.Rules), p: p, alpha: alpha, beyond: beyond, unsure: beyond, summary: summary})
 		}
 		res.Rules = append(res.Rules, rr)
 	}
@@ -406,11 +487,19 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 			rr.PAdjusted = fptr(adj[j])
 			minP := MinPValue(rr.N[0], rr.N[1], Greater)
 			stats := fmt.Sprintf("p=%.3g, Holm-adjusted %.3g over %d rules, n=%d/%d, CV %.1f%%/%.1f%%", t.p, adj[j], m, rr.N[0], rr.N[1], 100*rr.CV[0], 100*rr.CV[1])
+			if t.stats != "" {
+				minP = 1 / float64(DefaultBootstrap+1)
+				stats = fmt.Sprintf("p=%.3g (bootstrap), Holm-adjusted %.3g over %d rules; %s", t.p, adj[j], m, t.stats)
+			}
 			switch {
 			case adj[j] < t.alpha && t.beyond:
 				rr.Verdict = "regression"
 				rr.Detail = t.summary + "; " + stats
-			case t.beyond:
+			case t.unsure && t.stats != "" && !t.beyond:
+				// One run per side can only check changes beyond run-to-run drift: say so.
+				rr.Verdict = "pass"
+				rr.Detail = t.summary + "; beyond the allowance but within the run-drift margin, all that these runs can check: " + stats
+			case t.unsure:
 				rr.Verdict = "inconclusive"
 				rr.Detail = t.summary + "; not significant: " + stats
 				if minP*float64(m) >= t.alpha {
@@ -431,6 +520,15 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		if r.Verdict == "inconclusive" {
 			res.Verdict = "inconclusive"
 		}
+	}
+	few := 0
+	for _, r := range res.Rules {
+		if r.Basis == "tokens" || r.Basis == "messages" {
+			few++
+		}
+	}
+	if few > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d rules decided from the samples within fewer than %d runs per side: only changes beyond their allowance ×%.3g (the margin for runs drifting apart) can fail; give ≥ %d runs per side to gate the allowance itself", few, cfg.MinSamples, 1+cfg.FewRunsMargin, cfg.MinSamples))
 	}
 	if res.Verdict == "inconclusive" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("INCONCLUSIVE: the gate could not decide every rule; treated as %s (on_inconclusive)", cfg.OnInconclusive))

@@ -187,7 +187,7 @@ rule lost zero
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &GateConfig{Alpha: 0.01, MinSamples: 8, MaxCV: 0.05, MinEffect: 0.03, AllowLost: true, OnInconclusive: "fail",
+	want := &GateConfig{Alpha: 0.01, MinSamples: 8, MaxCV: 0.05, MinEffect: 0.03, FewRunsMargin: DefaultFewRunsMargin, AllowLost: true, OnInconclusive: "fail",
 		Rules: []Rule{{Metric: MetricTokensPerS, Direction: "higher", Allowed: 0.15, Alpha: 0.02}, {Metric: MetricMessages, Direction: "lower"}, {Metric: MetricLost, Direction: "zero"}}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config = %+v\nwant %+v", c, want)
@@ -332,5 +332,55 @@ func BenchmarkBootstrapRatio(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		BootstrapRatio(x, y, 0.5, DefaultConfidence)
+	}
+}
+
+// TestGateFewRuns: with one run per side an exact count is decided by its change, and a timed
+// rule by the samples within the runs, but only beyond the allowance times the run-drift margin.
+func TestGateFewRuns(t *testing.T) {
+	run := func(seed uint64, tokenUS, msgs float64) []Run {
+		r := traceRun(seed, fmt.Sprintf("run%d.plt", seed), 100, tokenUS, msgs)
+		r.Metrics[MetricLost] = 0
+		return []Run{r}
+	}
+	tests := []struct {
+		name    string
+		base    []Run
+		cur     []Run
+		want    string
+		rule    string
+		verdict string
+		basis   string
+	}{
+		{"A/A", run(1, 2000, 66), run(2, 2000, 66), "pass", MetricTokensPerS, "pass", "tokens"},
+		{"5x slower", run(1, 2000, 66), run(2, 10000, 66), "regression", MetricTokensPerS, "regression", "tokens"},
+		{"30% slower is within run drift", run(1, 2000, 66), run(2, 2600, 66), "pass", MetricTokensPerS, "pass", "tokens"},
+		{"exact count grows", run(1, 2000, 12), run(2, 2000, 66), "regression", MetricMessages, "regression", "counts"},
+		{"exact count shrinks", run(1, 2000, 66), run(2, 2000, 12), "pass", MetricMessages, "pass", "counts"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Gate(tc.base, tc.cur, DefaultGateConfig())
+			if r.Verdict != tc.want {
+				t.Errorf("verdict %s, want %s; rules %+v", r.Verdict, tc.want, r.Rules)
+			}
+			for _, rr := range r.Rules {
+				if rr.Metric == tc.rule && (rr.Verdict != tc.verdict || rr.Basis != tc.basis) {
+					t.Errorf("%s: %s on %s (%s), want %s on %s", rr.Metric, rr.Verdict, rr.Basis, rr.Detail, tc.verdict, tc.basis)
+				}
+				if rr.Basis == "counts" && rr.PValue != nil {
+					t.Errorf("%s: exact count with a p-value %g", rr.Metric, *rr.PValue)
+				}
+			}
+		})
+	}
+	// Without samples (venus run JSON), one run per side stays inconclusive for timed rules.
+	b, c := run(1, 2000, 66), run(2, 10000, 66)
+	b[0].Samples, c[0].Samples = nil, nil
+	r := Gate(b, c, DefaultGateConfig())
+	for _, rr := range r.Rules {
+		if rr.Metric == MetricTokensPerS && rr.Verdict != "inconclusive" {
+			t.Errorf("no samples: tokens/s %s, want inconclusive", rr.Verdict)
+		}
 	}
 }

@@ -93,6 +93,14 @@ func cmpP(p *float64) string {
 	return strconv.FormatFloat(*p, 'f', 3, 64)
 }
 
+// cmpPTest is cmpP, with a bootstrap's smallest p shown as the bound it is.
+func cmpPTest(m analyzers.MetricChange) string {
+	if m.Test == "bootstrap" && m.PValue != nil && *m.PValue <= 2.0/(analyzers.DefaultBootstrap+1)+1e-12 {
+		return "≤" + strconv.FormatFloat(*m.PValue, 'f', 3, 64)
+	}
+	return cmpP(m.PValue)
+}
+
 func cmpName(m analyzers.MetricChange) string {
 	if m.Unit == "" {
 		return m.Name
@@ -100,13 +108,42 @@ func cmpName(m analyzers.MetricChange) string {
 	return m.Name + " (" + m.Unit + ")"
 }
 
+// cmpVerdict is the verdict cell: the verdict, and when the samples were fewer than its test
+// needs, that.
+func cmpVerdict(m analyzers.MetricChange) string {
+	if m.VerdictNote != "" {
+		return m.Verdict + " (too few)"
+	}
+	return m.Verdict
+}
+
 func cmpRows(c *analyzers.Comparison) [][]string {
-	rows := [][]string{{"metric", "before", "after", "change", "95% CI", "p", "n", "verdict"}}
+	level := 100 * (1 - c.Alpha)
+	rows := [][]string{{"metric", "before", "after", "change", strconv.FormatFloat(level, 'g', 3, 64) + "% CI", "p", "n", "verdict"}}
 	for _, m := range c.Metrics {
 		rows = append(rows, []string{cmpName(m), cmpValue(m.Before), cmpValue(m.After), cmpPct(m.Change),
-			cmpCI(m), cmpP(m.PValue), fmt.Sprintf("%d/%d", m.N[0], m.N[1]), m.Verdict})
+			cmpCI(m), cmpPTest(m), fmt.Sprintf("%d/%d", m.N[0], m.N[1]), cmpVerdict(m)})
 	}
 	return rows
+}
+
+// cmpLegend says where p, interval and verdict come from, one line each.
+func cmpLegend(c *analyzers.Comparison) []string {
+	tests := map[string]bool{}
+	for _, m := range c.Metrics {
+		tests[m.Test] = true
+	}
+	parts := []string{fmt.Sprintf("better/worse: p < α=%g; ~: not significant; (too few): fewer samples than the test needs", c.Alpha)}
+	if tests["bootstrap"] {
+		parts = append(parts, "per-message and per-token samples: p, interval and verdict from one bootstrap of the metric's statistic (1000 resamples, fixed seed)")
+	}
+	if tests["mann-whitney"] {
+		parts = append(parts, "one value per run: two-sided Mann-Whitney U test and its interval for the ratio")
+	}
+	if tests["exact"] {
+		parts = append(parts, "exact counts (the same in every run of a side): the change as measured, no test")
+	}
+	return parts
 }
 
 func compareTable(w io.Writer, c *analyzers.Comparison) error {
@@ -135,11 +172,14 @@ func cmpFootnotes(w io.Writer, c *analyzers.Comparison, bullet string) {
 	}
 	var notes []string
 	for _, m := range c.Metrics {
-		if m.Note != "" {
-			notes = append(notes, m.Name+": "+m.Note)
+		if m.VerdictNote != "" {
+			notes = append(notes, m.Name+": "+m.VerdictNote)
 		}
 	}
-	fmt.Fprintf(w, "\n%s  ~: no significant change at α=%g (two-sided Mann-Whitney U); CI: bootstrap of the ratio, fixed seed\n", bullet, c.Alpha)
+	fmt.Fprintln(w)
+	for _, l := range cmpLegend(c) {
+		fmt.Fprintf(w, "%s  %s\n", bullet, l)
+	}
 	for _, n := range notes {
 		fmt.Fprintf(w, "%s  %s\n", bullet, n)
 	}
@@ -167,12 +207,19 @@ func compareMarkdown(w io.Writer, c *analyzers.Comparison) error {
 
 type comparePage struct {
 	C      *analyzers.Comparison
+	Legend []string
+	Notes  []string
 	Rows   [][]string
 	Charts []chart
 }
 
 func compareHTML(w io.Writer, c *analyzers.Comparison) error {
-	p := comparePage{C: c, Rows: cmpRows(c)}
+	p := comparePage{C: c, Rows: cmpRows(c), Legend: cmpLegend(c)}
+	for _, m := range c.Metrics {
+		if m.VerdictNote != "" {
+			p.Notes = append(p.Notes, m.Name+": "+m.VerdictNote)
+		}
+	}
 	for _, d := range c.Dists {
 		p.Charts = append(p.Charts,
 			chart{Name: "cdf-" + d.Name, Caption: "CDF of " + d.Name + ", before and after.", SVG: compareCDF(d)},
@@ -236,7 +283,9 @@ func compareHist(d analyzers.DistPair) template.HTML {
 	return p.svg()
 }
 
-var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
+var compareTmpl = template.Must(template.New("compare").Funcs(template.FuncMap{
+	"verdictClass": func(v string) string { return strings.Fields(v + " ~")[0] },
+}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>perflab compare</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -249,9 +298,10 @@ figure{display:inline-block;margin:.5em}figcaption{font-size:.85em;color:#555;ma
 <p>before: {{range $i, $p := .C.Before}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}} · after: {{range $i, $p := .C.After}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}}</p>
 {{range .C.Warnings}}<div class="warn">{{.}}</div>
 {{end}}<table>
-{{range $i, $r := .Rows}}{{if eq $i 0}}<tr>{{range $r}}<th>{{.}}</th>{{end}}</tr>{{else}}<tr class="{{index $r 7}}">{{range $r}}<td>{{.}}</td>{{end}}</tr>{{end}}
+{{range $i, $r := .Rows}}{{if eq $i 0}}<tr>{{range $r}}<th>{{.}}</th>{{end}}</tr>{{else}}<tr class="{{index $r 7 | verdictClass}}">{{range $r}}<td>{{.}}</td>{{end}}</tr>{{end}}
 {{end}}</table>
-<p>~: no significant change at α={{.C.Alpha}} (two-sided Mann-Whitney U); CI: 95% bootstrap of the ratio, fixed seed.</p>
+<p>{{range $i, $l := .Legend}}{{if $i}}<br>{{end}}{{$l}}{{end}}</p>
+{{if .Notes}}<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .C.Shape}}<h2>Shape</h2><ul>{{range .C.Shape}}<li>{{.Name}}: {{printf "%.3g" .Before}} → {{printf "%.3g" .After}}{{if .Note}} ({{.Note}}){{end}}</li>{{end}}</ul>{{end}}
 {{range .Charts}}<figure id="{{.Name}}">{{.SVG}}<figcaption>{{.Caption}}</figcaption></figure>
 {{end}}</body></html>

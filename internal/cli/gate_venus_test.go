@@ -159,3 +159,67 @@ func TestGateVenusAA(t *testing.T) {
 		t.Errorf("n=5: verdict %s, want inconclusive", small.Verdict)
 	}
 }
+
+// TestGateOneRunPerSide: one traced run per side of the bundled token loop. An A/A pair
+// passes; 1 ms of added delay each way (tokens/s down 5x or more) fails the gate; and an exact
+// count that grows (messages per token, coalesce+pipeline → baseline) fails it with no test.
+func TestGateOneRunPerSide(t *testing.T) {
+	if raceEnabled {
+		t.Skip("race detector on: the venusd runs are timing measurements; run without -race")
+	}
+	addr := gateVenusServer(t)
+	dir := t.TempDir()
+	run := func(name string, extra ...string) string {
+		t.Helper()
+		path := filepath.Join(dir, name+".plt")
+		args := append([]string{"venus", "run", "--connect", addr, "--workload", "llm", "--tokens", "16", "--no-verify", "--trace", path}, extra...)
+		if code, _, errs := gateCLI(t, args...); code != 0 {
+			t.Fatalf("venus run %v: exit %d: %s", extra, code, errs)
+		}
+		return path
+	}
+	a1, a2 := run("a1"), run("a2")
+	slow := run("slow", "--delay", "1ms")
+	fast := run("fast", "--mode", "coalesce+pipeline")
+	code, out, _ := gateCLI(t, "gate", "--format", "json", "--baseline", a1, a2)
+	var res analyzers.GateResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || res.Verdict != "pass" {
+		t.Errorf("A/A: exit %d, verdict %s, want 0 and pass; rules %+v", code, res.Verdict, res.Rules)
+	}
+	code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", a1, slow)
+	res = analyzers.GateResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || res.Verdict != "regression" {
+		t.Errorf("+1 ms each way: exit %d, verdict %s, want 1 and regression", code, res.Verdict)
+	}
+	for _, rr := range res.Rules {
+		if rr.Metric == analyzers.MetricTokensPerS {
+			t.Logf("tokens/s: %s: %s", rr.Verdict, rr.Detail)
+			if rr.Verdict != "regression" || rr.Basis != "tokens" || rr.Change == nil || *rr.Change > -0.8 {
+				t.Errorf("tokens/s: %s on %s, change %v; want a regression of 5x or more, from token times", rr.Verdict, rr.Basis, rr.Change)
+			}
+		}
+	}
+	code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", fast, a1)
+	res = analyzers.GateResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rr := range res.Rules {
+		if rr.Metric == analyzers.MetricMessages {
+			found = true
+			if rr.Verdict != "regression" || rr.Basis != "counts" || rr.PValue != nil {
+				t.Errorf("messages per token 12 → 66: %s on %s (%s), want a regression of an exact count", rr.Verdict, rr.Basis, rr.Detail)
+			}
+		}
+	}
+	if code != 1 || !found {
+		t.Errorf("more messages per token: exit %d (rule found %v), want 1", code, found)
+	}
+}
