@@ -86,8 +86,9 @@ type ServerConfig struct {
 	Listen string
 	// AllowRemote permits a TCP address that is not loopback. Without it NewServer refuses one.
 	AllowRemote bool
-	// MaxConns bounds concurrent connections (default DefaultMaxConns); the extra ones are closed
-	// at once.
+	// MaxConns bounds concurrent connections (default DefaultMaxConns). At the limit a new
+	// connection closes an idle one (one that never sent a complete frame first, then the one
+	// idle longest); when every connection is busy, the new one is closed at once.
 	MaxConns int
 	// MaxFrameBytes bounds a frame's payload (default DefaultMaxFrameBytes); a larger declared size
 	// closes the connection before anything is allocated.
@@ -126,7 +127,8 @@ type ServerConfig struct {
 type ServerStats struct {
 	Accepted       int64 // connections accepted since start
 	Active         int64 // connections open now
-	Rejected       int64 // connections closed at once because MaxConns was reached
+	Rejected       int64 // connections closed at once because MaxConns was reached and no idle one could make room
+	Evicted        int64 // idle connections closed to make room for a new one at MaxConns
 	LiveObjects    int64 // objects alive over all connections (0 once every client left)
 	LiveBytes      int64 // device memory bytes alive over all connections
 	ProtocolErrors int64 // connections closed for a protocol error (bad magic, size, command)

@@ -360,6 +360,7 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 			return err
 		}
 		s.setIdle(bc.sc, false)
+		s.activity(bc.sc)
 		s.frames.Add(1)
 		if bc.tr.w != nil || bc.tr.summaries {
 			frame := make([]byte, 0, min(HeaderSize+len(payload), 512))

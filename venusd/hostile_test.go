@@ -139,3 +139,93 @@ func TestHostileShmShrink(t *testing.T) {
 	pingOnce(t, addr)
 	waitIdle(t, s)
 }
+
+// H2: idle connections, and ones that sent 7 of the 8 header bytes, held open by the hundred,
+// used to fill the connection limit and lock every client out for the idle timeout (then 10
+// minutes). Now a new connection at the limit closes one that never sent a complete frame (or
+// the longest idle), so a normal client gets in and completes its run with the right checksum
+// while 300 idle and 300 half-header connections are held open (each redialled when closed).
+func TestHostileNoLockout(t *testing.T) {
+	for _, loop := range LoopKinds {
+		t.Run(loop, func(t *testing.T) {
+			srv, err := NewLoopServer(loop, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, FrameTimeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveUntilCleanup(t, srv)
+			a, _ := ParseAddr(srv.Addr())
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var held sync.WaitGroup
+			held.Add(600)
+			for i := 0; i < 600; i++ {
+				half := i%2 == 1
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					first := true
+					for {
+						nc, err := net.Dial("tcp", a.Where)
+						if err == nil {
+							if half {
+								nc.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 64)[:7])
+							}
+							if first {
+								held.Done()
+								first = false
+							}
+							go func() { <-stop; nc.Close() }()
+							io.Copy(io.Discard, nc) // until the server closes it
+							nc.Close()
+						} else if first {
+							held.Done()
+							first = false
+						}
+						select {
+						case <-stop:
+							return
+						case <-time.After(250 * time.Millisecond):
+						}
+					}
+				}()
+			}
+			held.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			lc := smallLLM(5)
+			res, err := RunWorkload(ctx, ClientConfig{Connect: srv.Addr(), Workload: "llm", LLM: lc, Getenv: noEnv})
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				t.Fatalf("normal client beside 600 idle and half-header connections: %v (server %+v)", err, srv.Stats())
+			}
+			if !res.ChecksumOK || res.Checksum != res.ReferenceChecksum {
+				t.Fatalf("checksum %s, reference %s", res.Checksum, res.ReferenceChecksum)
+			}
+			if st := srv.Stats(); st.Evicted < 600-DefaultMaxConns {
+				t.Errorf("stats %+v: want at least %d idle connections closed to make room", st, 600-DefaultMaxConns)
+			}
+		})
+	}
+}
+
+// H2: a connection that sent part of a header and stopped is closed after the frame timeout
+// (it used to wait for the idle timeout); one that never sends a frame is too.
+func TestHostileHalfHeaderClosed(t *testing.T) {
+	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, FrameTimeout: 300 * time.Millisecond, IdleTimeout: time.Hour})
+	half := dialRaw(t, s.Addr())
+	half.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 64)[:7])
+	silent := dialRaw(t, s.Addr())
+	half.expectClosed()
+	silent.expectClosed()
+	// One that sent a frame is idle, not dead: it stays past the frame timeout.
+	c := dialRaw(t, s.Addr())
+	c.call(CmdPing, func(e *encoder) { e.u32(4) })
+	time.Sleep(600 * time.Millisecond)
+	if r := c.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
+		t.Errorf("an idle client within the idle timeout: %s", ResultName(r))
+	}
+	if _, err := NewServer(ServerConfig{Listen: "tcp://127.0.0.1:0", IdleTimeout: -time.Second}); err == nil || !strings.Contains(err.Error(), "idle timeout") {
+		t.Errorf("a negative idle timeout: %v, want refused", err)
+	}
+}

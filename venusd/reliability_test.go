@@ -298,7 +298,7 @@ func TestD6Deadlines(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("idle and slow clients closed after %v", d)
 	}
-	// MaxConns: the fourth of four open connections is closed at once.
+	// MaxConns: a fourth connection makes room by closing the one idle the longest.
 	waitIdle(t, s)
 	var cs []*rawClient
 	for i := 0; i < 3; i++ {
@@ -307,11 +307,18 @@ func TestD6Deadlines(t *testing.T) {
 		cs = append(cs, c)
 	}
 	extra := dialRaw(t, s.Addr())
-	extra.expectClosed()
-	if s.Stats().Rejected < 1 {
-		t.Errorf("stats %+v: no rejected connection", s.Stats())
+	if r := extra.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
+		t.Fatalf("the fourth client: %s", ResultName(r))
 	}
-	runtime.KeepAlive(cs) // the three admitted clients stay open until here
+	cs[0].expectClosed()
+	if st := s.Stats(); st.Evicted != 1 || st.Active != 3 {
+		t.Errorf("stats %+v: want 1 evicted, 3 active", st)
+	}
+	for _, c := range cs[1:] {
+		if r := c.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
+			t.Errorf("a client that was not the longest idle: %s", ResultName(r))
+		}
+	}
 }
 
 // D7: quotas give errors, not allocations; a client that leaves without freeing leaves nothing.

@@ -32,8 +32,11 @@ type Server struct {
 	protoErr atomic.Int64
 	frames   atomic.Int64
 
+	evictions atomic.Int64
+
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
+	evicting int         // connections in conns closed by evictIdleLocked that have not left yet
 	closing  bool        // under mu
 	closingA atomic.Bool // closing, readable without mu on the per-frame path
 	wg       sync.WaitGroup
@@ -48,6 +51,19 @@ type serverConn struct {
 	raw  net.Conn // the accepted socket (the control socket for shm)
 	mu   sync.Mutex
 	idle bool // waiting for a frame header: safe to interrupt on shutdown
+
+	// What admit needs to choose a connection to close when the server is full.
+	since   atomic.Int64 // when the last complete frame came, or the connection did: unix ns
+	framed  atomic.Bool  // a complete frame has come
+	evicted bool         // under Server.mu: closed to make room, no longer counted against MaxConns
+}
+
+// activity records that a complete frame came.
+func (s *Server) activity(sc *serverConn) {
+	sc.since.Store(time.Now().UnixNano())
+	if !sc.framed.Load() {
+		sc.framed.Store(true)
+	}
 }
 
 // withDefaults fills zero fields with their defaults.
@@ -167,7 +183,7 @@ func (s *Server) Stats() ServerStats {
 	return ServerStats{
 		Accepted: s.accepted.Load(), Active: s.active.Load(), Rejected: s.rejected.Load(),
 		LiveObjects: s.live.objects.Load(), LiveBytes: s.live.bytes.Load(),
-		ProtocolErrors: s.protoErr.Load(), Frames: s.frames.Load(),
+		ProtocolErrors: s.protoErr.Load(), Frames: s.frames.Load(), Evicted: s.evictions.Load(),
 	}
 }
 
@@ -399,6 +415,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			return err
 		}
 		s.setIdle(sc, false) // a frame whose header came is executed, even during shutdown
+		s.activity(sc)
 		s.frames.Add(1)
 		if timed {
 			dur := time.Duration(Monotonic() - ts)
@@ -529,10 +546,43 @@ func (s *Server) openConn(sc *serverConn) (conn, bool) {
 	return c, true
 }
 
+// evictIdleLocked makes room for a new connection when the server is full: it closes the idle
+// connection (waiting for a frame) that matters least: one that never sent a complete frame
+// (the oldest first), else the one idle the longest. Busy connections are never closed, so a
+// working client keeps its place while idle or half-open ones hold the others. The caller holds
+// s.mu.
+func (s *Server) evictIdleLocked() {
+	var victim *serverConn
+	var vFramed bool
+	var vSince int64
+	for sc := range s.conns {
+		sc.mu.Lock()
+		idle := sc.idle
+		sc.mu.Unlock()
+		if !idle || sc.evicted {
+			continue
+		}
+		framed, since := sc.framed.Load(), sc.since.Load()
+		if victim == nil || !framed && vFramed || framed == vFramed && since < vSince {
+			victim, vFramed, vSince = sc, framed, since
+		}
+	}
+	if victim == nil {
+		return
+	}
+	victim.evicted = true
+	s.evicting++
+	s.evictions.Add(1)
+	victim.closeNow()
+}
+
 // leave undoes admit's bookkeeping when a client's goroutine ends.
 func (s *Server) leave(sc *serverConn) {
 	s.mu.Lock()
 	delete(s.conns, sc)
+	if sc.evicted {
+		s.evicting--
+	}
 	s.mu.Unlock()
 	s.active.Add(-1)
 	s.wg.Done()
@@ -550,13 +600,17 @@ func (s *Server) admit(nc net.Conn) (*serverConn, bool) {
 		return nil, false
 	}
 	s.mu.Lock()
-	if s.closing || len(s.conns) >= s.cfg.MaxConns {
+	if !s.closing && len(s.conns)-s.evicting >= s.cfg.MaxConns {
+		s.evictIdleLocked()
+	}
+	if s.closing || len(s.conns)-s.evicting >= s.cfg.MaxConns {
 		s.mu.Unlock()
 		s.rejected.Add(1)
 		nc.Close()
 		return nil, false
 	}
 	sc := &serverConn{raw: nc, idle: true}
+	sc.since.Store(time.Now().UnixNano())
 	s.conns[sc] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()

@@ -274,8 +274,10 @@ type frameReader struct {
 	buf []byte
 	// header and frame deadlines; zero means none
 	idle, frame time.Duration
-	dlSet       time.Time // when the idle deadline was last set
-	dlFrame     bool      // the frame deadline is in force
+	dlSet       time.Time     // when the idle deadline was last set
+	dlIdle      time.Duration // for how long
+	dlFrame     bool          // the frame deadline is in force
+	gotFrame    bool          // a frame header has come
 }
 
 func newFrameReader(c conn, max int) *frameReader {
@@ -287,24 +289,48 @@ func newFrameReader(c conn, max int) *frameReader {
 const growChunk = 1 << 20
 
 // read returns the next frame's payload and the frame's total size (header included).
+//
+// Deadlines: waiting for a frame's first byte, the idle deadline (the frame deadline while no
+// frame has come yet, when that is shorter: a connection that never sends a frame is not
+// idle but dead); from its first byte, the whole frame must arrive within the frame deadline,
+// so a peer that sends part of a header and stops is closed as soon as one that stops in the
+// middle of a payload.
 func (f *frameReader) read() ([]byte, error) {
-	if f.idle > 0 {
+	idle := f.idle
+	if !f.gotFrame && f.frame > 0 && (idle <= 0 || f.frame < idle) {
+		idle = f.frame
+	}
+	if idle > 0 {
 		// Setting a deadline costs a timer update: refresh the idle one only every idle/16, so
 		// an idle client is closed between 15/16 of the timeout and the timeout.
-		if now := time.Now(); f.dlFrame || now.Sub(f.dlSet) > f.idle/16 {
-			f.c.SetReadDeadline(now.Add(f.idle))
-			f.dlSet, f.dlFrame = now, false
+		if now := time.Now(); f.dlFrame || idle != f.dlIdle || now.Sub(f.dlSet) > idle/16 {
+			f.c.SetReadDeadline(now.Add(idle))
+			f.dlSet, f.dlIdle, f.dlFrame = now, idle, false
+		}
+	}
+	framed := false // the frame deadline is set for this frame
+	if f.frame > 0 {
+		if _, err := f.br.Peek(1); err != nil {
+			return nil, err
+		}
+		if f.br.Buffered() < HeaderSize {
+			f.c.SetReadDeadline(time.Now().Add(f.frame))
+			f.dlFrame, framed = true, true
 		}
 	}
 	if _, err := io.ReadFull(f.br, f.hdr[:]); err != nil {
+		if framed {
+			return nil, unexpected(err)
+		}
 		return nil, err
 	}
 	h, err := ParseFrameHeader(f.hdr[:], f.max)
 	if err != nil {
 		return nil, err
 	}
+	f.gotFrame = true
 	size := int(h.Size)
-	if f.frame > 0 && f.br.Buffered() < size { // the payload is not all here yet
+	if f.frame > 0 && !framed && f.br.Buffered() < size { // the payload is not all here yet
 		f.c.SetReadDeadline(time.Now().Add(f.frame))
 		f.dlFrame = true
 	}
