@@ -274,3 +274,20 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+func TestFormatElapsed(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{20 * time.Millisecond, "20 ms"},
+		{400 * time.Microsecond, "0.4 ms"},
+		{999 * time.Millisecond, "999 ms"},
+		{time.Second, "1.0 s"},
+		{3140 * time.Millisecond, "3.1 s"},
+	} {
+		if got := FormatElapsed(tc.d); got != tc.want {
+			t.Errorf("FormatElapsed(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

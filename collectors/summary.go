@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteSummary prints the recording's totals, its connections (the busiest first, at most
@@ -18,7 +19,7 @@ func (r *Result) WriteSummary(out io.Writer, maxConns int) error {
 		rate = float64(r.Events) / secs
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "recorded %.1f s: %d events (%.0f/s), %d lost", secs, r.Events, rate, r.LostTotal())
+	fmt.Fprintf(&b, "recorded %s: %d events (%.0f/s), %d lost", FormatElapsed(r.Elapsed), r.Events, rate, r.LostTotal())
 	if len(r.Lost) > 0 {
 		b.WriteString(" (")
 		for i, k := range sortedKeys(r.Lost) {
@@ -61,6 +62,19 @@ func (r *Result) WriteSummary(out io.Writer, maxConns int) error {
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// FormatElapsed renders a recording's length for people: "1.3 s" from one second up, "20 ms"
+// or "0.4 ms" below.
+func FormatElapsed(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	}
 }
 
 // probeCost describes the kernel cost a probe reported in its stats, or "" when it did not.

@@ -85,8 +85,9 @@ run() { # run SIDE MODE I: one llm run, its JSON in $DIR/SIDE-I.json; run 1 is r
 	# Run 1 always keeps a tracer trace too: its token markers are what `perflab model` reads.
 	cmd+=(--trace "$DIR/$side-tracer.plt")
 	if [[ $recorder == ebpf ]]; then
-		if x "$PERFLAB" record -o "$DIR/$side.plt" --label "mode=$mode" -- \
-			sh -c 'out=$1; shift; exec "$@" >"$out"' sh "$DIR/$side-$i.json" "${cmd[@]}" >"$DIR/record-$side.log" 2>&1; then
+		# record leaves the command's stdout to the command and exits with its status.
+		if x "$PERFLAB" record -o "$DIR/$side.plt" --label "mode=$mode" -- "${cmd[@]}" \
+			>"$DIR/$side-$i.json" 2>"$DIR/record-$side.log"; then
 			return
 		fi
 		echo "eBPF recording failed ($(tail -n 1 "$DIR/record-$side.log")); using the in-process tracer"

@@ -318,9 +318,15 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	}
 	res, recErr := collectors.Record(rctx, probe, w, opt)
 	targetsGone := recErr == nil && rctx.Err() == nil
+	status := 0 // the command's exit status, as a shell gives it
 	if cmd != nil {
-		if werr := waitCommand(cmd, !targetsGone); werr != nil && targetsGone {
-			fmt.Fprintf(env.Stderr, "perflab record: note: %s exited: %v\n", a.command[0], werr)
+		werr := waitCommand(cmd, !targetsGone)
+		status = commandStatus(cmd.ProcessState, !targetsGone)
+		switch {
+		case cmd.ProcessState == nil:
+			fmt.Fprintf(env.Stderr, "perflab record: note: %s: %v\n", a.command[0], werr)
+		case status != 0:
+			fmt.Fprintf(env.Stderr, "perflab record: note: %s %s\n", a.command[0], describeExit(cmd.ProcessState))
 		}
 	}
 	if targetsGone {
@@ -343,11 +349,46 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	if err := probe.Close(); err != nil {
 		fmt.Fprintf(env.Stderr, "perflab record: note: detach probes: %v\n", err)
 	}
-	if err := res.WriteSummary(env.Stdout, 10); err != nil {
+	// Like perf record and strace, everything perflab says goes to stderr: the recorded
+	// command's stdout stays its own (record -- prog --json > out.json).
+	if err := res.WriteSummary(env.Stderr, 10); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "\ntrace written to %s\n", a.out)
+	fmt.Fprintf(env.Stderr, "\ntrace written to %s\n", a.out)
+	if status != 0 {
+		return Exit(status)
+	}
 	return nil
+}
+
+// commandStatus is the exit status of a command perflab started, as a shell reports it: its
+// exit code, or 128+N when signal N ended it. A command perflab stopped itself (stopped: at
+// --duration, or on SIGINT/SIGTERM to perflab) and that died of that SIGTERM or of the SIGKILL
+// after it counts as 0: the stop was asked for.
+func commandStatus(ps *os.ProcessState, stopped bool) int {
+	if ps == nil {
+		return ExitFailed
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return ps.ExitCode()
+	}
+	if ws.Signaled() {
+		if stopped && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGKILL) {
+			return 0
+		}
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// describeExit says how a command ended: "exited with status 3", "was killed by signal 9
+// (killed)".
+func describeExit(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
+	}
+	return fmt.Sprintf("exited with status %d", ps.ExitCode())
 }
 
 // waitCommand reaps a command perflab started. With stop it first asks the command to stop

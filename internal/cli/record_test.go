@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -251,8 +252,8 @@ func TestRecordUnprivileged(t *testing.T) {
 		if _, err := trace.ReadFile(out); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(stdout.String(), "probe cost: ") {
-			t.Errorf("summary has no probe cost line: %q", stdout.String())
+		if !strings.Contains(stderr.String(), "probe cost: ") || stdout.Len() != 0 {
+			t.Errorf("summary has no probe cost line on stderr, or stdout is not the command's (empty): stderr %q, stdout %q", stderr.String(), stdout.String())
 		}
 	})
 	for _, tc := range cases {
@@ -309,9 +310,12 @@ func TestRecordCommand(t *testing.T) {
 		t.Errorf("no note that the target exited: %q", stderr.String())
 	}
 	for _, w := range []string{"direction", "connections", "probe cost", "trace written to"} {
-		if !strings.Contains(stdout.String(), w) {
-			t.Errorf("summary lacks %q:\n%s", w, stdout.String())
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("summary on stderr lacks %q:\n%s", w, stderr.String())
 		}
+	}
+	if strings.Contains(stdout.String(), "trace written") {
+		t.Errorf("record wrote its summary to stdout, which is the command's: %q", stdout.String())
 	}
 	c := readCounts(t, counts)
 	f, err := trace.ReadFile(out)
@@ -617,8 +621,8 @@ func TestRecordDuration(t *testing.T) {
 	if f.Footer == nil || len(f.Events) == 0 {
 		t.Fatalf("footer %v, %d events", f.Footer, len(f.Events))
 	}
-	if !strings.Contains(stdout.String(), "recorded ") {
-		t.Errorf("no summary: %q", stdout.String())
+	if !strings.Contains(stderr.String(), "recorded ") || stdout.Len() != 0 {
+		t.Errorf("no summary on stderr, or something on stdout: stderr %q, stdout %q", stderr.String(), stdout.String())
 	}
 	if !processExists(uint32(target.Process.Pid)) {
 		t.Error("recording by pid stopped the process")
@@ -648,5 +652,53 @@ func TestRecordDiskFull(t *testing.T) {
 	}
 	if _, err := os.Stat(counts); err == nil {
 		t.Error("the command ran to its end although the trace could not be written")
+	}
+}
+
+// TestRecordCommandStatus: like perf record and strace, record -- CMD leaves CMD's stdout and
+// stderr to CMD (perflab's summary and notes go to stderr after it) and exits with CMD's
+// status, 128+N when signal N ended it; a short recording prints its length in ms.
+func TestRecordCommandStatus(t *testing.T) {
+	requireRecord(t)
+	for _, tc := range []struct {
+		name   string
+		script string
+		code   int
+		note   string
+	}{
+		{"exit 0", "echo out; echo err >&2", 0, ""},
+		{"exit 3", "echo out; echo err >&2; exit 3", 3, "exited with status 3"},
+		{"SIGKILL", "echo out; echo err >&2; kill -KILL $$", 128 + 9, "killed by signal 9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd, out, _, stdout, stderr := recordCmd(t, dir, "--", "sh", "-c", tc.script)
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr.String())
+			}
+			if stdout.String() != "out\n" {
+				t.Errorf("stdout %q, want the command's own %q", stdout.String(), "out\n")
+			}
+			errs := stderr.String()
+			if !strings.HasPrefix(errs, "err\n") || !strings.Contains(errs, "trace written to "+out) {
+				t.Errorf("stderr %q: want the command's line first, then the summary", errs)
+			}
+			if !strings.Contains(errs, tc.note) {
+				t.Errorf("stderr %q lacks %q", errs, tc.note)
+			}
+			if !regexp.MustCompile(`recorded [0-9.]+ ms:`).MatchString(errs) {
+				t.Errorf("a short recording's length is not in ms: %q", errs)
+			}
+			if _, err := trace.ReadFile(out); err != nil {
+				t.Errorf("trace: %v", err)
+			}
+		})
 	}
 }
