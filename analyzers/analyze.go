@@ -95,6 +95,7 @@ type cmdKey struct {
 }
 
 type cmdAgg struct {
+	name         string
 	count, bytes uint64
 	rtt          Hist
 	win          windowAgg // round trips of this command, Venus Plus style ("vkQueueSubmit: summary at 100 calls")
@@ -128,11 +129,13 @@ type windowAgg struct {
 	windows []Window
 }
 
-// msgRec is what the unit and phase attribution keeps of a message: 16 bytes, so a trace's
+// msgRec is what the unit and phase attribution keeps of a message: 24 bytes, so a trace's
 // messages fit in well under the 64 bytes per event that analyze may use.
 type msgRec struct {
 	ts   int64
 	size uint32
+	cmd  uint32 // the message's command (analyzer.cmdIndex), 0 when none
+	busy uint32 // ns inside the calls that carried it (capped)
 	proc uint16 // index of the message's connection in analyzer.sides (maxProcs: any other)
 	kind uint8
 	rts  uint8 // round trips this message completed (a reply may answer several requests)
@@ -152,6 +155,7 @@ const (
 	recUnit                 // a request sent that opens a unit of work (spec unit command)
 	recUnitRecv             // the same, received (a traced server)
 	recRTEvent              // a tracer's round-trip event (not a message)
+	recReply                // the message is a reply
 )
 
 type interval struct{ from, to int64 }
@@ -206,8 +210,10 @@ type analyzer struct {
 	lastProcKey       uint64
 	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
 	specIdx           map[*Spec]uint64
-	unitCmds          map[string]bool // Options.UnitCommands
-	extraMarks        []trace.Marker  // Options.Markers
+	cmdIdx            map[*cmdAgg]uint32 // commands numbered for msgRec.cmd, from 1
+	cmdNames          []string           // their names, by number-1
+	unitCmds          map[string]bool    // Options.UnitCommands
+	extraMarks        []trace.Marker     // Options.Markers
 	warnings          []string
 }
 
@@ -455,9 +461,13 @@ func (a *analyzer) message(m *Message) {
 	ca.count++
 	ca.bytes += uint64(m.Size)
 	// a message counts when it completes, as a client's counters do
-	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: uint16(c.side)}
+	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: uint16(c.side),
+		cmd: a.cmdIndex(ca), busy: uint32(min(max(m.CallNS, 0), math.MaxUint32))}
 	if m.Dir == trace.DirSend {
 		rec.kind |= recSend
+	}
+	if m.IsReply {
+		rec.kind |= recReply
 	}
 	if !m.IsReply {
 		if sp := m.spec; sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
@@ -569,13 +579,27 @@ func (a *analyzer) cmdFor(m *Message) *cmdAgg {
 	k := cmdKey{proto: m.Protocol, name: name, id: m.Command, dir: m.Dir, reply: m.IsReply}
 	ca := a.cmds[k]
 	if ca == nil {
-		ca = &cmdAgg{}
+		ca = &cmdAgg{name: name}
 		a.cmds[k] = ca
 	}
 	if fk != 0 {
 		a.fastCmds[fk] = ca
 	}
 	return ca
+}
+
+// cmdIndex numbers command ca for the message records.
+func (a *analyzer) cmdIndex(ca *cmdAgg) uint32 {
+	if a.cmdIdx == nil {
+		a.cmdIdx = map[*cmdAgg]uint32{}
+	}
+	i, ok := a.cmdIdx[ca]
+	if !ok && len(a.cmdNames) < math.MaxUint32-1 {
+		a.cmdNames = append(a.cmdNames, ca.name)
+		i = uint32(len(a.cmdNames))
+		a.cmdIdx[ca] = i
+	}
+	return i
 }
 
 // answered counts a further request answered by the reply m (its first one is m itself);

@@ -26,4 +26,4 @@ func (c *chunked[T]) add(v T) *T {
 // reset empties the list and lets its memory go.
 func (c *chunked[T]) reset() { c.blocks, c.n = nil, 0 }
 
-var _ [16 - unsafe.Sizeof(msgRec{})]struct{} // msgRec stays 16 bytes
+var _ [24 - unsafe.Sizeof(msgRec{})]struct{} // msgRec stays 24 bytes

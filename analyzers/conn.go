@@ -105,7 +105,7 @@ func (c *connDecoder) emitRaw(ev *trace.Event) {
 func (c *connDecoder) frame(fi *frameInfo) {
 	ev := c.ev
 	m := c.d.msg(c, ev)
-	m.TS, m.End, m.FirstEnd, m.Size, m.Calls = fi.ts, fi.end, fi.firstEnd, fi.size, fi.calls
+	m.TS, m.End, m.FirstEnd, m.CallNS, m.Size, m.Calls = fi.ts, fi.end, fi.firstEnd, fi.callNS, fi.size, fi.calls
 	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
 	m.ReqID = fi.reqID
 	var ri recordInfo

@@ -107,7 +107,7 @@ func (d *decoder) event(ev *trace.Event) {
 // msg returns the decoder's Message, reset and filled from ev.
 func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
 	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
-		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: ev.TS + ev.Dur}
+		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: ev.TS + ev.Dur, CallNS: ev.Dur}
 	return &d.m
 }
 

@@ -6,6 +6,7 @@ import "encoding/binary"
 type frameInfo struct {
 	ts, end   int64
 	firstEnd  int64 // end of the frame's first call
+	callNS    int64 // time inside the calls that carried the frame, ns
 	size      int64
 	calls     int
 	cmd       uint64
@@ -47,6 +48,7 @@ type framer struct {
 	consumed int64 // bytes of the frame seen so far
 	ts       int64
 	firstEnd int64
+	callNS   int64
 	calls    int
 	lastCall uint64
 	lostNext bool // the next frame follows a loss of sync
@@ -140,9 +142,10 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 		if f.lastCall != seq || f.calls == 0 {
 			if f.have == 0 && f.consumed == 0 {
 				f.ts, f.firstEnd = ts, end
-				f.calls = 0
+				f.calls, f.callNS = 0, 0
 			}
 			f.calls++
+			f.callNS += end - ts
 			f.lastCall = seq
 		}
 		switch f.state {
@@ -224,7 +227,7 @@ func (f *framer) reset() {
 
 func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
 	o := &f.out
-	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: f.buf[:f.have]}
+	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: f.buf[:f.have]}
 	if truncated {
 		o.size = max(f.frameLen, f.consumed)
 	}

@@ -69,6 +69,9 @@ type Message struct {
 	// FirstEnd is the end of the first call that carried the frame: on a received reply, when
 	// its first bytes were in (time to first byte = FirstEnd - ReqTS). 0 when unknown.
 	FirstEnd int64
+	// CallNS is the time spent inside the calls that carried the frame, ns: on a server's
+	// received request, the blocking read's wait for it included.
+	CallNS int64
 	// Answered is how many requests a reply answered: 1 usually, more when a server batches
 	// the replies to several requests (records) into one frame; RTT is the first one's.
 	Answered int

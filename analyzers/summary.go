@@ -26,8 +26,11 @@ type Summary struct {
 	Commands    []CmdStats   `json:"commands"`
 	RoundTrips  RoundTrips   `json:"round_trips"`
 	Units       []UnitStats  `json:"units"`
-	Phases      []PhaseStats `json:"phases,omitempty"`
-	Windows     []Window     `json:"windows,omitempty"` // per-100-call summaries, Venus Plus style
+	// UnitShapes lists every shape of unit (by command sequence), steady state included, per
+	// trace, when units are opened by commands.
+	UnitShapes []UnitStats  `json:"unit_shapes,omitempty"`
+	Phases     []PhaseStats `json:"phases,omitempty"`
+	Windows    []Window     `json:"windows,omitempty"` // per-100-call summaries, Venus Plus style
 
 	InFlight   *InFlight   `json:"inflight,omitempty"`
 	LittlesLaw []LittleRow `json:"littles_law"`
@@ -165,6 +168,24 @@ type UnitStats struct {
 	NetWaitUS         float64 `json:"net_wait_us"`  // mean time per unit blocked on round trips
 	UnitsPerS         float64 `json:"units_per_s"`  // throughput
 	MaxSpeedup        float64 `json:"max_speedup"`  // unit time / (unit time - network wait): the bound from removing round trips
+	// SpeedupAssumes states what MaxSpeedup assumes.
+	SpeedupAssumes string `json:"max_speedup_assumes,omitempty"`
+	// RequestsPerUnit counts requests (client to server) and RepliesPerUnit replies, apart.
+	RequestsPerUnit float64 `json:"requests_per_unit"`
+	RepliesPerUnit  float64 `json:"replies_per_unit"`
+	// Side is "client" or "server": whose trace the units were counted on.
+	Side string `json:"side,omitempty"`
+	// ServerTimeUS is, on a server's trace, the mean time per unit the server was not waiting
+	// in a receive call (its service); NotServerUS the rest of the unit (the client and the
+	// network).
+	ServerTimeUS float64 `json:"server_time_us,omitempty"`
+	NotServerUS  float64 `json:"not_server_us,omitempty"`
+	// Trace is the file the units are of; Shape is "steady" (the units with the most common
+	// command sequence, which per-unit figures default to), "before steady" (warmup), "other",
+	// or "all" (no steady state); Sequence the units' requests in order.
+	Trace    string `json:"trace,omitempty"`
+	Shape    string `json:"shape,omitempty"`
+	Sequence string `json:"sequence,omitempty"`
 }
 
 // PhaseStats describes a phase (load, generate) from markers or detection.

@@ -51,9 +51,8 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 	}
 	type acc struct {
-		msgs, rts, rtev, sent, recv, bytes uint64
+		msgs, reqs, reps, rts, rtev, sent, recv, bytes uint64
 	}
-	pacc := make([]acc, 2+len(phases))
 	var unitAcc acc // messages in the unit phase
 	var spanAcc acc // messages between the first and the last unit command
 	// Units opened by commands: the sending side's (a client), or the receiving side's when
@@ -61,6 +60,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	var unitTS []int64
 	procs := make([]bool, maxProcs+1) // by msgRec.proc
 	anyProc := false
+	var opener uint8
 	for _, bit := range []uint8{recUnit, recUnitRecv} {
 		for _, blk := range a.recs.blocks {
 			for _, r := range blk {
@@ -71,9 +71,23 @@ func (a *analyzer) phasesAndUnits(i int) {
 			}
 		}
 		if len(unitTS) > 0 {
+			opener = bit
 			break
 		}
 	}
+	var units []cmdUnit
+	if len(tokens) == 0 && len(unitTS) > 0 {
+		var rs []msgRec
+		for _, blk := range a.recs.blocks {
+			for _, r := range blk {
+				if procs[r.proc] {
+					rs = append(rs, r)
+				}
+			}
+		}
+		units = commandUnits(rs, opener, a.cmdName)
+	}
+	steadySig, steadyN := steadyShape(units)
 	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
 		clear(procs)
 		anyProc = false
@@ -123,14 +137,19 @@ func (a *analyzer) phasesAndUnits(i int) {
 			for _, t := range tokens {
 				start = min(start, t.TS)
 			}
+		case len(units) > 0:
+			phases = a.unitPhases(units, steadySig, steadyN)
 		case len(unitTS) > 0:
 			start = uFirst
 		}
-		if start > a.first {
+		if len(phases) > 0 {
+			detected = true
+		} else if start > a.first {
 			phases = []span{{name: "load", from: a.first, to: start, load: true}, {name: "steady", from: start, to: a.last + 1}}
 			detected = true
 		}
 	}
+	pacc := make([]acc, len(phases))
 	origin := a.first
 	for _, p := range phases {
 		origin = min(origin, p.from)
@@ -141,6 +160,11 @@ func (a *analyzer) phasesAndUnits(i int) {
 			return
 		}
 		c.msgs++
+		if r.kind&recReply != 0 {
+			c.reps++
+		} else {
+			c.reqs++
+		}
 		c.bytes += uint64(r.size)
 		if r.kind&recSend != 0 {
 			c.sent += uint64(r.size)
@@ -198,7 +222,8 @@ func (a *analyzer) phasesAndUnits(i int) {
 		if unitAcc.rtev > 0 {
 			rts = unitAcc.rtev // the tracer's own round-trip events: what the client counted
 		}
-		u = UnitStats{Name: unitName, Count: uint64(len(tokens)), MessagesPerUnit: float64(unitAcc.msgs) / n,
+		u = UnitStats{Name: unitName, Count: uint64(len(tokens)), MessagesPerUnit: float64(unitAcc.msgs) / n, Trace: a.s.Traces[i],
+			RequestsPerUnit: round3(float64(unitAcc.reqs) / n), RepliesPerUnit: round3(float64(unitAcc.reps) / n), Side: "client",
 			RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
 		var dur, w int64
 		spans := 0
@@ -219,18 +244,11 @@ func (a *analyzer) phasesAndUnits(i int) {
 			u.UnitTimeUS = float64(phaseDur) / n / 1e3
 		}
 		u.NetWaitUS = float64(w) / n / 1e3
-	case len(unitTS) >= 2:
-		n := float64(len(unitTS) - 1)
-		name := a.unitSpec
-		if name == "" {
-			name = "unit"
-		}
-		u = UnitStats{Name: name, Count: uint64(len(unitTS)), MessagesPerUnit: float64(spanAcc.msgs) / n,
-			RoundTripsPerUnit: float64(spanAcc.rts) / n, BytesSentPerUnit: float64(spanAcc.sent) / n,
-			BytesRecvPerUnit: float64(spanAcc.recv) / n, UnitTimeUS: float64(uLast-uFirst) / n / 1e3,
-			NetWaitUS: float64(wait(uFirst, uLast)) / n / 1e3}
-	case len(unitTS) == 1:
-		a.warnf("%s: one %s only; per-unit figures need two", a.s.Traces[i], a.unitSpec)
+	case len(units) > 0:
+		a.cmdUnitStats(i, units, steadySig, steadyN, opener == recUnitRecv)
+		return
+	case len(unitTS) >= 1:
+		a.warnf("%s: %d %s command(s) but no complete %s (none was followed by a reply); no per-%s figures", a.s.Traces[i], len(unitTS), a.unitSpec, a.unitSpec, a.unitSpec)
 		return
 	default:
 		return
@@ -239,6 +257,9 @@ func (a *analyzer) phasesAndUnits(i int) {
 		u.UnitsPerS = 1e6 / u.UnitTimeUS
 		if u.NetWaitUS < u.UnitTimeUS {
 			u.MaxSpeedup = u.UnitTimeUS / (u.UnitTimeUS - u.NetWaitUS)
+			if u.NetWaitUS > 0 {
+				u.SpeedupAssumes = "every µs waiting on replies is removable (the server's time is not known from this trace; trace the server to split it)"
+			}
 		}
 	}
 	u.MessagesPerUnit = round3(u.MessagesPerUnit)

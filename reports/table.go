@@ -113,12 +113,42 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	if len(s.Units) > 0 {
-		u := section{title: "Per unit of work", header: []string{"unit", "count", "messages", "round trips", "bytes sent", "bytes recv", "time µs", "network wait µs", "units/s", "max speedup"}}
-		for _, x := range s.Units {
-			u.rows = append(u.rows, []string{x.Name, u64(x.Count), tnum(x.MessagesPerUnit), tnum(x.RoundTripsPerUnit), tnum(x.BytesSentPerUnit), tnum(x.BytesRecvPerUnit),
-				tnum(x.UnitTimeUS), tnum(x.NetWaitUS), tnum(x.UnitsPerS), speedup(x.MaxSpeedup)})
+		u := section{title: "Per unit of work", header: []string{"unit", "shape", "count", "requests", "replies", "round trips", "bytes sent", "bytes recv", "time µs", "network wait µs", "server time µs", "units/s", "max speedup"}}
+		multi := len(s.Traces) > 1
+		if multi {
+			u.header = append([]string{"trace"}, u.header...)
 		}
-		u.notes = append(u.notes, "max speedup = unit time / (unit time - network wait): the bound from removing every round trip")
+		for _, x := range s.Units {
+			row := []string{x.Name, orDash(x.Shape), u64(x.Count), tnum(x.RequestsPerUnit), tnum(x.RepliesPerUnit), tnum(x.RoundTripsPerUnit), tnum(x.BytesSentPerUnit), tnum(x.BytesRecvPerUnit),
+				tnum(x.UnitTimeUS), waitCell(x), serverCell(x), tnum(x.UnitsPerS), speedup(x.MaxSpeedup)}
+			if multi {
+				row = append([]string{orDash(x.Trace)}, row...)
+			}
+			u.rows = append(u.rows, row)
+		}
+		for _, x := range s.Units {
+			if x.Sequence != "" {
+				u.notes = append(u.notes, fmt.Sprintf("%s%s: %s", tracePrefix(multi, x.Trace), x.Shape, x.Sequence))
+			}
+		}
+		u.notes = append(u.notes, "requests: client to server; replies: server to client; counts and averages over the same units")
+		u.notes = append(u.notes, "max speedup = unit time / (unit time - network wait): the bound from removing every round trip, assuming every µs of waiting is removable; server time (a server's trace) is the part of the unit the server was not waiting to read")
+		out = append(out, u)
+	}
+
+	if len(s.UnitShapes) > 0 {
+		u := section{title: "Units by command sequence", header: []string{"unit", "shape", "count", "requests", "replies", "round trips", "bytes sent", "bytes recv", "time µs", "sequence"}}
+		multi := len(s.Traces) > 1
+		if multi {
+			u.header = append([]string{"trace"}, u.header...)
+		}
+		for _, x := range s.UnitShapes {
+			row := []string{x.Name, x.Shape, u64(x.Count), tnum(x.RequestsPerUnit), tnum(x.RepliesPerUnit), tnum(x.RoundTripsPerUnit), tnum(x.BytesSentPerUnit), tnum(x.BytesRecvPerUnit), tnum(x.UnitTimeUS), x.Sequence}
+			if multi {
+				row = append([]string{orDash(x.Trace)}, row...)
+			}
+			u.rows = append(u.rows, row)
+		}
 		out = append(out, u)
 	}
 
@@ -201,9 +231,18 @@ func sections(s *analyzers.Summary) []section {
 func answer(s *analyzers.Summary) []string {
 	var out []string
 	for _, u := range s.Units {
-		line := fmt.Sprintf("%s: %s messages and %s round trips per %s", u.Name, tnum(u.MessagesPerUnit), tnum(u.RoundTripsPerUnit), u.Name)
-		if u.UnitTimeUS > 0 && u.NetWaitUS > 0 {
-			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies, so removing round trips could make it up to %s× faster",
+		what := u.Name
+		if u.Shape == "steady" {
+			what = fmt.Sprintf("%s (steady state, %d %ss)", u.Name, u.Count, u.Name)
+		}
+		line := fmt.Sprintf("%s%s: %s requests, %s replies and %s round trips per %s", tracePrefix(len(s.Traces) > 1, u.Trace), what,
+			tnum(u.RequestsPerUnit), tnum(u.RepliesPerUnit), tnum(u.RoundTripsPerUnit), u.Name)
+		switch {
+		case u.Side == "server" && u.UnitTimeUS > 0:
+			line += fmt.Sprintf("; of its %s µs, the server worked %s µs and waited %s µs for the client and the network",
+				tnum(u.UnitTimeUS), tnum(u.ServerTimeUS), tnum(u.NotServerUS))
+		case u.UnitTimeUS > 0 && u.NetWaitUS > 0:
+			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies (server time included: trace the server to split it), so removing round trips could make it up to %s× faster",
 				tnum(u.NetWaitUS), tnum(u.UnitTimeUS), tnum(u.MaxSpeedup))
 		}
 		out = append(out, line+".")
@@ -379,6 +418,30 @@ func mean(total, n uint64) string {
 		return "-"
 	}
 	return tnum(float64(total) / float64(n))
+}
+
+func tracePrefix(multi bool, t string) string {
+	if !multi || t == "" {
+		return ""
+	}
+	return t + ": "
+}
+
+// waitCell is a unit's network wait: blank on a server's trace, where the client's wait is
+// not seen.
+func waitCell(u analyzers.UnitStats) string {
+	if u.Side == "server" {
+		return "-"
+	}
+	return tnum(u.NetWaitUS)
+}
+
+// serverCell is a unit's server time: known only on a server's trace.
+func serverCell(u analyzers.UnitStats) string {
+	if u.Side != "server" {
+		return "-"
+	}
+	return tnum(u.ServerTimeUS)
 }
 
 func speedup(v float64) string {

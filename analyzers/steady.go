@@ -1,0 +1,307 @@
+package analyzers
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// cmdUnit is one unit of work opened by a unit command (a decode step): from the message
+// after the previous unit's end through the first reply after its unit command.
+type cmdUnit struct {
+	first, last int   // positions in the unit side's records
+	from, to    int64 // ns: the previous unit's end (or the unit's first message), the unit's end
+	acc         unitAcc
+	sig         string // its requests' commands, in order
+}
+
+// unitAcc sums the messages of some units.
+type unitAcc struct {
+	msgs, reqs, reps, rts, sent, recv uint64
+	busyRecv                          int64 // ns inside the calls that received messages
+}
+
+func (u *unitAcc) add(r msgRec) {
+	if r.kind&recRTEvent != 0 {
+		u.rts++
+		return
+	}
+	u.msgs++
+	if r.kind&recReply != 0 {
+		u.reps++
+	} else {
+		u.reqs++
+	}
+	if r.kind&recSend != 0 {
+		u.sent += uint64(r.size)
+	} else {
+		u.recv += uint64(r.size)
+		u.busyRecv += int64(r.busy)
+	}
+	u.rts += uint64(r.rts)
+}
+
+// completes reports whether record r completes a round trip (a reply, or a tracer's event).
+func completes(r msgRec) bool { return r.rts > 0 || r.kind&recRTEvent != 0 }
+
+// commandUnits cuts the records of the sides that open units into units: unit k runs from
+// the message after unit k-1's end through the first reply (completed round trip) after its
+// unit command; the first unit starts after the last reply before its unit command. A unit
+// command with no reply after it before the next one ends its unit just before the next; the
+// last unit command with no reply after it opens no complete unit and is not counted.
+func commandUnits(rs []msgRec, opener uint8, cmdSig func(uint32) string) []cmdUnit {
+	var openers []int
+	for i, r := range rs {
+		if r.kind&opener != 0 {
+			openers = append(openers, i)
+		}
+	}
+	if len(openers) == 0 {
+		return nil
+	}
+	start := 0
+	for j := openers[0] - 1; j >= 0; j-- {
+		if completes(rs[j]) {
+			start = j + 1
+			break
+		}
+	}
+	var units []cmdUnit
+	for k, o := range openers {
+		next := len(rs)
+		if k+1 < len(openers) {
+			next = openers[k+1]
+		}
+		end := -1
+		for j := o + 1; j < next; j++ {
+			if completes(rs[j]) {
+				end = j
+				break
+			}
+		}
+		if end < 0 {
+			if k+1 == len(openers) {
+				break // the last unit never completed
+			}
+			end = next - 1
+		}
+		u := cmdUnit{first: start, last: end, to: rs[end].ts}
+		if start > 0 {
+			u.from = rs[start-1].ts
+		} else {
+			u.from = rs[start].ts - 1
+		}
+		var sig strings.Builder
+		for j := start; j <= end; j++ {
+			u.acc.add(rs[j])
+			if rs[j].kind&(recReply|recRTEvent) == 0 {
+				sig.WriteString(cmdSig(rs[j].cmd))
+				sig.WriteByte(0)
+			}
+		}
+		u.sig = sig.String()
+		units = append(units, u)
+		start = end + 1
+	}
+	return units
+}
+
+// steadyShape returns the command sequence shared by the most units (ties: the one whose last
+// unit comes last), and how many units have it.
+func steadyShape(units []cmdUnit) (string, int) {
+	count := map[string]int{}
+	lastAt := map[string]int{}
+	for i, u := range units {
+		count[u.sig]++
+		lastAt[u.sig] = i
+	}
+	best, n := "", 0
+	for s, c := range count {
+		if c > n || c == n && lastAt[s] > lastAt[best] {
+			best, n = s, c
+		}
+	}
+	return best, n
+}
+
+// describeSig writes a command sequence compactly: "SET_TENSOR×6 GRAPH_RECOMPUTE GET_TENSOR".
+func describeSig(sig string) string {
+	parts := strings.Split(strings.TrimSuffix(sig, "\x00"), "\x00")
+	var out []string
+	for i := 0; i < len(parts); {
+		j := i
+		for j < len(parts) && parts[j] == parts[i] {
+			j++
+		}
+		name := parts[i]
+		if name == "" {
+			name = "(unknown)"
+		}
+		if j-i > 1 {
+			name = fmt.Sprintf("%s×%d", name, j-i)
+		}
+		out = append(out, name)
+		i = j
+	}
+	if len(out) == 0 || len(out) == 1 && sig == "" {
+		return "(no requests)"
+	}
+	return strings.Join(out, " ")
+}
+
+// unitFigures averages acc over n units that lasted dur ns in all and waited wait ns on round
+// trips; server says that the units are a traced server's (their receive calls are its idle
+// time, the rest its service).
+func unitFigures(name string, n int, acc unitAcc, dur, wait int64, server bool) UnitStats {
+	f := float64(n)
+	u := UnitStats{Name: name, Count: uint64(n), MessagesPerUnit: round3(float64(acc.msgs) / f),
+		RequestsPerUnit: round3(float64(acc.reqs) / f), RepliesPerUnit: round3(float64(acc.reps) / f),
+		RoundTripsPerUnit: round3(float64(acc.rts) / f), BytesSentPerUnit: math.Round(float64(acc.sent) / f),
+		BytesRecvPerUnit: math.Round(float64(acc.recv) / f), UnitTimeUS: round3(float64(dur) / f / 1e3),
+		NetWaitUS: round3(float64(wait) / f / 1e3)}
+	if server {
+		u.Side = "server"
+		u.ServerTimeUS = round3(max(float64(dur-acc.busyRecv), 0) / f / 1e3)
+		u.NotServerUS = round3(u.UnitTimeUS - u.ServerTimeUS)
+	} else {
+		u.Side = "client"
+	}
+	if u.UnitTimeUS > 0 {
+		u.UnitsPerS = round3(1e6 / u.UnitTimeUS)
+		if !server && u.NetWaitUS < u.UnitTimeUS && u.NetWaitUS > 0 {
+			u.MaxSpeedup = round3(u.UnitTimeUS / (u.UnitTimeUS - u.NetWaitUS))
+			u.SpeedupAssumes = "every µs waiting on replies is removable (the server's time is not known from this trace; trace the server to split it)"
+		}
+	}
+	return u
+}
+
+// cmdName is the name of command number n (analyzer.cmdIndex).
+func (a *analyzer) cmdName(n uint32) string {
+	if n == 0 || int(n) > len(a.cmdNames) {
+		return ""
+	}
+	return a.cmdNames[n-1]
+}
+
+// unitPhases detects the phases of a trace from its command units: load before the first
+// unit, warmup from it to the first unit of the steady shape, steady through the last one,
+// and end after it. Boundaries fall on unit starts.
+func (a *analyzer) unitPhases(units []cmdUnit, sig string, n int) []span {
+	first, last := -1, -1
+	for k, u := range units {
+		if u.sig == sig {
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	var out []span
+	add := func(name string, from, to int64, load bool) {
+		if to > from {
+			out = append(out, span{name: name, from: from, to: to, load: load})
+		}
+	}
+	add("load", a.first, units[0].from+1, true)
+	if n < 2 { // no steady state: the units are one phase
+		add("units", units[0].from+1, units[len(units)-1].to+1, false)
+		add("end", units[len(units)-1].to+1, a.last+1, true)
+		return out
+	}
+	add("warmup", units[0].from+1, units[first].from+1, true)
+	add("steady", units[first].from+1, units[last].to+1, false)
+	add("end", units[last].to+1, a.last+1, true)
+	return out
+}
+
+// cmdUnitStats reports the command units of trace i: the steady state (the units whose
+// command sequence is the most common) as its unit, and every shape apart.
+func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, server bool) {
+	name := a.unitSpec
+	if name == "" {
+		name = "unit"
+	}
+	wait := func(from, to int64) int64 {
+		var w int64
+		for _, blk := range a.blocks.blocks {
+			for _, b := range blk {
+				lo, hi := max(b.from, from), min(b.to, to)
+				if hi > lo {
+					w += hi - lo
+				}
+			}
+		}
+		return w
+	}
+	type shape struct {
+		n         int
+		acc       unitAcc
+		dur, wait int64
+		firstAt   int
+	}
+	shapes := map[string]*shape{}
+	var order []string
+	for k, u := range units {
+		sh := shapes[u.sig]
+		if sh == nil {
+			sh = &shape{firstAt: k}
+			shapes[u.sig] = sh
+			order = append(order, u.sig)
+		}
+		sh.n++
+		sh.acc.msgs += u.acc.msgs
+		sh.acc.reqs += u.acc.reqs
+		sh.acc.reps += u.acc.reps
+		sh.acc.rts += u.acc.rts
+		sh.acc.sent += u.acc.sent
+		sh.acc.recv += u.acc.recv
+		sh.acc.busyRecv += u.acc.busyRecv
+		sh.dur += u.to - u.from
+		sh.wait += wait(u.from, u.to)
+	}
+	trace := a.s.Traces[i]
+	steadyAt := shapes[sig].firstAt
+	for _, sg := range order {
+		sh := shapes[sg]
+		u := unitFigures(name, sh.n, sh.acc, sh.dur, sh.wait, server)
+		u.Trace, u.Sequence = trace, describeSig(sg)
+		switch {
+		case sg == sig && n >= 2:
+			u.Shape = "steady"
+		case sh.firstAt < steadyAt:
+			u.Shape = "before steady"
+		default:
+			u.Shape = "other"
+		}
+		a.s.UnitShapes = append(a.s.UnitShapes, u)
+	}
+	if n < 2 {
+		var all unitAcc
+		var dur, w int64
+		for _, u := range units {
+			all.msgs += u.acc.msgs
+			all.reqs += u.acc.reqs
+			all.reps += u.acc.reps
+			all.rts += u.acc.rts
+			all.sent += u.acc.sent
+			all.recv += u.acc.recv
+			all.busyRecv += u.acc.busyRecv
+			dur += u.to - u.from
+			w += wait(u.from, u.to)
+		}
+		u := unitFigures(name, len(units), all, dur, w, server)
+		u.Trace, u.Shape = trace, "all"
+		a.s.Units = append(a.s.Units, u)
+		a.warnf("%s: no two %ss have the same command sequence, so there is no steady state; per-%s figures average all %d", trace, name, name, len(units))
+		return
+	}
+	sh := shapes[sig]
+	u := unitFigures(name, sh.n, sh.acc, sh.dur, sh.wait, server)
+	u.Trace, u.Shape, u.Sequence = trace, "steady", describeSig(sig)
+	a.s.Units = append(a.s.Units, u)
+	if apart := len(units) - n; apart > 0 {
+		a.warnf("%s: per-%s figures are of the steady state: %d of %d %ss share the command sequence %s; the other %d (warmup, other shapes) are in unit_shapes",
+			trace, name, n, len(units), name, u.Sequence, apart)
+	}
+}
