@@ -220,8 +220,18 @@ func TestDecodeServerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Units) != 1 || s.Units[0].Count != 12 || s.Units[0].RoundTripsPerUnit != 1 || s.Units[0].MessagesPerUnit != 4 {
+	// the first step opens with GRAPH_COMPUTE (a new graph), the other 11 with GRAPH_RECOMPUTE:
+	// those are the steady state
+	if len(s.Units) != 1 || s.Units[0].Count != 11 || s.Units[0].Shape != "steady" || s.Units[0].RoundTripsPerUnit != 1 ||
+		s.Units[0].MessagesPerUnit != 4 || s.Units[0].RequestsPerUnit != 3 || s.Units[0].Side != "server" {
 		t.Errorf("units %+v", s.Units)
+	}
+	var all uint64
+	for _, u := range s.UnitShapes {
+		all += u.Count
+	}
+	if all != 12 {
+		t.Errorf("unit shapes %+v, want the 12 steps", s.UnitShapes)
 	}
 	if s.RoundTrips.ServiceUS == nil || s.RoundTrips.ServiceUS.N == 0 {
 		t.Errorf("no service time: %+v", s.RoundTrips)
