@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -193,11 +194,25 @@ func TestDecodeRecordedSession(t *testing.T) {
 				t.Fatalf("units %+v", s.Units)
 			}
 			u := s.Units[0]
-			if u.Name != "token" || u.Count != tokens || u.RoundTripsPerUnit != tc.rtToken || u.MessagesPerUnit != tc.msgTok {
-				t.Errorf("unit %+v, want %d tokens with %v round trips and %v messages each", u, tokens, tc.rtToken, tc.msgTok)
+			// the first step (GRAPH_COMPUTE, a new graph) is a shape apart: the other 19 are the
+			// steady state
+			if u.Name != "token" || u.Count != tokens-1 || u.Shape != "steady" || u.RoundTripsPerUnit != tc.rtToken || u.MessagesPerUnit != tc.msgTok ||
+				u.RequestsPerUnit != 3 || u.RepliesPerUnit != tc.rtToken {
+				t.Errorf("unit %+v, want %d tokens with %v round trips and %v messages each", u, tokens-1, tc.rtToken, tc.msgTok)
 			}
-			if len(s.Phases) != 2 || s.Phases[0].Name != "load" || s.Phases[1].Name != "steady" || s.Phases[0].Messages == 0 {
-				t.Errorf("phases %+v, want load and steady detected from the first GRAPH_COMPUTE", s.Phases)
+			var all uint64
+			for _, x := range s.UnitShapes {
+				all += x.Count
+			}
+			if all != tokens {
+				t.Errorf("unit shapes %+v, want %d steps in all", s.UnitShapes, tokens)
+			}
+			var names []string
+			for _, p := range s.Phases {
+				names = append(names, p.Name)
+			}
+			if len(s.Phases) < 2 || s.Phases[0].Name != "load" || s.Phases[0].Messages == 0 || !slices.Contains(names, "steady") {
+				t.Errorf("phases %+v, want load and steady detected from the units", s.Phases)
 			}
 			if s.RoundTrips.Unanswered != 0 {
 				t.Errorf("%d requests unanswered", s.RoundTrips.Unanswered)
