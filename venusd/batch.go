@@ -203,6 +203,7 @@ type BatchServer struct {
 type batchReq struct {
 	bc      *batchConn
 	payload []byte // owned by the request
+	free    func() // frees payload once executed
 }
 
 // batchConn is the loop's side of one client.
@@ -345,6 +346,8 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 	s := b.Server
 	fr := newFrameReader(bc.c, s.cfg.MaxFrameBytes)
 	fr.frame = s.cfg.FrameTimeout
+	fr.budget = &s.live
+	defer fr.release()
 	for {
 		if !s.setIdle(bc.sc, true) {
 			return nil
@@ -373,7 +376,8 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 		case <-bc.done:
 			return bc.dead
 		}
-		b.enqueue(batchReq{bc: bc, payload: append([]byte(nil), payload...)})
+		p, free := fr.take(payload)
+		b.enqueue(batchReq{bc: bc, payload: p, free: free})
 	}
 }
 
@@ -446,7 +450,8 @@ func (b *BatchServer) loop(ctx context.Context) {
 					bc.dead = err
 				}
 			}
-			r.payload, r.bc = nil, nil
+			r.free()
+			r.payload, r.bc, r.free = nil, nil, nil
 			<-bc.slots
 		}
 		t2 := time.Now()

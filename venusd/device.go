@@ -63,6 +63,14 @@ type liveCounters struct {
 	maxBytes int64 // device memory of all connections together; 0: no limit
 }
 
+// room returns the bytes left in the budget (a large number when there is no limit).
+func (l *liveCounters) room() int {
+	if l.maxBytes <= 0 {
+		return 1 << 62
+	}
+	return int(max(0, l.maxBytes-l.bytes.Load()))
+}
+
 // device is the emulated GPU of one connection: its own handle table and quotas. It is not safe
 // for concurrent use: one connection's commands run in order on one goroutine.
 type device struct {

@@ -1,14 +1,19 @@
 package venusd
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -227,5 +232,157 @@ func TestHostileHalfHeaderClosed(t *testing.T) {
 	}
 	if _, err := NewServer(ServerConfig{Listen: "tcp://127.0.0.1:0", IdleTimeout: -time.Second}); err == nil || !strings.Contains(err.Error(), "idle timeout") {
 		t.Errorf("a negative idle timeout: %v, want refused", err)
+	}
+}
+
+// budgetServerEnv makes the test binary run one TCP server with the memory budget it names, in
+// bytes (serveBudget), for RSS measurements of a server process alone.
+const budgetServerEnv = "PERFLAB_VENUSD_TEST_BUDGET"
+
+func serveBudget(total string) int {
+	n, err := strconv.ParseInt(total, 10, 64)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := NewServer(ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, MaxTotalMemoryBytes: n, FrameTimeout: time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx); close(done) }()
+	fmt.Println(s.Addr())
+	io.Copy(io.Discard, os.Stdin)
+	cancel()
+	<-done
+	return 0
+}
+
+// rssOf returns a process's resident set size in bytes, from /proc/PID/status; 0 when it has
+// none (it ended).
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// H3: connections that each sent one 60 MiB frame and went idle used to keep about 90 MiB of
+// server RSS each (8 took it from 11 MB to 732 MB), for minutes after they left. Now a large
+// frame's memory is counted against --max-total-memory while its bytes arrive, and returned to
+// the system once the frame is executed. 16 such connections against a server in its own
+// process with a 256 MiB budget: its RSS stays under the budget (above its idle RSS: the
+// runtime's own memory is not the clients'), falls back near idle while they are still
+// connected, and stays there after they leave.
+func TestHostileIdleMemory(t *testing.T) {
+	const budget = 256 << 20
+	const frameBytes = 60 << 20
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), budgetServerEnv+"="+strconv.Itoa(budget))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	addr := strings.TrimSpace(line)
+	pid := cmd.Process.Pid
+	time.Sleep(200 * time.Millisecond)
+	idle := rssOf(pid)
+	if idle == 0 {
+		t.Fatal("no RSS for the server process")
+	}
+
+	var peak atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if r := rssOf(pid); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+
+	// One 60 MiB ping frame, shared by the writers: header, command header, reply size, padding.
+	pad := make([]byte, frameBytes)
+	head := binary.LittleEndian.AppendUint32(nil, Magic)
+	head = binary.LittleEndian.AppendUint32(head, uint32(CmdHeaderSize+4+frameBytes))
+	head = binary.LittleEndian.AppendUint32(head, uint32(CmdPing))
+	head = binary.LittleEndian.AppendUint32(head, FlagReplyWanted)
+	head = binary.LittleEndian.AppendUint32(head, uint32(4+frameBytes))
+	head = binary.LittleEndian.AppendUint32(head, 1)
+	head = binary.LittleEndian.AppendUint32(head, 4)
+	clients := make([]*rawClient, 16)
+	var wg sync.WaitGroup
+	for i := range clients {
+		clients[i] = dialRaw(t, addr)
+		wg.Add(1)
+		go func(c *rawClient) {
+			defer wg.Done()
+			if _, err := c.nc.Write(head); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := c.nc.Write(pad); err != nil {
+				t.Error(err)
+				return
+			}
+			if rs, err := c.reply(); err != nil || len(rs) != 1 || result(rs[0]) != VkSuccess {
+				t.Errorf("reply to a 60 MiB frame: %v, %v", rs, err)
+			}
+		}(clients[i])
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Still connected, idle: the frames' memory is gone.
+	near := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := rssOf(pid)
+			if r < idle+32<<20 {
+				t.Logf("%s: RSS %d MiB (idle %d MiB)", what, r>>20, idle>>20)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: RSS %d MiB, idle was %d MiB", what, r>>20, idle>>20)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	near("16 idle connections after their 60 MiB frames")
+	for _, c := range clients {
+		c.nc.Close()
+	}
+	near("after they left")
+	close(stopSampling)
+	<-sampled
+	t.Logf("peak RSS %d MiB, idle %d MiB, budget %d MiB", peak.Load()>>20, idle>>20, budget>>20)
+	if p := peak.Load(); p > idle+budget {
+		t.Errorf("peak RSS %d MiB: above the idle RSS (%d MiB) plus the budget (%d MiB)", p>>20, idle>>20, budget>>20)
 	}
 }

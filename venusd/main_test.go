@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
 		os.Exit(servePeer(dir))
 	}
+	if total := os.Getenv(budgetServerEnv); total != "" {
+		os.Exit(serveBudget(total))
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -441,8 +441,15 @@ func TestD7TotalMemoryAndReplyCap(t *testing.T) {
 	if r := a.call(CmdMapMemory, u64s(1, 0, wholeSize)); r != VkSuccess {
 		t.Fatal(ResultName(r))
 	}
-	// Two reads of 600 KiB in one frame: the second would push the reply past 1 MiB.
+	// Replies count too: with the total taken by device memory, a 600 KiB read has no room.
 	read := func(e *encoder) { e.u32(1); u64s(1, 0, 600<<10)(e) }
+	if r := a.call(CmdReadMemoryData, read); r != VkErrorOutOfHostMemory {
+		t.Errorf("a reply past the server's total: %s", ResultName(r))
+	}
+	if r := b.call(CmdFreeMemory, u64s(2)); r != VkSuccess {
+		t.Fatal(ResultName(r))
+	}
+	// Two reads of 600 KiB in one frame: the second would push the reply past 1 MiB.
 	a.send(frameOf(cmdOf(CmdReadMemoryData, FlagReplyWanted, 1, read), cmdOf(CmdReadMemoryData, FlagReplyWanted, 2, read)))
 	rs, err := a.reply()
 	if err != nil || len(rs) != 2 || result(rs[0]) != VkSuccess || result(rs[1]) != VkErrorOutOfHostMemory {

@@ -340,6 +340,14 @@ type deferredRec struct {
 	result int32
 }
 
+// setWriteDeadline gives a reply write FrameTimeout: a client that does not take its replies
+// is closed then.
+func (s *Server) setWriteDeadline(c conn) {
+	if wd, ok := c.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		wd.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
+	}
+}
+
 // maxDeferred bounds the failures of no-reply commands kept for the next reply frame.
 const maxDeferred = 64
 
@@ -395,6 +403,8 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 	}()
 	fr := newFrameReader(c, s.cfg.MaxFrameBytes)
 	fr.frame = s.cfg.FrameTimeout
+	fr.budget = &s.live
+	defer fr.release()
 	var rep encoder
 	var deferred []deferredRec
 	for {
@@ -425,19 +435,28 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			tr.frameSized(trace.DirRecv, ts, dur, frame, HeaderSize+len(payload))
 		}
 		rep.reset()
-		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, s.cfg.MaxFrameBytes)
+		// A reply is bounded by the frame cap and by what is left of the memory budget; once
+		// built it is counted in the budget until it is written.
+		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, min(s.cfg.MaxFrameBytes, max(1, s.live.room())))
 		if wantAny {
 			frame := rep.finish()
 			var ts int64
 			if timed {
 				ts = Monotonic()
 			}
+			held := int64(cap(rep.b))
+			s.live.bytes.Add(held)
+			s.setWriteDeadline(c)
 			_, err := c.Write(frame)
+			s.live.bytes.Add(-held)
 			if timed {
 				tr.frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
 			}
 			if err != nil {
 				return err
+			}
+			if cap(rep.b) > keepFrameBytes {
+				rep.b = nil // an idle connection keeps no large reply buffer
 			}
 		}
 		if fatal != nil {

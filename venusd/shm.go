@@ -86,19 +86,20 @@ func newRing(mem []byte, ctl int, data []byte) *ring {
 
 // shmConn is one side of a shm connection.
 type shmConn struct {
-	mem      []byte
-	closedP  *uint32 // shared closed flag
-	rx, tx   *ring
-	ctl      *net.UnixConn
-	spin     int
-	local    string
-	remote   string
-	ctr      ioCounters
-	closed   atomic.Bool
-	active   atomic.Int32
-	deadline atomic.Int64 // read deadline, unix ns; 0 none
-	once     sync.Once
-	watchEnd chan struct{}
+	mem       []byte
+	closedP   *uint32 // shared closed flag
+	rx, tx    *ring
+	ctl       *net.UnixConn
+	spin      int
+	local     string
+	remote    string
+	ctr       ioCounters
+	closed    atomic.Bool
+	active    atomic.Int32
+	deadline  atomic.Int64 // read deadline, unix ns; 0 none
+	wdeadline atomic.Int64 // write deadline, unix ns; 0 none
+	once      sync.Once
+	watchEnd  chan struct{}
 }
 
 var _ conn = (*shmConn)(nil)
@@ -173,7 +174,7 @@ func futex(addr *uint32, op int, val uint32, timeout time.Duration) {
 // the connection closes, or the deadline passes. It polls c.spin times, then sleeps on seq with
 // waiters set; the peer wakes it only when waiters is set, so a busy connection makes no system
 // call.
-func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint32, useDeadline bool) error {
+func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint32, deadline *atomic.Int64) error {
 	// Poll, yielding only every 4096 polls (a few µs): a yield costs more than a small round
 	// trip (it may wake another processor), but without any, a peer goroutine queued on this
 	// goroutine's processor would wait for the whole poll.
@@ -221,7 +222,7 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 			return io.EOF
 		}
 		timeout := 50 * time.Millisecond
-		if dl := c.deadline.Load(); useDeadline && dl != 0 {
+		if dl := deadline.Load(); dl != 0 {
 			left := time.Until(time.Unix(0, dl))
 			if left <= 0 {
 				return os.ErrDeadlineExceeded
@@ -262,7 +263,7 @@ func (c *shmConn) Read(p []byte) (int, error) {
 	r := c.rx
 	head := atomic.LoadUint64(r.head)
 	if head == r.pos {
-		err := c.waitFor(r, r.head, r.pos, r.dataSeq, r.dataW, true)
+		err := c.waitFor(r, r.head, r.pos, r.dataSeq, r.dataW, &c.deadline)
 		head = atomic.LoadUint64(r.head)
 		if head == r.pos { // data that arrived before a close is still delivered
 			if err == nil {
@@ -303,7 +304,7 @@ func (c *shmConn) Write(p []byte) (int, error) {
 	for done < len(p) {
 		tail := atomic.LoadUint64(r.tail)
 		if r.pos-tail == size { // full: wait for the reader to move its tail
-			if err := c.waitFor(r, r.tail, tail, r.spaceSeq, r.spW, false); err != nil {
+			if err := c.waitFor(r, r.tail, tail, r.spaceSeq, r.spW, &c.wdeadline); err != nil {
 				return done, err
 			}
 			continue
@@ -338,6 +339,15 @@ func (c *shmConn) SetReadDeadline(t time.Time) error {
 		c.deadline.Store(0)
 	} else {
 		c.deadline.Store(t.UnixNano())
+	}
+	return nil
+}
+
+func (c *shmConn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.wdeadline.Store(0)
+	} else {
+		c.wdeadline.Store(t.UnixNano())
 	}
 	return nil
 }

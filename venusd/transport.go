@@ -120,12 +120,13 @@ func (s *sockConn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
-func (s *sockConn) SetReadDeadline(t time.Time) error { return s.nc.SetReadDeadline(t) }
-func (s *sockConn) Close() error                      { return s.nc.Close() }
-func (s *sockConn) counters() *ioCounters             { return &s.ctr }
-func (s *sockConn) family() trace.Family              { return s.fam }
-func (s *sockConn) localAddr() string                 { return addrString(s.nc.LocalAddr()) }
-func (s *sockConn) remoteAddr() string                { return addrString(s.nc.RemoteAddr()) }
+func (s *sockConn) SetReadDeadline(t time.Time) error  { return s.nc.SetReadDeadline(t) }
+func (s *sockConn) SetWriteDeadline(t time.Time) error { return s.nc.SetWriteDeadline(t) }
+func (s *sockConn) Close() error                       { return s.nc.Close() }
+func (s *sockConn) counters() *ioCounters              { return &s.ctr }
+func (s *sockConn) family() trace.Family               { return s.fam }
+func (s *sockConn) localAddr() string                  { return addrString(s.nc.LocalAddr()) }
+func (s *sockConn) remoteAddr() string                 { return addrString(s.nc.RemoteAddr()) }
 
 func addrString(a net.Addr) string {
 	if a == nil {
@@ -278,6 +279,112 @@ type frameReader struct {
 	dlIdle      time.Duration // for how long
 	dlFrame     bool          // the frame deadline is in force
 	gotFrame    bool          // a frame header has come
+	// budget, when set (the server), accounts for frames larger than keepFrameBytes: each has
+	// its own memory, counted in budget while it lives (until the next read, or until the
+	// owner of take's result releases it).
+	budget *liveCounters
+	cur    *frameMem
+}
+
+// Frame memory on the server. A frame up to keepFrameBytes is read into a buffer each connection
+// keeps; a larger one gets memory of its own, freed once the frame is executed, so an idle
+// connection holds at most keepFrameBytes however large its last frame was. Up to
+// mapFrameBytes that is the Go heap; beyond, an anonymous mapping, returned to the system at
+// once when freed (the Go heap would keep it for minutes). Both count against the server's
+// memory budget (ServerConfig.MaxTotalMemoryBytes, with device memory) from the moment their
+// header comes (a frame waits up to the frame timeout for room) until they are freed. The
+// mapping's pages take memory only as the bytes arrive.
+const (
+	keepFrameBytes = 64 << 10
+	mapFrameBytes  = 1 << 20
+)
+
+// errNoMemory closes a connection whose frame did not fit the server's memory budget within the
+// frame timeout.
+var errNoMemory = errors.New("frame does not fit the server's memory budget (--max-total-memory) within the frame timeout")
+
+// frameMem is the memory of one large frame.
+type frameMem struct {
+	b        []byte
+	mapped   bool
+	reserved int64
+	budget   *liveCounters
+}
+
+// free returns the frame's memory and its share of the budget.
+func (m *frameMem) free() {
+	if m == nil {
+		return
+	}
+	if m.mapped && m.b != nil {
+		syscall.Munmap(m.b)
+	}
+	m.b = nil
+	m.budget.bytes.Add(-m.reserved)
+	m.reserved = 0
+}
+
+// release frees the memory of the last frame read, unless take handed it over.
+func (f *frameReader) release() {
+	f.cur.free()
+	f.cur = nil
+}
+
+// take hands the last frame's payload over to the caller, with the function that frees it
+// (the caller must call it once done); the reader forgets it.
+func (f *frameReader) take(payload []byte) ([]byte, func()) {
+	if m := f.cur; m != nil {
+		f.cur = nil
+		return payload, m.free
+	}
+	return append([]byte(nil), payload...), func() {}
+}
+
+// reserve counts n bytes against the budget, waiting until deadline for room.
+func (l *liveCounters) reserve(n int64, deadline time.Time) error {
+	for {
+		total := l.bytes.Add(n)
+		if l.maxBytes <= 0 || total <= l.maxBytes {
+			return nil
+		}
+		l.bytes.Add(-n)
+		if time.Now().After(deadline) {
+			return errNoMemory
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// readLarge reads a payload of size bytes (more than keepFrameBytes) into memory of its own,
+// counted against the budget.
+func (f *frameReader) readLarge(size int) ([]byte, error) {
+	wait := f.frame
+	if wait <= 0 {
+		wait = DefaultFrameTimeout
+	}
+	deadline := time.Now().Add(wait)
+	m := &frameMem{budget: f.budget}
+	if size > mapFrameBytes {
+		b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+		if err != nil {
+			return nil, fmt.Errorf("map frame of %d bytes: %w", size, err)
+		}
+		m.b, m.mapped = b, true
+	} else {
+		m.b = make([]byte, 0, size)
+	}
+	f.cur = m
+	// The whole frame is counted at once: frames counted piecemeal as their bytes arrive
+	// could each hold part of the budget and wait for each other forever.
+	if err := f.budget.reserve(int64(size), deadline); err != nil {
+		return nil, err
+	}
+	m.reserved = int64(size)
+	m.b = m.b[:size]
+	if _, err := io.ReadFull(f.br, m.b); err != nil {
+		return nil, unexpected(err)
+	}
+	return m.b, nil
 }
 
 func newFrameReader(c conn, max int) *frameReader {
@@ -296,6 +403,7 @@ const growChunk = 1 << 20
 // so a peer that sends part of a header and stops is closed as soon as one that stops in the
 // middle of a payload.
 func (f *frameReader) read() ([]byte, error) {
+	f.release()
 	idle := f.idle
 	if !f.gotFrame && f.frame > 0 && (idle <= 0 || f.frame < idle) {
 		idle = f.frame
@@ -333,6 +441,9 @@ func (f *frameReader) read() ([]byte, error) {
 	if f.frame > 0 && !framed && f.br.Buffered() < size { // the payload is not all here yet
 		f.c.SetReadDeadline(time.Now().Add(f.frame))
 		f.dlFrame = true
+	}
+	if f.budget != nil && size > keepFrameBytes {
+		return f.readLarge(size)
 	}
 	if size <= cap(f.buf) {
 		f.buf = f.buf[:size]
