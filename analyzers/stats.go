@@ -61,11 +61,6 @@ func (h *Hist) AddN(v int64, n uint64) {
 	if v < 0 {
 		v = 0
 	}
-	i := histIndex(v)
-	if i >= len(h.counts) {
-		h.counts = slices.Grow(h.counts, i+1-len(h.counts))[:i+1]
-	}
-	h.counts[i] += n
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}
@@ -77,12 +72,42 @@ func (h *Hist) AddN(v int64, n uint64) {
 			for k := uint64(0); k < n; k++ {
 				h.exact = append(h.exact, v)
 			}
-		} else {
-			h.exact, h.inexact = nil, true
+			h.n += n
+			h.sum += float64(v) * float64(n)
+			return
 		}
+		// From here on percentiles come from the buckets: fill them with the samples kept so
+		// far. Until then a Hist holds no buckets, so that the many small histograms of an
+		// analysis (one per connection and direction) cost only their samples.
+		h.counts = h.bucketCounts()
+		h.exact, h.inexact = nil, true
 	}
+	h.addBucket(v, n)
 	h.n += n
 	h.sum += float64(v) * float64(n)
+}
+
+// addBucket adds n to v's bucket.
+func (h *Hist) addBucket(v int64, n uint64) {
+	i := histIndex(v)
+	if i >= len(h.counts) {
+		h.counts = slices.Grow(h.counts, i+1-len(h.counts))[:i+1]
+	}
+	h.counts[i] += n
+}
+
+// bucketCounts returns the bucket counters: h.counts once h is inexact, else built from the
+// exact samples.
+func (h *Hist) bucketCounts() []uint64 {
+	if h.inexact {
+		return h.counts
+	}
+	var c Hist
+	c.inexact = true
+	for _, v := range h.exact {
+		c.addBucket(v, 1)
+	}
+	return c.counts
 }
 
 // N returns the number of values recorded.
@@ -209,8 +234,9 @@ func (h *Hist) latency(conf float64) Latency {
 // buckets of equal ratio.
 func (h *Hist) buckets(maxBuckets int) []HistBucket {
 	var out []HistBucket
+	counts := h.bucketCounts()
 	first, last := -1, -1
-	for i, c := range h.counts {
+	for i, c := range counts {
 		if c > 0 {
 			if first < 0 {
 				first = i
@@ -226,7 +252,7 @@ func (h *Hist) buckets(maxBuckets int) []HistBucket {
 	for i := first; i <= last; i += step {
 		var c uint64
 		for k := i; k < i+step && k <= last; k++ {
-			c += h.counts[k]
+			c += counts[k]
 		}
 		out = append(out, HistBucket{LowUS: us(float64(histLow(i))), HighUS: us(float64(histLow(min(i+step, last+1)))), Count: c})
 	}
@@ -235,7 +261,7 @@ func (h *Hist) buckets(maxBuckets int) []HistBucket {
 
 // values returns bucket centres (ns) and counts, for mode finding.
 func (h *Hist) values() (vs, cs []float64) {
-	for i, c := range h.counts {
+	for i, c := range h.bucketCounts() {
 		if c > 0 {
 			lo, hi := histLow(i), histLow(i+1)
 			vs = append(vs, float64(lo)+float64(hi-lo)/2)

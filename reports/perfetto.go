@@ -265,13 +265,16 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 		}
 	}
 	m := st.meta
-	info := fmt.Sprintf("%s: %d events, %d markers, %d connections; host %s, kernel %s, source %s, started %s",
+	// A strings.Builder: the description grows by one entry per connection, and adding to a
+	// string would copy it each time (quadratic in connections).
+	var info strings.Builder
+	fmt.Fprintf(&info, "%s: %d events, %d markers, %d connections; host %s, kernel %s, source %s, started %s",
 		filepath.Base(path), events, markers, len(st.conns), m.Host, m.Kernel, m.Source, m.Start.UTC().Format("2006-01-02T15:04:05.000Z"))
 	if len(m.Command) > 0 {
-		info += ", command " + strings.Join(m.Command, " ")
+		info.WriteString(", command " + strings.Join(m.Command, " "))
 	}
 	if l := labels(m.Labels); l != "" {
-		info += ", labels " + l
+		info.WriteString(", labels " + l)
 	}
 	srcs := make([]string, 0, len(lost))
 	for k := range lost {
@@ -279,7 +282,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 	}
 	slices.Sort(srcs)
 	for _, k := range srcs {
-		info += fmt.Sprintf("; lost %s: %d", k, lost[k])
+		fmt.Fprintf(&info, "; lost %s: %d", k, lost[k])
 	}
 	ids := make([]uint64, 0, len(st.conns))
 	for id := range st.conns {
@@ -287,13 +290,16 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		info += fmt.Sprintf("; conn %d: %s", id, st.conns[id])
+		info.WriteString("; conn ")
+		info.WriteString(strconv.FormatUint(id, 10))
+		info.WriteString(": ")
+		info.WriteString(st.conns[id])
 	}
 	rc := r.Recovery()
 	if rc.Damaged() {
-		info += "; recovery: " + rc.String()
+		info.WriteString("; recovery: " + rc.String())
 	}
-	return info, rc, nil
+	return info.String(), rc, nil
 }
 
 // labels formats labels as sorted K=V pairs.

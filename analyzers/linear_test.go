@@ -1,0 +1,67 @@
+package analyzers
+
+import (
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/trace"
+)
+
+// connectionsTrace writes a trace of n short connections (fixtures.Connections) in dir.
+func connectionsTrace(tb testing.TB, dir string, n int) string {
+	tb.Helper()
+	path := filepath.Join(dir, "conns-"+strconv.Itoa(n)+".plt")
+	w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), fixtures.Options())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fixtures.Connections(w, n); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// TestAnalyzeLinearInConnections: 4× the connections may cost at most 8× the bytes allocated
+// (linear is 4×). It also bounds the bytes per connection, which the per-connection
+// histograms once took to several kilobytes.
+func TestAnalyzeLinearInConnections(t *testing.T) {
+	dir := t.TempDir()
+	small, large := connectionsTrace(t, dir, 2000), connectionsTrace(t, dir, 8000)
+	run := func(path string) uint64 {
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		if _, err := Analyze([]string{path}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&b)
+		return b.TotalAlloc - a.TotalAlloc
+	}
+	run(small)
+	a, b := run(small), run(large)
+	t.Logf("allocated: %d bytes for 2000 connections, %d for 8000 (%.1f×), %d bytes per connection", a, b, float64(b)/float64(a), b/8000)
+	if b > 8*a {
+		t.Errorf("4× the connections allocated %.1f× the bytes (%d → %d): not linear", float64(b)/float64(a), a, b)
+	}
+	if per := b / 8000; per > 6144 {
+		t.Errorf("%d bytes allocated per connection, want at most 6144", per)
+	}
+}
+
+// BenchmarkAnalyzeConnections analyzes a trace of 150,000 short connections; the issue's
+// budget is 2 s and 200 MB.
+func BenchmarkAnalyzeConnections(b *testing.B) {
+	path := connectionsTrace(b, b.TempDir(), 150_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Analyze([]string{path}, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
