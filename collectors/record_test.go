@@ -73,7 +73,8 @@ func (s *synth) Run(ctx context.Context, emit func(*trace.Record) error) error {
 
 func (s *synth) Stats() map[string]int64 {
 	return map[string]int64{"probe_events": int64(s.emitted), "probe_ns_per_event": 310, "probe_runs": 1234,
-		"probe_ns_per_run": 95, "probe_run_ns": 117230, "probe_stats_events": 400}
+		"probe_ns_per_run": 95, "probe_run_ns": 117230, "probe_stats_events": 400,
+		"probe_other_ns_per_call": 41, "probe_other_ns_per_switch": 9}
 }
 
 var _ Source = (*synth)(nil)
@@ -289,5 +290,47 @@ func TestFormatElapsed(t *testing.T) {
 		if got := FormatElapsed(tc.d); got != tc.want {
 			t.Errorf("FormatElapsed(%v) = %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestProbeCost: the cost line says what was measured, and "unknown" only when the statistics
+// could not be enabled, with the reason.
+func TestProbeCost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   map[string]int64
+		want []string
+		not  []string
+	}{
+		{"no probe", map[string]int64{}, nil, []string{"probe cost"}},
+		{"measured, all events", map[string]int64{"probe_events": 50, "probe_stats_events": 50, "probe_ns_per_event": 120,
+			"probe_other_ns_per_call": 30, "probe_other_ns_per_switch": 8},
+			[]string{"120 ns of kernel time per recorded event", "30 ns per socket send or receive", "8 ns per context switch",
+				"nothing on their other system calls"}, []string{"measured over", "unknown"}},
+		{"measured, sampled", map[string]int64{"probe_events": 5000, "probe_stats_events": 1200, "probe_ns_per_event": 140},
+			[]string{"140 ns", "measured over 1200 of the 5000 events"}, []string{"unknown"}},
+		{"EPERM", map[string]int64{"probe_events": 10, "probe_stats_errno": 1, "probe_other_ns_per_call": 25},
+			[]string{"unknown per recorded event", "refused", "EPERM", "CAP_SYS_ADMIN", "25 ns per socket"}, nil},
+		{"no events", map[string]int64{"probe_events": 0, "probe_stats_events": 0},
+			[]string{"no event recorded"}, []string{"unknown"}},
+		{"none in the windows", map[string]int64{"probe_events": 7, "probe_stats_events": 0},
+			[]string{"not measured", "sampled"}, []string{"unknown"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := probeCost(tc.st)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q lacks %q", got, w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(got, w) {
+					t.Errorf("%q has %q", got, w)
+				}
+			}
+			if len(tc.want) == 0 && got != "" {
+				t.Errorf("got %q, want nothing", got)
+			}
+		})
 	}
 }

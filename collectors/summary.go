@@ -77,22 +77,56 @@ func FormatElapsed(d time.Duration) string {
 	}
 }
 
-// probeCost describes the kernel cost a probe reported in its stats, or "" when it did not.
+// probeCost describes the kernel cost a probe reported in its stats, or "" when it did not:
+// the kernel time per recorded event, and what processes that are not recorded pay, each as
+// measured (see probes.Probe.Stats for the keys).
 func probeCost(st map[string]int64) string {
-	perEvent, ok := st["probe_ns_per_event"]
-	if !ok {
-		if _, has := st["probe_events"]; has {
-			return "probe cost: unknown (the kernel's BPF run-time statistics could not be enabled)"
-		}
+	if _, has := st["probe_events"]; !has {
 		return ""
 	}
-	sampled := ""
-	if n, ok := st["probe_stats_events"]; ok && n != st["probe_events"] {
-		sampled = fmt.Sprintf("; measured over %d of the %d events", n, st["probe_events"])
+	var b strings.Builder
+	b.WriteString("probe cost: ")
+	perEvent, measured := st["probe_ns_per_event"]
+	switch errno, failed := st["probe_stats_errno"]; {
+	case failed:
+		b.WriteString("unknown per recorded event: " + statsFailure(errno))
+	case measured:
+		fmt.Fprintf(&b, "%d ns of kernel time per recorded event", perEvent)
+		if n := st["probe_stats_events"]; n != st["probe_events"] {
+			fmt.Fprintf(&b, " (measured over %d of the %d events)", n, st["probe_events"])
+		}
+	case st["probe_events"] == 0:
+		b.WriteString("no event recorded, so no time per event")
+	default:
+		b.WriteString("per recorded event not measured: no event fell in the sampled statistics windows")
 	}
-	return fmt.Sprintf("probe cost: %d ns of kernel time per recorded event (%d program runs at %d ns, %.3f s in all, "+
-		"the filtering of every process's system calls included%s)",
-		perEvent, st["probe_runs"], st["probe_ns_per_run"], float64(st["probe_run_ns"])/1e9, sampled)
+	call, hasCall := st["probe_other_ns_per_call"]
+	sw, hasSwitch := st["probe_other_ns_per_switch"]
+	if hasCall || hasSwitch {
+		b.WriteString("; other processes: ")
+		if hasCall {
+			fmt.Fprintf(&b, "%d ns per socket send or receive, ", call)
+		}
+		if hasSwitch {
+			fmt.Fprintf(&b, "%d ns per context switch, ", sw)
+		}
+		b.WriteString("nothing on their other system calls")
+	}
+	return b.String()
+}
+
+// statsFailure says why the kernel's BPF run-time statistics could not be enabled, from the
+// errno it gave (-1 when the failure had none).
+func statsFailure(errno int64) string {
+	switch errno {
+	case 1, 13: // EPERM, EACCES
+		return fmt.Sprintf("the kernel refused to enable its BPF run-time statistics (%s): they need CAP_SYS_ADMIN", errnoName(uint32(errno)))
+	case 22: // EINVAL
+		return "this kernel has no BPF run-time statistics (BPF_ENABLE_STATS needs Linux 5.8)"
+	case -1:
+		return "the kernel's BPF run-time statistics could not be enabled"
+	}
+	return fmt.Sprintf("the kernel's BPF run-time statistics could not be enabled (%s)", errnoName(uint32(errno)))
 }
 
 func errnos(m map[uint32]uint64) string {
@@ -114,7 +148,7 @@ func errnos(m map[uint32]uint64) string {
 }
 
 var errnoNames = map[uint32]string{
-	4: "EINTR", 9: "EBADF", 11: "EAGAIN", 14: "EFAULT", 32: "EPIPE", 104: "ECONNRESET",
+	1: "EPERM", 13: "EACCES", 22: "EINVAL", 4: "EINTR", 9: "EBADF", 11: "EAGAIN", 14: "EFAULT", 32: "EPIPE", 104: "ECONNRESET",
 	107: "ENOTCONN", 110: "ETIMEDOUT", 111: "ECONNREFUSED", 512: "ERESTARTSYS",
 }
 

@@ -85,4 +85,9 @@ type Counts struct {
 	Produced   uint64 // event records the probes produced (written to the ring or lost)
 	LostEvents uint64 // event records that found the ring full
 	LostConns  uint64 // connection records that found the ring full (sent again with the next event)
+	// Other counts the socket sends and receives of processes that are not recorded that went
+	// through the socket hooks (each costs them the target test).
+	Other uint64
+	// TargetSwitches counts the context switches of recorded threads into a sleep.
+	TargetSwitches uint64
 }

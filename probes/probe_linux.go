@@ -20,9 +20,6 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// bpfStatsRunTime is BPF_STATS_RUN_TIME (linux/bpf.h).
-const bpfStatsRunTime = 0
-
 // Probe is a loaded and attached socket probe. Its links are tied to its file descriptors:
 // if perflab dies, the kernel detaches every program.
 type Probe struct {
@@ -33,12 +30,7 @@ type Probe struct {
 	reader *ringbuf.Reader
 	stats  io.Closer // BPF_ENABLE_STATS descriptor while a statistics window is open
 
-	// Run-time statistics are sampled (see statsWindow): windows are open from statsFrom, and
-	// statsEvents counts the events produced inside closed windows.
-	statsOK     bool // the kernel let perflab enable them
-	statsFrom   time.Time
-	statsEv0    uint64
-	statsEvents uint64
+	cost cost // what the probes cost, measured (cost_linux.go)
 
 	// Connection ids: socket cookie -> state, in first-seen order.
 	conns map[uint64]*connState
@@ -88,8 +80,6 @@ func Open(cfg Config) (*Probe, error) {
 		}
 		return nil, fmt.Errorf("load probes: %w", err)
 	}
-	// Statistics first, so that the programs' run time counts from their first run.
-	p.statsOK = p.openStats() == nil
 	for _, pr := range p.programs() {
 		ps := spec.Programs[pr.name]
 		l, err := link.AttachTracing(link.TracingOptions{Program: pr.prog, AttachType: ps.AttachType})
@@ -105,6 +95,7 @@ func Open(cfg Config) (*Probe, error) {
 		p.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
+	p.calibrate()
 	return p, nil
 }
 
@@ -212,6 +203,12 @@ func (p *Probe) Counts() (Counts, error) {
 		return c, err
 	}
 	if c.Produced, err = read(2); err != nil {
+		return c, err
+	}
+	if c.Other, err = read(3); err != nil {
+		return c, err
+	}
+	if c.TargetSwitches, err = read(4); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -365,104 +362,6 @@ func (p *Probe) newConn(cookie uint64, ts int64) *connState {
 	return cs
 }
 
-// The kernel's BPF run-time statistics cost about 57 ns per system call of every process while
-// they are on (measured here: a getppid loop took 78 ns a call, 121 ns with the probes attached,
-// 178 ns with the probes and the statistics), more than the probes' own filtering. So they are
-// sampled: on for statsWindow at the start and then statsWindow in every statsPeriod (5%), and
-// the cost per event is the run time over the events produced inside those windows.
-const (
-	statsWindow = 250 * time.Millisecond
-	statsPeriod = 5 * time.Second
-)
-
-// openStats opens a statistics window.
-func (p *Probe) openStats() error {
-	st, err := ebpf.EnableStats(bpfStatsRunTime)
-	if err != nil {
-		return err
-	}
-	p.stats = st
-	p.statsFrom = time.Now()
-	if c, err := p.Counts(); err == nil {
-		p.statsEv0 = c.Produced
-	}
-	return nil
-}
-
-// closeStats closes the open statistics window, if any.
-func (p *Probe) closeStats() {
-	if p.stats == nil {
-		return
-	}
-	if c, err := p.Counts(); err == nil {
-		p.statsEvents += c.Produced - p.statsEv0
-	}
-	p.stats.Close()
-	p.stats = nil
-}
-
-// sampleStats opens and closes the statistics windows on the clock.
-func (p *Probe) sampleStats() {
-	if !p.statsOK {
-		return
-	}
-	since := time.Since(p.statsFrom)
-	switch {
-	case p.stats != nil && since >= statsWindow:
-		p.closeStats()
-	case p.stats == nil && since >= statsPeriod:
-		p.openStats()
-	}
-}
-
-// Stats returns the probes' counters and costs for the trace footer: events produced and lost,
-// and, when the kernel's BPF run-time statistics could be enabled, the run count and total run
-// time of each program and the kernel time per event (all programs' time over the events
-// produced, both inside the sampled windows: it includes the filtering of other processes'
-// system calls).
-func (p *Probe) Stats() map[string]int64 {
-	p.closeStats()
-	st := map[string]int64{}
-	if c, err := p.Counts(); err == nil {
-		st["probe_events"] = int64(c.Produced)
-		st["probe_lost_events"] = int64(c.LostEvents)
-		st["probe_lost_connections"] = int64(c.LostConns)
-	}
-	if p.bad > 0 {
-		st["probe_bad_records"] = int64(p.bad)
-	}
-	if !p.statsOK {
-		return st
-	}
-	var total time.Duration
-	var runs, misses uint64
-	for _, pr := range p.programs() {
-		s, err := pr.prog.Stats()
-		if err != nil {
-			continue
-		}
-		name := strings.TrimPrefix(pr.name, ProgramPrefix)
-		st["probe_"+name+"_runs"] = int64(s.RunCount)
-		st["probe_"+name+"_ns"] = int64(s.Runtime)
-		total += s.Runtime
-		runs += s.RunCount
-		misses += s.RecursionMisses
-	}
-	if misses > 0 {
-		st["probe_recursion_misses"] = int64(misses)
-	}
-	st["probe_runs"] = int64(runs)
-	st["probe_run_ns"] = int64(total)
-	if runs > 0 {
-		st["probe_ns_per_run"] = int64(total) / int64(runs)
-	}
-	st["probe_stats_events"] = int64(p.statsEvents)
-	if p.statsEvents > 0 {
-		st["probe_ns_per_event"] = int64(total) / int64(p.statsEvents)
-	}
-	return st
-}
-
 // detach closes the links: the programs stop running, their maps and statistics stay.
 func (p *Probe) detach() error {
 	var errs []error
@@ -484,7 +383,6 @@ func (p *Probe) Close() error {
 		errs = append(errs, p.stats.Close())
 		p.stats = nil
 	}
-	p.statsOK = false
 	errs = append(errs, p.objs.Close())
 	p.objs = recordObjects{}
 	return errors.Join(errs...)

@@ -91,6 +91,7 @@ const (
 	recordMapPerflabTargets  = "perflab_targets"
 	recordMapPerflabTasks    = "perflab_tasks"
 	recordProgPerflabFork    = "perflab_fork"
+	recordProgPerflabNop     = "perflab_nop"
 	recordProgPerflabPexit   = "perflab_pexit"
 	recordProgPerflabRecv    = "perflab_recv"
 	recordProgPerflabSend    = "perflab_send"
@@ -143,6 +144,7 @@ type recordSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type recordProgramSpecs struct {
 	PerflabFork    *ebpf.ProgramSpec `ebpf:"perflab_fork"`
+	PerflabNop     *ebpf.ProgramSpec `ebpf:"perflab_nop"`
 	PerflabPexit   *ebpf.ProgramSpec `ebpf:"perflab_pexit"`
 	PerflabRecv    *ebpf.ProgramSpec `ebpf:"perflab_recv"`
 	PerflabSend    *ebpf.ProgramSpec `ebpf:"perflab_send"`
@@ -222,6 +224,7 @@ type recordVariables struct {
 // It can be passed to loadRecordObjects or ebpf.CollectionSpec.LoadAndAssign.
 type recordPrograms struct {
 	PerflabFork    *ebpf.Program `ebpf:"perflab_fork"`
+	PerflabNop     *ebpf.Program `ebpf:"perflab_nop"`
 	PerflabPexit   *ebpf.Program `ebpf:"perflab_pexit"`
 	PerflabRecv    *ebpf.Program `ebpf:"perflab_recv"`
 	PerflabSend    *ebpf.Program `ebpf:"perflab_send"`
@@ -232,6 +235,7 @@ type recordPrograms struct {
 func (p *recordPrograms) Close() error {
 	return _RecordClose(
 		p.PerflabFork,
+		p.PerflabNop,
 		p.PerflabPexit,
 		p.PerflabRecv,
 		p.PerflabSend,

@@ -325,8 +325,13 @@ func TestRecordCommand(t *testing.T) {
 	if f.Footer == nil || f.Meta.Labels["mode"] != "test" || len(f.Meta.Probes) == 0 {
 		t.Errorf("footer %v, meta %+v", f.Footer, f.Meta)
 	}
-	if _, ok := f.Footer.Stats["probe_ns_per_event"]; !ok {
-		t.Errorf("no probe cost in the footer stats %v", f.Footer.Stats)
+	for _, k := range []string{"probe_ns_per_event", "probe_other_ns_per_call", "probe_other_ns_per_switch", "probe_stats_ns_per_run"} {
+		if _, ok := f.Footer.Stats[k]; !ok {
+			t.Errorf("no %s in the footer stats %v", k, f.Footer.Stats)
+		}
+	}
+	if _, ok := f.Footer.Stats["probe_stats_errno"]; ok {
+		t.Errorf("the statistics could not be enabled as root: %v", f.Footer.Stats)
 	}
 	if lost, ok := f.Lost[probes.LostSource]; !ok || lost != 0 {
 		t.Errorf("lost counts %v, want ringbuf 0", f.Lost)
