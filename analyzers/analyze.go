@@ -215,6 +215,7 @@ type analyzer struct {
 	unitCmds          map[string]bool    // Options.UnitCommands
 	extraMarks        []trace.Marker     // Options.Markers
 	warnings          []string
+	vb                batchAgg // request frames of several commands (venus-mesa)
 }
 
 // Analyze reads the traces at paths once, streaming, and returns their Summary: totals,
@@ -460,6 +461,9 @@ func (a *analyzer) message(m *Message) {
 	ca := a.cmdFor(m)
 	ca.count++
 	ca.bytes += uint64(m.Size)
+	if m.Batch != nil && !m.IsReply {
+		a.batch(m)
+	}
 	// a message counts when it completes, as a client's counters do
 	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: uint16(c.side),
 		cmd: a.cmdIndex(ca), busy: uint32(min(max(m.CallNS, 0), math.MaxUint32))}

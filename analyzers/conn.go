@@ -42,8 +42,9 @@ type connDecoder struct {
 	byID    map[uint64]pendingReq // a tracer's requests by id
 	dropped uint64                // a tracer's requests dropped from byID
 
-	ev     *trace.Event // the event being decoded
-	tracer bool         // frames come from an in-process tracer
+	ev          *trace.Event // the event being decoded
+	tracer      bool         // frames come from an in-process tracer
+	variantDone bool         // venus: whether the frames are venusd's or real Venus was decided
 }
 
 func (c *connDecoder) setup(ev *trace.Event) {
@@ -104,6 +105,7 @@ func (c *connDecoder) emitRaw(ev *trace.Event) {
 // frame receives a frame rebuilt by one of the framers.
 func (c *connDecoder) frame(fi *frameInfo) {
 	ev := c.ev
+	c.venusVariant(fi)
 	m := c.d.msg(c, ev)
 	m.TS, m.End, m.FirstEnd, m.CallNS, m.Size, m.Calls = fi.ts, fi.end, fi.firstEnd, fi.callNS, fi.size, fi.calls
 	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
@@ -121,6 +123,8 @@ func (c *connDecoder) frame(fi *frameInfo) {
 			m.Name = c.spec.CommandName(fi.cmd)
 		}
 		switch {
+		case c.spec.Stream != "":
+			m.WantsReply = c.streamRequest(m, fi)
 		case ri.parsed > 0 && c.spec.Records.Flags != nil:
 			m.WantsReply = ri.wants
 		case c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0:

@@ -33,6 +33,7 @@ type decoder struct {
 	m        Message
 	out      sink
 	protos   map[string]bool // protocols seen
+	batch    Batch           // Message.Batch's storage
 }
 
 func resolveSpec(opt Options) (*Spec, error) {

@@ -200,6 +200,7 @@ func (a *analyzer) finish() {
 	if s.Events == 0 {
 		a.warnf("the trace holds no events")
 	}
+	a.finishBatches()
 	s.Warnings = append(s.Warnings, a.warnings...)
 }
 

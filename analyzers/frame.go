@@ -20,8 +20,9 @@ type frameInfo struct {
 }
 
 // framePeek is how many leading bytes of each frame a framer keeps, at most: enough for the
-// records of a small coalesced frame within a trace's payload head (trace.MaxPayload).
-const framePeek = 256
+// records of a small coalesced frame within a trace's payload head (trace.MaxPayload), after a
+// header of up to 8 bytes that came in a call of its own.
+const framePeek = 256 + 8
 
 const (
 	stHeader  = iota // collecting header bytes
@@ -63,7 +64,7 @@ func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
 		f.order = binary.BigEndian
 	}
 	f.peekEnd = hdr.Bytes
-	if spec.Records != nil {
+	if spec.Records != nil || spec.Stream != "" {
 		f.peekEnd = framePeek // walk the records in the head
 	}
 	for _, fl := range []*Field{hdr.Command, hdr.Flags, hdr.ReqID, extra} {

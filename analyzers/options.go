@@ -76,6 +76,10 @@ type Message struct {
 	// the replies to several requests (records) into one frame; RTT is the first one's.
 	Answered int
 
+	// Batch lists, on a request frame of a protocol whose frames carry several commands
+	// (venus-mesa), the commands found in it; nil otherwise.
+	Batch *Batch
+
 	Truncated bool // the frame's end was not seen (the trace or connection ended inside it)
 	LostSync  bool // the decoder lost the frame boundaries before this frame and resynchronised here
 

@@ -46,6 +46,10 @@ type Spec struct {
 	// with its own header; the decoder walks those within the captured head to learn whether a
 	// frame wants a reply and which request id labels it.
 	Records *RecordLayout `json:"records,omitempty"`
+	// Stream, when "venus", says that a request frame's payload is a real Venus command stream
+	// (commands back to back without sizes); the decoder splits it with the Venus argument
+	// layouts generated from vk.xml (venus-mesa).
+	Stream string `json:"stream,omitempty"`
 	// UnitCommands name the commands each of which opens one unit of work (a decode step);
 	// UnitName is the unit's name ("token").
 	UnitCommands []string `json:"unit_commands,omitempty"`
@@ -108,7 +112,7 @@ type NoReplyRule struct {
 var builtinFS embed.FS
 
 // Builtins lists the names of the built-in protocols, besides "auto".
-func Builtins() []string { return []string{"venus", "ggml-rpc", "resp", "raw"} }
+func Builtins() []string { return []string{"venus", "venus-mesa", "ggml-rpc", "resp", "raw"} }
 
 var (
 	builtinMu    sync.Mutex
@@ -203,6 +207,11 @@ func (s *Spec) init() error {
 	case "little", "big":
 	default:
 		return fmt.Errorf("endian %q, want little or big", s.Endian)
+	}
+	switch s.Stream {
+	case "", "venus":
+	default:
+		return fmt.Errorf("stream %q, want venus or nothing", s.Stream)
 	}
 	if s.MaxFrame <= 0 {
 		s.MaxFrame = 1 << 32

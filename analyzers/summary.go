@@ -24,6 +24,7 @@ type Summary struct {
 	Connections []ConnStats  `json:"connections"`
 	Processes   []ProcStats  `json:"processes,omitempty"`
 	Commands    []CmdStats   `json:"commands"`
+	Batches     *BatchStats  `json:"batches,omitempty"` // venus-mesa: commands split out of request frames
 	RoundTrips  RoundTrips   `json:"round_trips"`
 	Units       []UnitStats  `json:"units"`
 	// UnitShapes lists every shape of unit (by command sequence), steady state included, per

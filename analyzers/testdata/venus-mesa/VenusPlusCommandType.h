@@ -1,0 +1,16 @@
+/* VenusPlusCommandType as published in Venus Plus's common/protocol/frame_transfer.h
+ * (github.com/zeyadadev/g-conx, commit b91bd252aa11c4232c0809dd28defc5543a37111). */
+enum VenusPlusCommandType : uint32_t {
+    VENUS_PLUS_CMD_TRANSFER_MEMORY_DATA = 0x10000000u,
+    VENUS_PLUS_CMD_TRANSFER_MEMORY_BATCH = 0x10000002u,
+    VENUS_PLUS_CMD_READ_MEMORY_DATA     = 0x10000001u,
+    VENUS_PLUS_CMD_READ_MEMORY_BATCH    = 0x10000003u,
+
+    VENUS_PLUS_CMD_CREATE_SWAPCHAIN     = 0x10000010u,
+    VENUS_PLUS_CMD_DESTROY_SWAPCHAIN    = 0x10000011u,
+    VENUS_PLUS_CMD_ACQUIRE_IMAGE        = 0x10000012u,
+    VENUS_PLUS_CMD_PRESENT              = 0x10000013u,
+
+    VENUS_PLUS_CMD_COALESCE_SUBMIT      = 0x10000020u,
+    VENUS_PLUS_CMD_COALESCE_WAIT        = 0x10000021u,
+};
