@@ -98,6 +98,10 @@ func Main(ctx context.Context, env *Env, args []string) (code int) {
 		fmt.Fprintln(env.Stderr, "perflab: no command given; run 'perflab help' for the list of commands")
 		return ExitBadInput
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(env.Stdout, versionLine())
+		return ExitOK
+	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(env.Stdout)
 		return ExitOK

@@ -216,7 +216,7 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	runtime.GC()
 
 	meta := trace.Meta{
-		Version:      Version,
+		Version:      BuildVersion(),
 		Kernel:       kernelRelease(),
 		Command:      a.command,
 		PIDs:         a.pids,

@@ -51,7 +51,7 @@ func openTrace(path string, payload int) (*trace.Writer, error) {
 		return nil, nil
 	}
 	meta := venusd.TraceMeta(os.Args, payload)
-	meta.Version = Version
+	meta.Version = BuildVersion()
 	w, err := trace.Create(path, meta, nil)
 	if err != nil {
 		return nil, BadInput("--trace %s: %v", path, err)
