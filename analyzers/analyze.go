@@ -202,6 +202,9 @@ type analyzer struct {
 	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
 	rtEventsSeen      uint64        // this trace's tracer round-trip events
 	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
+	rawPairs          []rawPair     // this trace's exchanges inferred on connections of unknown protocol
+	framesBefore      uint64        // messages of the traces before this one
+	callsBefore       uint64        // calls of the traces before this one
 	lastConn          *connAgg      // cache of connAgg's last answer
 	lastConnKey       uint64
 	curConns          map[uint64]*connAgg // this trace's connections by id
@@ -319,7 +322,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.lastConn, a.lastProc = nil, nil
 	a.curConns = map[uint64]*connAgg{}
 	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]
-	a.rtEventsSeen, a.tracerPairs = 0, a.tracerPairs[:0]
+	a.rtEventsSeen, a.tracerPairs, a.rawPairs = 0, a.tracerPairs[:0], a.rawPairs[:0]
 	if a.lost == nil || i > 0 {
 		a.lost = map[string]uint64{}
 	}
@@ -503,6 +506,16 @@ func (a *analyzer) message(m *Message) {
 		return
 	}
 	switch {
+	case m.IsReply && m.RTT > 0 && m.spec != nil && m.spec.Kind == "raw":
+		// an exchange inferred from bursts: counted at the trace's end unless its connection
+		// turned out to be full-duplex
+		if len(a.rawPairs) < maxTracerPairs {
+			key := m.Conn
+			if key == 0 {
+				key = 1<<63 | uint64(m.PID)
+			}
+			a.rawPairs = append(a.rawPairs, rawPair{key: key, pid: m.PID, dir: m.Dir, reqTS: m.ReqTS, reqEnd: m.ReqEnd, ts: m.TS, end: m.End, firstEnd: m.FirstEnd})
+		}
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv: // a client's reply
 		a.roundTrip(p, ca, m.ReqTS, m.End)
 		if m.FirstEnd > m.ReqTS {
@@ -757,6 +770,18 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		a.warnf("%s: %d replies answered requests that the decoder thought wanted none; paired by the conversation's order", a.s.Traces[i], ov)
 	}
 	a.lostSync += ls
+	if d.fixed != nil && a.s.Totals.Send.Frames+a.s.Totals.Recv.Frames == a.framesBefore && a.s.Totals.Send.Calls+a.s.Totals.Recv.Calls > a.callsBefore {
+		a.warnf("%s: no message decoded under the protocol asked for (%s): is it the right one? try --protocol auto", a.s.Traces[i], d.fixed.Name)
+	}
+	a.framesBefore, a.callsBefore = a.s.Totals.Send.Frames+a.s.Totals.Recv.Frames, a.s.Totals.Send.Calls+a.s.Totals.Recv.Calls
+	if lost, seen := d.undecoded(); lost > 0 && seen > 0 {
+		a.s.UndecodedBytes += uint64(lost)
+		share := float64(lost) / float64(seen)
+		a.warnf("%s: %d of %d bytes (%.1f%%) did not decode as %s; they count in the totals but in no message", a.s.Traces[i], lost, seen, 100*share, strings.Join(sortedKeys(d.protos), ","))
+		if d.fixed != nil && share > 0.5 {
+			a.warnf("%s: most bytes fail to decode under the protocol asked for (%s): is it the right one? try --protocol auto", a.s.Traces[i], d.fixed.Name)
+		}
+	}
 	a.dropped += dr
 	a.unanswered += w
 	if a.haveTS {
@@ -778,6 +803,7 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		}
 		a.warnf("%s: trace damaged or cut (%s); results cover what was readable", a.s.Traces[i], rec.String())
 	}
+	a.rawExchanges(i, d)
 	if a.rtEventsSeen == 0 {
 		for k := range a.tracerPairs {
 			a.rtEvent(&a.tracerPairs[k])
@@ -802,6 +828,15 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 	} else if j := strings.Join(protos, ","); j != "" && j != a.s.Protocol {
 		a.s.Protocol += "," + j
 	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func errnoName(e uint32) string {

@@ -42,6 +42,7 @@ type connDecoder struct {
 	byID    map[uint64]pendingReq // a tracer's requests by id
 	dropped uint64                // a tracer's requests dropped from byID
 
+	raw         rawBurst     // the burst being gathered, for protocols without a decoder
 	ev          *trace.Event // the event being decoded
 	tracer      bool         // frames come from an in-process tracer
 	variantDone bool         // venus: whether the frames are venusd's or real Venus was decided
@@ -91,15 +92,8 @@ func (c *connDecoder) event(ev *trace.Event) {
 	case "resp":
 		c.respCall(ev)
 	default:
-		c.emitRaw(ev)
+		c.rawCall(ev)
 	}
-}
-
-func (c *connDecoder) emitRaw(ev *trace.Event) {
-	m := c.d.msg(c, ev)
-	m.Size = ev.Bytes
-	m.Calls = 1
-	c.d.deliver(m)
 }
 
 // frame receives a frame rebuilt by one of the framers.

@@ -117,6 +117,7 @@ func (d *decoder) deliver(m *Message) { d.out.message(m) }
 // flush ends every connection: frames in progress come out truncated.
 func (d *decoder) flush() {
 	for _, c := range d.conns {
+		c.flushRaw()
 		for dir, f := range c.framers {
 			if f == nil {
 				continue

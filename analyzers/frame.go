@@ -54,8 +54,10 @@ type framer struct {
 	lastCall uint64
 	lostNext bool // the next frame follows a loss of sync
 
-	lost uint64 // times sync was lost
-	out  frameInfo
+	lost      uint64 // times sync was lost
+	lostBytes int64  // bytes not decoded: skipped while sync was lost
+	seenBytes int64  // bytes fed
+	out       frameInfo
 }
 
 func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
@@ -133,9 +135,11 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 		head = head[:n]
 	}
 	h := int64(len(head))
+	f.seenBytes += n
 	var pos int64
 	if f.state == stLost {
 		if !f.resync(head) {
+			f.lostBytes += n
 			return
 		}
 	}
@@ -155,6 +159,7 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 			k := min(need, h-pos)
 			if k <= 0 {
 				f.loseSync()
+				f.lostBytes += n - pos
 				return
 			}
 			copy(f.buf[f.have:], head[pos:pos+k])
@@ -166,6 +171,7 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 			}
 			if !f.parseHeader() {
 				f.loseSync()
+				f.lostBytes += n - pos + k
 				return
 			}
 			if f.peekEnd > f.have && f.frameLen > int64(f.have) {
@@ -246,6 +252,7 @@ func (f *framer) flush(end int64, emit func(*frameInfo)) {
 	if f.state == stLost || (f.have == 0 && f.consumed == 0) {
 		return
 	}
+	f.lostBytes += f.consumed // a frame whose end never came: its bytes are not a message seen whole
 	if f.have < f.hdr.Bytes { // not even a header: count the bytes as lost
 		f.lost++
 		f.reset()

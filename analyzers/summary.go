@@ -18,6 +18,8 @@ type Summary struct {
 	Lost     uint64          `json:"lost"`               // events the producers reported lost, all sources
 	Recovery *trace.Recovery `json:"recovery,omitempty"` // present when a trace was damaged or cut
 	Duration float64         `json:"duration_s"`         // first to last event, s
+	// UndecodedBytes counts the bytes the protocol decoder could not read as messages.
+	UndecodedBytes uint64 `json:"undecoded_bytes,omitempty"`
 
 	Totals      Totals       `json:"totals"`
 	Errors      []ErrnoCount `json:"errors,omitempty"` // failed calls by errno, counted apart from Totals
