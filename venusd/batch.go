@@ -23,7 +23,7 @@ import (
 //
 //	poll:    takes every request that has arrived since the last cycle,
 //	execute: runs them in arrival order, each on its connection's device,
-//	flush:   writes all the replies of a connection with one write per connection.
+//	flush:   hands all the replies of a connection to its writer, one write per connection.
 //
 // The more clients are waiting, the more requests a cycle carries, which is what makes the
 // round-trip time grow with the number of clients once the loop is the bottleneck (seed 003 §5:
@@ -77,7 +77,7 @@ type LoopStats struct {
 	Writes      int64 // reply writes (at most one per connection per cycle)
 	PollNs      int64 // time taking the arrived requests
 	ExecNs      int64 // time executing them
-	FlushNs     int64 // time writing the replies
+	FlushNs     int64 // time handing the replies to the connections' writers
 	MaxBatch    int64 // most requests one cycle carried
 	// Time distributions of the busy cycles (seed 003 §6.2-6.3): the whole cycle and each
 	// phase of it.
@@ -204,9 +204,18 @@ type batchReq struct {
 	bc      *batchConn
 	payload []byte // owned by the request
 	free    func() // frees payload once executed
+	resume  bool   // not a request: the writer of bc drained its replies; run bc's backlog
 }
 
 // batchConn is the loop's side of one client.
+//
+// Backpressure: the loop never writes. It hands each cycle's replies to the connection's own
+// writer goroutine, which writes them with FrameTimeout as deadline. While more than
+// batchConnOutBytes of replies wait for the writer, the connection's reader reads no more
+// requests, and the loop sets the connection's requests aside (its backlog, in order) instead
+// of executing them, until the writer has caught up. So a client that does not read its
+// replies costs the loop nothing, holds at most batchConnOutBytes plus one reply frame of
+// server memory, and is closed FrameTimeout after its replies stopped moving.
 type batchConn struct {
 	sc       *serverConn
 	c        conn
@@ -214,9 +223,125 @@ type batchConn struct {
 	tr       *frameTracer
 	slots    chan struct{} // one token per queued request
 	deferred []deferredRec
-	out      []byte // replies of the current cycle
-	dead     error  // set by the loop: stop executing, the reader closes the connection
-	done     chan struct{}
+	out      []byte // replies of the current cycle (loop)
+
+	backlog  []batchReq   // requests set aside while the writer is behind (loop)
+	backed   atomic.Bool  // backlog is not empty
+	resuming atomic.Bool  // a resume request is queued
+	unsent   atomic.Int64 // reply bytes handed to the writer and not yet written
+
+	wmu    sync.Mutex
+	wq     []byte        // replies for the writer (under wmu)
+	wake   chan struct{} // the writer has replies to write
+	room   chan struct{} // the writer wrote some: a waiting reader may go on
+	wDone  chan struct{} // the writer ended
+	budget *liveCounters
+
+	fatal    atomic.Pointer[error] // a protocol error: the writer closes the connection once its error reply is out
+	killOnce sync.Once
+	dead     error         // why the connection was given up; set before done is closed
+	done     chan struct{} // closed when the connection is given up
+}
+
+// batchConnOutBytes bounds the replies of one connection waiting for its writer before the
+// connection's requests wait too.
+const batchConnOutBytes = 1 << 20
+
+func (bc *batchConn) isDead() bool {
+	select {
+	case <-bc.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// behind reports whether the connection's replies are too far behind for more requests to run.
+func (bc *batchConn) behind() bool {
+	return bc.unsent.Load()+int64(len(bc.out)) > batchConnOutBytes
+}
+
+// hand gives the cycle's replies to the writer (loop).
+func (bc *batchConn) hand() {
+	n := int64(len(bc.out))
+	bc.unsent.Add(n)
+	bc.budget.bytes.Add(n)
+	bc.wmu.Lock()
+	if len(bc.wq) == 0 {
+		bc.wq, bc.out = bc.out, bc.wq[:0]
+	} else {
+		bc.wq = append(bc.wq, bc.out...)
+		bc.out = bc.out[:0]
+	}
+	bc.wmu.Unlock()
+	select {
+	case bc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer writes the replies the loop hands over until the connection ends.
+func (b *BatchServer) writer(bc *batchConn) {
+	defer close(bc.wDone)
+	var buf []byte
+	for {
+		select {
+		case <-bc.wake:
+		case <-bc.done:
+			return
+		}
+		bc.wmu.Lock()
+		buf, bc.wq = bc.wq, buf[:0]
+		bc.wmu.Unlock()
+		if len(buf) == 0 {
+			if f := bc.fatal.Load(); f != nil {
+				b.kill(bc, *f)
+				b.resume(bc)
+				return
+			}
+			continue
+		}
+		ts := Monotonic()
+		w0 := time.Now()
+		b.setWriteDeadline(bc.c)
+		_, err := bc.c.Write(buf)
+		traceFrames(bc.tr, ts, time.Since(w0), buf)
+		bc.unsent.Add(-int64(len(buf)))
+		bc.budget.bytes.Add(-int64(len(buf)))
+		if cap(buf) > keepFrameBytes {
+			buf = nil
+		}
+		select {
+		case bc.room <- struct{}{}:
+		default:
+		}
+		if err != nil {
+			b.kill(bc, err)
+			b.resume(bc) // the loop drops the backlog
+			return
+		}
+		if f := bc.fatal.Load(); f != nil {
+			bc.wmu.Lock()
+			more := len(bc.wq) > 0
+			bc.wmu.Unlock()
+			if !more {
+				// The error reply is out: now close.
+				b.kill(bc, *f)
+				b.resume(bc)
+				return
+			}
+		}
+		if bc.backed.Load() && !bc.behind() {
+			b.resume(bc)
+		}
+	}
+}
+
+// resume asks the loop to run bc's backlog (or drop it, once bc is dead).
+func (b *BatchServer) resume(bc *batchConn) {
+	if bc.resuming.CompareAndSwap(false, true) {
+		b.enqueue(batchReq{bc: bc, resume: true})
+	}
 }
 
 // NewBatchServer checks cfg and binds its address as NewServer does; the server runs every
@@ -317,15 +442,26 @@ func (b *BatchServer) reader(sc *serverConn) {
 	defer c.Close()
 
 	bc := &batchConn{sc: sc, c: c, slots: make(chan struct{}, batchConnDepth), done: make(chan struct{}),
-		dev: newDevice(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live),
-		tr:  newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)}
+		dev:  newDevice(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live),
+		tr:   newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log),
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), wDone: make(chan struct{}), budget: &s.live}
+	go b.writer(bc)
 	first := Monotonic()
 	bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
 	defer func() {
-		// Wait until the loop has no request of this client left, then free its device.
+		// Give up the connection: the writer stops, the loop drops the backlog. Wait until the
+		// loop has no request of this client left, then free its device.
+		b.kill(bc, net.ErrClosed)
+		<-bc.wDone
+		b.resume(bc)
 		for i := 0; i < batchConnDepth; i++ {
 			bc.slots <- struct{}{}
 		}
+		bc.wmu.Lock()
+		s.live.bytes.Add(-int64(len(bc.wq)))
+		bc.unsent.Add(-int64(len(bc.wq)))
+		bc.wq = nil
+		bc.wmu.Unlock()
 		bc.dev.release()
 		bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
 		bc.tr.finish()
@@ -370,6 +506,14 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 			frame = append(frame, fr.hdr[:]...)
 			frame = append(frame, payload[:min(len(payload), 512-HeaderSize)]...)
 			bc.tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, HeaderSize+len(payload))
+		}
+		// Backpressure: no more requests while this client's replies wait for its writer.
+		for bc.unsent.Load() > batchConnOutBytes {
+			select {
+			case <-bc.room:
+			case <-bc.done:
+				return bc.dead
+			}
 		}
 		select {
 		case bc.slots <- struct{}{}:
@@ -429,7 +573,12 @@ func (b *BatchServer) loop(ctx context.Context) {
 			continue
 		}
 		// Counted before any reply goes out, so a client that has its reply sees it counted.
-		n := int64(len(batch))
+		var n int64
+		for i := range batch {
+			if !batch[i].resume {
+				n++
+			}
+		}
 		b.requests.Add(n)
 		if n > b.maxBatch.Load() {
 			b.maxBatch.Store(n)
@@ -439,42 +588,28 @@ func (b *BatchServer) loop(ctx context.Context) {
 		for i := range batch {
 			r := &batch[i]
 			bc := r.bc
-			if bc.dead == nil {
-				if len(bc.out) == 0 {
-					touched = append(touched, bc)
+			if r.resume {
+				bc.resuming.Store(false)
+				backlog := bc.backlog
+				bc.backlog = nil
+				bc.backed.Store(false)
+				for j := range backlog {
+					touched = b.execute(&backlog[j], touched)
 				}
-				var err error
-				bc.out, err = execFrame(bc.dev, r.payload, bc.out, &bc.deferred)
-				if err != nil {
-					b.protoErr.Add(1)
-					bc.dead = err
-				}
+				clear(backlog)
+			} else {
+				touched = b.execute(r, touched)
 			}
-			r.free()
-			r.payload, r.bc, r.free = nil, nil, nil
-			<-bc.slots
+			*r = batchReq{}
 		}
 		t2 := time.Now()
-		// Phase 3: flush, one write per connection.
+		// Phase 3: flush: each connection's replies go to its writer, one write per connection.
 		for _, bc := range touched {
-			ts := Monotonic()
-			w0 := time.Now()
-			if sc, ok := bc.c.(*sockConn); ok {
-				// A client that stops reading its replies stalls the one loop: give up on it
-				// after FrameTimeout. (A shm ring's writer waits for room without a deadline;
-				// only the server's own user can connect to one.)
-				sc.nc.SetWriteDeadline(w0.Add(b.cfg.FrameTimeout))
+			if !bc.isDead() {
+				bc.hand()
+				b.writes.Add(1)
 			}
-			_, err := bc.c.Write(bc.out)
-			b.writes.Add(1)
-			traceFrames(bc.tr, ts, time.Since(w0), bc.out)
 			bc.out = bc.out[:0]
-			if err != nil && bc.dead == nil {
-				bc.dead = err
-			}
-			if bc.dead != nil {
-				b.kill(bc)
-			}
 		}
 		t3 := time.Now()
 		lastWork = t3
@@ -501,24 +636,50 @@ func traceFrames(tr *frameTracer, ts int64, dur time.Duration, out []byte) {
 	}
 }
 
-// kill ends a connection the loop gave up on (a protocol error or a failed write).
-func (b *BatchServer) kill(bc *batchConn) {
-	select {
-	case <-bc.done:
-	default:
+// execute runs one request of the loop's cycle, or sets it aside when its connection's
+// replies are behind, and returns touched with the request's connection added when it has
+// replies to flush (loop).
+func (b *BatchServer) execute(r *batchReq, touched []*batchConn) []*batchConn {
+	bc := r.bc
+	live := !bc.isDead() && bc.fatal.Load() == nil
+	if live && (len(bc.backlog) > 0 || bc.behind()) {
+		bc.backlog = append(bc.backlog, *r)
+		bc.backed.Store(true)
+		return touched
+	}
+	if live {
+		if len(bc.out) == 0 {
+			touched = append(touched, bc)
+		}
+		var err error
+		bc.out, err = execFrame(bc.dev, r.payload, bc.out, &bc.deferred, min(b.cfg.MaxFrameBytes, max(1, b.live.room())))
+		if err != nil {
+			b.protoErr.Add(1)
+			bc.fatal.Store(&err)
+		}
+	}
+	r.free()
+	<-bc.slots
+	return touched
+}
+
+// kill gives up a connection (a protocol error, a failed write, or its reader ended).
+func (b *BatchServer) kill(bc *batchConn, err error) {
+	bc.killOnce.Do(func() {
+		bc.dead = err
 		close(bc.done)
 		bc.sc.closeNow()
-	}
+	})
 }
 
 // execFrame executes the commands of one request frame on dev and appends its reply frame, if
-// any command wants one, to out. It returns a protocol error after which the connection must
+// any command wants one, to out; maxFrame, above 0, bounds the reply frame. It returns a protocol error after which the connection must
 // close (the error reply is appended first). This is the per-frame work of Server.serveConn.
-func execFrame(dev *device, payload []byte, out []byte, deferred *[]deferredRec) ([]byte, error) {
+func execFrame(dev *device, payload []byte, out []byte, deferred *[]deferredRec, maxFrame int) ([]byte, error) {
 	var rep encoder
 	rep.b = out[len(out):]
 	rep.reset()
-	wantAny, fatal := execCommands(dev, payload, &rep, deferred, 0)
+	wantAny, fatal := execCommands(dev, payload, &rep, deferred, maxFrame)
 	if !wantAny {
 		return out, fatal
 	}

@@ -198,7 +198,7 @@ func FuzzBatchExecFrame(f *testing.F) {
 				break
 			}
 			var ferr error
-			out, ferr = execFrame(dev, payload, out[:0], &deferred)
+			out, ferr = execFrame(dev, payload, out[:0], &deferred, 0)
 			for off := 0; off < len(out); {
 				h, err := ParseFrameHeader(out[off:], 1<<30)
 				if err != nil || off+HeaderSize+int(h.Size) > len(out) {

@@ -386,3 +386,115 @@ func TestHostileIdleMemory(t *testing.T) {
 		t.Errorf("peak RSS %d MiB: above the idle RSS (%d MiB) plus the budget (%d MiB)", p>>20, idle>>20, budget>>20)
 	}
 }
+
+// nonReaders opens n connections to the batch server at addr that each ask for replies of
+// replyBytes, reqs times, and never read them. close closes them.
+func nonReaders(t *testing.T, addr string, n, reqs, replyBytes int) (close func()) {
+	t.Helper()
+	a, _ := ParseAddr(addr)
+	var frames []byte
+	for i := 0; i < reqs; i++ {
+		frames = append(frames, frameOf(cmdOf(CmdPing, FlagReplyWanted, uint32(i), func(e *encoder) { e.u32(uint32(replyBytes)) }))...)
+	}
+	var conns []*net.TCPConn
+	for i := 0; i < n; i++ {
+		nc, err := net.Dial("tcp", a.Where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := nc.(*net.TCPConn)
+		tc.SetReadBuffer(16 << 10)
+		if _, err := tc.Write(frames); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, tc)
+	}
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	t.Cleanup(closeAll) // also keeps them from being collected (and closed) before
+	return closeAll
+}
+
+// settle waits until the server's memory stops growing for 200 ms (at most 5 s): the
+// non-readers' first replies are made and they are stuck.
+func settle(s Serving) {
+	last, since := s.Stats().LiveBytes, time.Now()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if b := s.Stats().LiveBytes; b != last {
+			last, since = b, time.Now()
+		} else if time.Since(since) > 200*time.Millisecond {
+			return
+		}
+	}
+}
+
+// H4: in the batch loop, clients that never read their replies used to stall everyone (20
+// requests for 16 MiB replies made a normal 5-token run take 11 s instead of 0.12 s, and grew
+// RSS by 1.2 GiB). Now the loop never writes: each connection's writer does, and a connection
+// whose replies are behind gets no more requests executed or read. With 40 non-readers
+// alongside, a normal client's run takes at most twice as long as alone (medians of runs
+// interleaved in this test), the non-readers hold a bounded amount of memory, and they are
+// closed after the frame timeout.
+func TestHostileBatchNonReaders(t *testing.T) {
+	const frameTimeout = 3 * time.Second
+	s, err := NewBatchServer(ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, SocketBufferBytes: 64 << 10, FrameTimeout: frameTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUntilCleanup(t, s)
+	lc := smallLLM(32)
+	ref, err := ReferenceChecksum(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() time.Duration {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		start := time.Now()
+		res, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "llm", LLM: lc, NoVerify: true, Getenv: noEnv})
+		d := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Checksum != ref {
+			t.Fatalf("checksum %s, want %s", res.Checksum, ref)
+		}
+		return d
+	}
+	run() // warm up
+	var alone, beside []float64
+	for r := 0; r < 5; r++ {
+		alone = append(alone, float64(run()))
+		closeAll := nonReaders(t, s.Addr(), 40, 20, 1<<20)
+		settle(s) // their first replies are made; they are stuck
+		beside = append(beside, float64(run()))
+		closeAll()
+	}
+	ratio := median(beside) / median(alone)
+	t.Logf("normal run alone %v, beside 40 non-readers %v (×%.2f)", time.Duration(median(alone)), time.Duration(median(beside)), ratio)
+	if ratio > 2 && !raceEnabled {
+		t.Errorf("a normal run took %.2f× as long beside 40 non-readers as alone (runs alone %v, beside %v)", ratio, alone, beside)
+	}
+
+	// Left alone, the non-readers hold a bounded amount of memory and are closed after the
+	// frame timeout.
+	waitIdle(t, s.Server)
+	nonReaders(t, s.Addr(), 40, 20, 1<<20)
+	settle(s)
+	if st := s.Stats(); st.LiveBytes > 40*(batchConnOutBytes+2<<20) || st.Active != 40 {
+		t.Errorf("40 non-readers: %+v; want 40 active holding at most %d bytes", st, 40*(batchConnOutBytes+2<<20))
+	}
+	deadline := time.Now().Add(frameTimeout + 20*time.Second)
+	for s.Stats().Active != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("non-readers still connected %v after the frame timeout: %+v", deadline.Sub(time.Now())+frameTimeout+20*time.Second, s.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := s.Stats(); st.LiveBytes != 0 {
+		t.Errorf("after the non-readers were closed: %d live bytes", st.LiveBytes)
+	}
+}
