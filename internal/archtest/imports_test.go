@@ -36,6 +36,7 @@ var owners = map[string][]string{
 	"gonum.org/v1/gonum":                {"analyzers", "models"},
 	"github.com/olekukonko/tablewriter": {"reports"},
 	"github.com/google/pprof":           {"reports"},
+	"github.com/parquet-go/parquet-go":  {"reports"},
 }
 
 func root(t *testing.T) string {

@@ -52,6 +52,9 @@ func exportNames() string {
 	for n := range exportFormats {
 		names = append(names, n)
 	}
+	for n := range dirExportFormats {
+		names = append(names, n)
+	}
 	sort.Strings(names)
 	return strings.Join(names, "|")
 }
@@ -61,8 +64,8 @@ func init() {
 	registerExport("csv", streamExport(reports.CSV))
 	c := &Command{
 		Name:    "export",
-		Summary: "write a trace's records as JSON lines or CSV (docs/trace-format.md), or another registered format",
-		Usage:   "--format jsonl|csv|perfetto|pprof [-o FILE] TRACE",
+		Summary: "write a trace's records as JSON lines or CSV (docs/trace-format.md), or another registered format (docs/export.md)",
+		Usage:   "--format jsonl|csv|perfetto|perfetto-proto|pprof|parquet [-o FILE|DIR] [--protocol P] [--label K=V]... TRACE...",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runExport(env, c, args) }
 	Register(c)
@@ -71,9 +74,16 @@ func init() {
 func runExport(env *Env, c *Command, args []string) error {
 	fs := NewFlagSet(env, c)
 	format := fs.String("format", "jsonl", "output `format`: "+exportNames())
-	out := fs.String("o", "", "write to `FILE` instead of stdout")
+	out := fs.String("o", "", "write to `FILE` instead of stdout (parquet: the `DIR` of its tables)")
+	dx := dirExportFlags(fs)
 	paths, err := ParseFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if fn, ok := dirExportFormats[*format]; ok {
+		return runDirExport(env, c, fn, *out, paths, dx)
+	}
+	if err := dx.onlyForDir(); err != nil {
 		return err
 	}
 	if len(paths) != 1 {

@@ -1,0 +1,81 @@
+package analyzers
+
+import "github.com/perflab/perflab/trace"
+
+// A Visitor receives what one streaming pass over traces yields, in file order: each record as
+// the reader returns it, and the protocol messages the decoders rebuild from the events, each
+// right after the event that completed it. Pointers passed to a Visitor are reused after the
+// call returns: copy what is kept.
+type Visitor interface {
+	// Begin starts trace i (its index in the paths given) with its metadata.
+	Begin(i int, path string, meta trace.Meta)
+	// Record is one record of the trace: an event, a connection, a marker or a lost count.
+	Record(rec *trace.Record)
+	// Message is one decoded protocol message.
+	Message(m *Message)
+	// Answered reports, right after the reply m, one further request that m answers (a server
+	// that batches several replies into one frame): its start (monotonic ns), command and name.
+	// The first request m answers is m itself (m.ReqTS, m.Command).
+	Answered(m *Message, reqTS int64, cmd uint64, name string)
+	// End closes trace i with what its reader recovered.
+	End(i int, rec trace.Recovery)
+}
+
+// Visit reads the traces at paths once, in order, streaming, and hands v every record and
+// every decoded message. Memory grows with the connections and the requests awaiting a reply,
+// not with the length of the traces. A trace that cannot be read gives a *ReadError naming
+// the file (and the offset, for a bad format); the traces before it have been visited.
+func Visit(paths []string, opt Options, v Visitor) error {
+	return scan(paths, opt, &visitSink{v: v})
+}
+
+// OpensUnit reports whether m is a request that opens a unit of work by its protocol's spec
+// (the spec's unit_commands), or by names, when names is not empty (Options.UnitCommands,
+// comma-separated names already split).
+func (m *Message) OpensUnit(names map[string]bool) bool {
+	if m.IsReply {
+		return false
+	}
+	if len(names) > 0 {
+		return names[m.Name]
+	}
+	return m.spec != nil && m.spec.OpensUnit(m.Command)
+}
+
+// UnitName returns the name of the unit of work that m's spec counts ("token"), "unit" when
+// the spec names unit commands without a unit name, and "" when m has no spec.
+func (m *Message) UnitName() string {
+	if m.spec == nil {
+		return ""
+	}
+	return m.spec.UnitName
+}
+
+// visitSink adapts a Visitor to the scan's sink.
+type visitSink struct {
+	v   Visitor
+	rec trace.Record
+}
+
+func (s *visitSink) begin(i int, path string, meta trace.Meta) { s.v.Begin(i, path, meta) }
+func (s *visitSink) event(ev *trace.Event) {
+	s.rec.Kind, s.rec.Event = trace.KindEvent, *ev
+	s.v.Record(&s.rec)
+}
+func (s *visitSink) connection(c *trace.Connection) {
+	s.rec.Kind, s.rec.Conn = trace.KindConnection, *c
+	s.v.Record(&s.rec)
+}
+func (s *visitSink) marker(m *trace.Marker) {
+	s.rec.Kind, s.rec.Marker = trace.KindMarker, *m
+	s.v.Record(&s.rec)
+}
+func (s *visitSink) lostCount(l *trace.Lost) {
+	s.rec.Kind, s.rec.Lost = trace.KindLost, *l
+	s.v.Record(&s.rec)
+}
+func (s *visitSink) message(m *Message) { s.v.Message(m) }
+func (s *visitSink) answered(m *Message, reqTS int64, cmd uint64, name string) {
+	s.v.Answered(m, reqTS, cmd, name)
+}
+func (s *visitSink) end(i int, rec trace.Recovery, _ *decoder) { s.v.End(i, rec) }

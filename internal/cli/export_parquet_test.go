@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/perflab/perflab/reports"
+)
+
+// TestExportParquet writes the tables of two traces into a new directory, and refuses what it
+// cannot do with one line and exit 2.
+func TestExportParquet(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "tables")
+	second := filepath.Join(dir, "second.plt")
+	b, err := os.ReadFile(pingpongTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(second, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "export", "--format", "parquet", "-o", out, "--label", "mode=baseline", pingpongTrace, second)
+	if code != 0 || stdout != "" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, name := range reports.ParquetTables {
+		st, err := os.Stat(filepath.Join(out, name+".parquet"))
+		if err != nil || st.Size() < 100 {
+			t.Fatalf("%s.parquet: %v", name, err)
+		}
+	}
+	bad := filepath.Join(dir, "bad.plt")
+	if err := os.WriteFile(bad, []byte("PLTRACE\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", "--format", "parquet", pingpongTrace}, "-o DIR is required"},
+		{[]string{"export", "--format", "parquet", "-o", out}, "at least one trace"},
+		{[]string{"export", "--format", "parquet", "-o", pingpongTrace, pingpongTrace}, "not a directory"},
+		{[]string{"export", "--format", "parquet", "-o", filepath.Join(dir, "t2"), pingpongTrace, bad}, "read " + bad},
+		{[]string{"export", "--format", "parquet", "--protocol", "nope", "-o", out, pingpongTrace}, "--protocol"},
+		{[]string{"export", "--format", "jsonl", "--label", "a=b", pingpongTrace}, "apply to --format parquet only"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Errorf("perflab %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t2", "events.parquet")); err == nil {
+		t.Error("a bad trace left events.parquet behind")
+	}
+}

@@ -1,0 +1,494 @@
+package reports
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/trace"
+)
+
+// ParquetOptions tunes Parquet.
+type ParquetOptions struct {
+	// Analyzers selects the protocol decoder (Protocol, SpecFile, Spec) and the unit of work
+	// (Unit, UnitCommands) as for analyze.
+	Analyzers analyzers.Options
+	// Labels are added to every trace's labels (the recording's own --label K=V), replacing a
+	// label of the same key.
+	Labels map[string]string
+	// RowGroupRows is the most rows of one row group (0: parquetRowGroupRows). It bounds the
+	// memory the writers hold: a row group is buffered until it is full.
+	RowGroupRows int
+}
+
+// parquetRowGroupRows is the default row group size: 64Ki rows keep the buffered row groups of
+// all tables near 30 MB with full payload heads, and are large enough for engines to skip
+// row groups by their statistics.
+const parquetRowGroupRows = 1 << 16
+
+// parquetBatch is how many rows are handed to a table's writer at once.
+const parquetBatch = 1024
+
+// Parquet writes the traces at paths as Parquet tables in dir, one file per table
+// (ParquetTables: traces.parquet, events.parquet, ...), creating dir when missing. Every row
+// carries its trace's trace_id, a hash of the trace's metadata, so that the tables of several
+// exports can be read together. The export streams: memory holds the row groups being
+// written, the connections and the requests awaiting a reply, not the traces. It returns the
+// Recovery of each trace read. A trace that cannot be read gives a *analyzers.ReadError, and
+// no file is left in dir.
+func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("write parquet: no trace given")
+	}
+	for _, p := range paths {
+		if err := checkTrace(p); err != nil {
+			return nil, err
+		}
+	}
+	if err := analyzers.Messages(nil, opt.Analyzers, func(*analyzers.Message) error { return nil }); err != nil {
+		return nil, fmt.Errorf("write parquet: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("write parquet: %w", err)
+	}
+	pw := &parquetWriter{opt: opt, unit: opt.Analyzers.Unit}
+	if pw.unit == "" {
+		pw.unit = "token"
+	}
+	if opt.Analyzers.UnitCommands != "" {
+		pw.unitCmds = map[string]bool{}
+		for _, n := range strings.Split(opt.Analyzers.UnitCommands, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				pw.unitCmds[n] = true
+			}
+		}
+	}
+	if err := pw.open(dir); err != nil {
+		pw.abort()
+		return nil, err
+	}
+	err := analyzers.Visit(paths, opt.Analyzers, pw)
+	if err == nil {
+		err = pw.err
+	}
+	if err == nil {
+		err = pw.close()
+	}
+	if err != nil {
+		pw.abort()
+		var re *analyzers.ReadError
+		if errors.As(err, &re) {
+			return pw.recs, err
+		}
+		return pw.recs, fmt.Errorf("write parquet: %w", err)
+	}
+	return pw.recs, nil
+}
+
+// table writes the rows of one Parquet file, handing them to the writer in batches.
+type table[T any] struct {
+	f     *os.File
+	w     *parquet.GenericWriter[T]
+	buf   []T
+	arena []byte // copies of the payloads of the rows in buf
+}
+
+func openTable[T any](dir, name string, rows int) (*table[T], error) {
+	f, err := os.Create(filepath.Join(dir, name+".parquet"))
+	if err != nil {
+		return nil, err
+	}
+	w := parquet.NewGenericWriter[T](f, parquet.MaxRowsPerRowGroup(int64(rows)),
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.CreatedBy("perflab", "export", ""), parquet.KeyValueMetadata("perflab.table", name))
+	return &table[T]{f: f, w: w, buf: make([]T, 0, parquetBatch)}, nil
+}
+
+// add appends r; it writes the batch when it is full.
+func (t *table[T]) add(r T) error {
+	t.buf = append(t.buf, r)
+	if len(t.buf) == cap(t.buf) {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *table[T]) flush() error {
+	if len(t.buf) == 0 {
+		return nil
+	}
+	_, err := t.w.Write(t.buf)
+	clear(t.buf)
+	t.buf, t.arena = t.buf[:0], t.arena[:0]
+	return err
+}
+
+func (t *table[T]) close() error {
+	err := t.flush()
+	if cerr := t.w.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// parquetWriter is the analyzers.Visitor that fills the tables. The first error sticks in err.
+type parquetWriter struct {
+	opt      ParquetOptions
+	unit     string          // unit marker name
+	unitCmds map[string]bool // Options.UnitCommands
+	err      error
+	files    []string
+	recs     []trace.Recovery
+
+	traces   *table[traceRow]
+	events   *table[eventRow]
+	messages *table[messageRow]
+	rts      *table[roundTripRow]
+	conns    *table[connectionRow]
+	markers  *table[markerRow]
+	units    *table[unitRow]
+
+	// the trace being read
+	cur      traceRow
+	meta     trace.Meta
+	protos   map[string]bool
+	connMap  map[uint64]*connectionRow
+	lost     map[string]uint64
+	haveTS   bool
+	unitIdx  int64
+	cmdUnits [3]*unitRow // the last unit-opening request of each direction, awaiting its end
+	cmdIdx   [3]int64
+	rtProto  string // protocol of the tracer's round-trip events
+	rtSpec   *analyzers.Spec
+}
+
+func (pw *parquetWriter) open(dir string) error {
+	rows := pw.opt.RowGroupRows
+	if rows <= 0 {
+		rows = parquetRowGroupRows
+	}
+	var err error
+	open := func(name string) {
+		if err == nil {
+			pw.files = append(pw.files, filepath.Join(dir, name+".parquet"))
+		}
+	}
+	open("traces")
+	if pw.traces, err = openTable[traceRow](dir, "traces", rows); err != nil {
+		return err
+	}
+	open("events")
+	if pw.events, err = openTable[eventRow](dir, "events", rows); err != nil {
+		return err
+	}
+	open("messages")
+	if pw.messages, err = openTable[messageRow](dir, "messages", rows); err != nil {
+		return err
+	}
+	open("round_trips")
+	if pw.rts, err = openTable[roundTripRow](dir, "round_trips", rows); err != nil {
+		return err
+	}
+	open("connections")
+	if pw.conns, err = openTable[connectionRow](dir, "connections", rows); err != nil {
+		return err
+	}
+	open("markers")
+	if pw.markers, err = openTable[markerRow](dir, "markers", rows); err != nil {
+		return err
+	}
+	open("units")
+	if pw.units, err = openTable[unitRow](dir, "units", rows); err != nil {
+		return err
+	}
+	return nil
+}
+
+// close finishes every file; the first error wins.
+func (pw *parquetWriter) close() error {
+	var first error
+	keep := func(err error) {
+		if first == nil && err != nil {
+			first = err
+		}
+	}
+	if pw.traces != nil {
+		keep(pw.traces.close())
+	}
+	if pw.events != nil {
+		keep(pw.events.close())
+	}
+	if pw.messages != nil {
+		keep(pw.messages.close())
+	}
+	if pw.rts != nil {
+		keep(pw.rts.close())
+	}
+	if pw.conns != nil {
+		keep(pw.conns.close())
+	}
+	if pw.markers != nil {
+		keep(pw.markers.close())
+	}
+	if pw.units != nil {
+		keep(pw.units.close())
+	}
+	pw.traces, pw.events, pw.messages, pw.rts, pw.conns, pw.markers, pw.units = nil, nil, nil, nil, nil, nil, nil
+	return first
+}
+
+// abort closes and removes every file written.
+func (pw *parquetWriter) abort() {
+	pw.close()
+	for _, f := range pw.files {
+		os.Remove(f)
+	}
+}
+
+func (pw *parquetWriter) keep(err error) {
+	if pw.err == nil && err != nil {
+		pw.err = err
+	}
+}
+
+// traceID names the trace at path: the first 8 bytes, in hex, of the SHA-256 of its metadata
+// (host, start time, command, labels, ...), its file name and its size, so that the same file
+// exported twice keeps its id and two recordings do not share one.
+func traceID(path string, m trace.Meta) string {
+	b, _ := json.Marshal(m) // Meta always marshals
+	h := sha256.New()
+	h.Write(b)
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size()
+	}
+	fmt.Fprintf(h, "\x00%s\x00%d", filepath.Base(path), size)
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// Begin starts a trace.
+func (pw *parquetWriter) Begin(i int, path string, meta trace.Meta) {
+	labels := maps.Clone(meta.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, pw.opt.Labels)
+	pids := make([]int64, len(meta.PIDs))
+	for k, p := range meta.PIDs {
+		pids[k] = int64(p)
+	}
+	pw.meta = meta
+	pw.cur = traceRow{TraceID: traceID(path, meta), File: filepath.Base(path), Host: meta.Host, Kernel: meta.Kernel,
+		Version: meta.Version, Source: meta.Source, Start: meta.Start.UnixNano(), StartMonoNS: meta.StartMono,
+		Command: slices.Clone(meta.Command), PIDs: pids, PayloadBytes: int64(meta.PayloadBytes), Labels: labels}
+	pw.protos = map[string]bool{}
+	pw.connMap = map[uint64]*connectionRow{}
+	pw.lost = map[string]uint64{}
+	pw.haveTS = false
+	pw.unitIdx = 0
+	pw.cmdUnits, pw.cmdIdx = [3]*unitRow{}, [3]int64{}
+	pw.rtProto, pw.rtSpec = "venus", nil
+	if sp := pw.opt.Analyzers.Spec; sp != nil {
+		pw.rtProto, pw.rtSpec = sp.Name, sp
+	} else if pw.opt.Analyzers.SpecFile != "" {
+		if sp, err := analyzers.LoadSpec(pw.opt.Analyzers.SpecFile); err == nil {
+			pw.rtProto, pw.rtSpec = sp.Name, sp
+		}
+	} else if p := pw.opt.Analyzers.Protocol; p != "" && p != "auto" {
+		if sp, err := analyzers.BuiltinSpec(p); err == nil {
+			pw.rtProto, pw.rtSpec = sp.Name, sp
+		}
+	}
+	if pw.rtSpec == nil {
+		pw.rtSpec, _ = analyzers.BuiltinSpec("venus")
+	}
+}
+
+// Record takes one record of the trace.
+func (pw *parquetWriter) Record(rec *trace.Record) {
+	if pw.err != nil {
+		return
+	}
+	id := pw.cur.TraceID
+	switch rec.Kind {
+	case trace.KindEvent:
+		e := &rec.Event
+		pw.cur.Events++
+		end := e.TS + e.Dur
+		if !pw.haveTS {
+			pw.cur.FirstNS, pw.cur.LastNS, pw.haveTS = e.TS, end, true
+		} else {
+			pw.cur.FirstNS, pw.cur.LastNS = min(pw.cur.FirstNS, e.TS), max(pw.cur.LastNS, end)
+		}
+		t := pw.events
+		var payload []byte
+		if len(e.Payload) > 0 {
+			n := len(t.arena)
+			t.arena = append(t.arena, e.Payload...)
+			payload = t.arena[n:len(t.arena):len(t.arena)]
+		}
+		pw.keep(t.add(eventRow{TraceID: id, TS: e.TS, Dur: e.Dur, PID: int32(e.PID), TID: int32(e.TID),
+			Conn: int64(e.Conn), Dir: e.Dir.String(), Op: e.Op.String(), Source: e.Source.String(),
+			Bytes: e.Bytes, Errno: int32(e.Errno), Command: int64(e.Command), ReqID: int64(e.ReqID), Payload: payload}))
+		if e.Op == trace.OpRoundTrip && e.Dir != trace.DirSend && e.Dir != trace.DirRecv {
+			// A tracer's round trip as the client counted it: TS is when the request was sent.
+			name := pw.rtSpec.CommandName(uint64(e.Command))
+			if name == "" {
+				name = fmt.Sprintf("cmd%d", e.Command)
+			}
+			pw.roundTrip(roundTripRow{PID: int32(e.PID), TID: int32(e.TID), Conn: int64(e.Conn), Side: "client",
+				Origin: "tracer_event", Protocol: pw.rtProto, Command: int64(e.Command), Name: name,
+				ReqTS: e.TS, End: e.TS + e.Dur, RTT: e.Dur, ReqID: int64(e.ReqID)})
+		}
+	case trace.KindConnection:
+		c := &rec.Conn
+		row := pw.connMap[c.ID]
+		if row == nil {
+			row = &connectionRow{TraceID: id, ID: int64(c.ID)}
+			pw.connMap[c.ID] = row
+		}
+		pid := row.PID
+		*row = connectionRow{TraceID: id, ID: int64(c.ID), Family: c.Family.String(), Local: c.Local,
+			Remote: c.Remote, PID: int32(c.PID), FirstSeen: c.FirstSeen, LastSeen: c.LastSeen}
+		if row.PID == 0 {
+			row.PID = pid
+		}
+	case trace.KindMarker:
+		m := &rec.Marker
+		pw.cur.Markers++
+		pw.keep(pw.markers.add(markerRow{TraceID: id, TS: m.TS, Dur: m.Dur, PID: int32(m.PID), TID: int32(m.TID),
+			Name: m.Name, Value: m.Value, Text: m.Text}))
+		if m.Name == pw.unit {
+			end := m.TS + max(m.Dur, 0)
+			pw.keep(pw.units.add(unitRow{TraceID: id, Name: m.Name, Source: "marker", Index: pw.unitIdx,
+				PID: int32(m.PID), TS: m.TS, End: &end, Value: m.Value}))
+			pw.unitIdx++
+		}
+	case trace.KindLost:
+		pw.lost[rec.Lost.Source] = rec.Lost.Count // cumulative: the latest is the total
+	}
+}
+
+// cmdName names m's command as analyze's commands[] do.
+func cmdName(m *analyzers.Message) string {
+	switch {
+	case m.Name != "":
+		return m.Name
+	case m.Command != 0:
+		return fmt.Sprintf("cmd%d", m.Command)
+	case m.Protocol == "raw":
+		return "(raw)"
+	}
+	return "(unknown)"
+}
+
+// Message takes one decoded message.
+func (pw *parquetWriter) Message(m *analyzers.Message) {
+	if pw.err != nil {
+		return
+	}
+	pw.cur.Messages++
+	pw.protos[m.Protocol] = true
+	kind := "request"
+	if m.IsReply {
+		kind = "reply"
+	}
+	opens := m.OpensUnit(pw.unitCmds)
+	pw.keep(pw.messages.add(messageRow{TraceID: pw.cur.TraceID, Conn: int64(m.Conn), PID: int32(m.PID), TID: int32(m.TID),
+		Dir: m.Dir.String(), TS: m.TS, End: m.End, Source: m.Source.String(), Protocol: m.Protocol, Kind: kind,
+		Command: int64(m.Command), Name: cmdName(m), Size: m.Size, Calls: int64(m.Calls), WantsReply: m.WantsReply,
+		ReqID: int64(m.ReqID), RTT: m.RTT, ReqTS: m.ReqTS, Answered: int64(m.Answered), OpensUnit: opens,
+		Truncated: m.Truncated, LostSync: m.LostSync}))
+	if m.IsReply && m.RTT > 0 && (m.Dir == trace.DirSend || m.Dir == trace.DirRecv) {
+		side, origin := "client", "decoded"
+		if m.Dir == trace.DirSend {
+			side = "server"
+		}
+		if m.Source == trace.SourceTracer {
+			origin = "tracer_frames"
+		}
+		pw.roundTrip(roundTripRow{PID: int32(m.PID), TID: int32(m.TID), Conn: int64(m.Conn), Side: side, Origin: origin,
+			Protocol: m.Protocol, Command: int64(m.Command), Name: cmdName(m), ReqTS: m.ReqTS, End: m.ReqTS + m.RTT,
+			RTT: m.RTT, ReqID: int64(m.ReqID), Bytes: m.Size})
+	}
+	if opens && (m.Dir == trace.DirSend || m.Dir == trace.DirRecv) {
+		name := m.UnitName()
+		if pw.unitCmds != nil || name == "" {
+			name = "unit"
+			if pw.opt.Analyzers.Unit != "" {
+				name = pw.opt.Analyzers.Unit
+			}
+		}
+		// A unit opened by a request counts from the request's end, as analyze counts messages
+		// when they complete, and lasts until the next one.
+		if prev := pw.cmdUnits[m.Dir]; prev != nil {
+			end := m.End
+			prev.End = &end
+			pw.keep(pw.units.add(*prev))
+		}
+		pw.cmdUnits[m.Dir] = &unitRow{TraceID: pw.cur.TraceID, Name: name, Source: "command", Dir: m.Dir.String(),
+			Index: pw.cmdIdx[m.Dir], PID: int32(m.PID), TS: m.End}
+		pw.cmdIdx[m.Dir]++
+	}
+}
+
+// Answered takes a further request answered by the reply m.
+func (pw *parquetWriter) Answered(m *analyzers.Message, reqTS int64, cmd uint64, name string) {
+	if pw.err != nil || m.Source == trace.SourceTracer {
+		return // analyze counts a tracer's round trips from its own events
+	}
+	if name == "" {
+		name = fmt.Sprintf("cmd%d", cmd)
+	}
+	side := "client"
+	if m.Dir == trace.DirSend {
+		side = "server"
+	}
+	pw.roundTrip(roundTripRow{PID: int32(m.PID), TID: int32(m.TID), Conn: int64(m.Conn), Side: side, Origin: "decoded",
+		Protocol: m.Protocol, Command: int64(cmd), Name: name, ReqTS: reqTS, End: m.End, RTT: m.End - reqTS, Bytes: m.Size})
+}
+
+func (pw *parquetWriter) roundTrip(r roundTripRow) {
+	r.TraceID = pw.cur.TraceID
+	pw.cur.RoundTrips++
+	pw.keep(pw.rts.add(r))
+}
+
+// End closes a trace: its connections, its last unit, and its row in traces.
+func (pw *parquetWriter) End(i int, rec trace.Recovery) {
+	pw.recs = append(pw.recs, rec)
+	if pw.err != nil {
+		return
+	}
+	for _, u := range pw.cmdUnits {
+		if u != nil {
+			pw.keep(pw.units.add(*u))
+		}
+	}
+	ids := slices.Sorted(maps.Keys(pw.connMap))
+	for _, id := range ids {
+		pw.keep(pw.conns.add(*pw.connMap[id]))
+	}
+	pw.cur.Connections = int64(len(ids))
+	for _, n := range pw.lost {
+		pw.cur.Lost += int64(n)
+	}
+	pw.cur.Protocol = strings.Join(slices.Sorted(maps.Keys(pw.protos)), ",")
+	pw.cur.Clean, pw.cur.ChunksBad = rec.Clean, int64(rec.ChunksBad)
+	pw.cur.BytesSkipped, pw.cur.Truncated = rec.BytesSkipped, rec.TruncatedBytes
+	pw.keep(pw.traces.add(pw.cur))
+}

@@ -1,0 +1,140 @@
+package reports
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/trace"
+)
+
+func readTable[T any](t *testing.T, dir, name string) []T {
+	t.Helper()
+	rows, err := parquet.ReadFile[T](filepath.Join(dir, name+".parquet"))
+	if err != nil {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	return rows
+}
+
+// TestParquetAgreesWithAnalyze exports traces of each source and checks every table against the
+// trace as read and as analyze sums it: events, messages (frames), round trips as analyze
+// counts them, connections, markers, units, and the traces table with its labels.
+func TestParquetAgreesWithAnalyze(t *testing.T) {
+	dir := t.TempDir()
+	paths := []string{
+		venusTrace(t, dir, "tracer.plt", trace.SourceTracer, 6),
+		venusTrace(t, dir, "ebpf.plt", trace.SourceEBPF, 5),
+		pingpongTrace(t, dir),
+	}
+	out := filepath.Join(dir, "tables")
+	recs, err := Parquet(out, paths, ParquetOptions{Labels: map[string]string{"mode": "baseline", "host": "ci"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(paths) {
+		t.Fatalf("%d recoveries for %d traces", len(recs), len(paths))
+	}
+	traces := readTable[traceRow](t, out, "traces")
+	events := readTable[eventRow](t, out, "events")
+	msgs := readTable[messageRow](t, out, "messages")
+	rts := readTable[roundTripRow](t, out, "round_trips")
+	conns := readTable[connectionRow](t, out, "connections")
+	marks := readTable[markerRow](t, out, "markers")
+	units := readTable[unitRow](t, out, "units")
+	if len(traces) != len(paths) {
+		t.Fatalf("traces has %d rows, want %d", len(traces), len(paths))
+	}
+	count := func(n int, id string, f func(i int) string) int {
+		c := 0
+		for i := 0; i < n; i++ {
+			if f(i) == id {
+				c++
+			}
+		}
+		return c
+	}
+	for i, p := range paths {
+		tr := traces[i]
+		f, err := trace.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := analyzers.Analyze([]string{p}, analyzers.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(p)
+		if tr.File != name || tr.TraceID != traceID(p, f.Meta) || !tr.Clean {
+			t.Errorf("%s: traces row %+v", name, tr)
+		}
+		if tr.Labels["mode"] != "baseline" || tr.Labels["host"] != "ci" {
+			t.Errorf("%s: labels %v, want the --label ones", name, tr.Labels)
+		}
+		id := tr.TraceID
+		if n := count(len(events), id, func(i int) string { return events[i].TraceID }); n != len(f.Events) || tr.Events != int64(n) {
+			t.Errorf("%s: %d event rows (traces says %d), the trace has %d", name, n, tr.Events, len(f.Events))
+		}
+		frames := s.Totals.Send.Frames + s.Totals.Recv.Frames
+		if n := count(len(msgs), id, func(i int) string { return msgs[i].TraceID }); uint64(n) != frames {
+			t.Errorf("%s: %d message rows, analyze decoded %d frames", name, n, frames)
+		}
+		// analyze's round trips: a client's, from the tracer's own events when it wrote any,
+		// else from the frames or system calls decoded
+		byOrigin := map[string]uint64{}
+		for _, r := range rts {
+			if r.TraceID == id && r.Side == "client" {
+				byOrigin[r.Origin]++
+			}
+		}
+		got := byOrigin["decoded"] + byOrigin["tracer_event"]
+		if byOrigin["tracer_event"] == 0 {
+			got += byOrigin["tracer_frames"]
+		}
+		if got != s.RoundTrips.Count || s.RoundTrips.Count == 0 {
+			t.Errorf("%s: client round trips %v, analyze counts %d", name, byOrigin, s.RoundTrips.Count)
+		}
+		if n := count(len(conns), id, func(i int) string { return conns[i].TraceID }); n != len(f.Connections) {
+			t.Errorf("%s: %d connection rows, the trace has %d", name, n, len(f.Connections))
+		}
+		if n := count(len(marks), id, func(i int) string { return marks[i].TraceID }); n != len(f.Markers) {
+			t.Errorf("%s: %d marker rows, the trace has %d", name, n, len(f.Markers))
+		}
+		var markerUnits uint64
+		for _, u := range units {
+			if u.TraceID == id && u.Source == "marker" {
+				markerUnits++
+			}
+		}
+		if len(s.Units) > 0 && s.Units[0].Name == "token" && markerUnits != s.Units[0].Count {
+			t.Errorf("%s: %d marker units, analyze counts %d %ss", name, markerUnits, s.Units[0].Count, s.Units[0].Name)
+		}
+	}
+	for _, r := range rts {
+		if r.RTT <= 0 || r.End-r.ReqTS != r.RTT {
+			t.Fatalf("round trip %+v: end - start is not the rtt", r)
+		}
+	}
+}
+
+// TestParquetBadTrace leaves no file behind when a trace cannot be read, and names it.
+func TestParquetBadTrace(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.plt")
+	if err := os.WriteFile(bad, []byte("not a trace at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "tables")
+	_, err := Parquet(out, []string{pingpongTrace(t, dir), bad}, ParquetOptions{})
+	var re *analyzers.ReadError
+	if !errors.As(err, &re) || re.Path != bad {
+		t.Fatalf("err = %v, want a ReadError naming %s", err, bad)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("files left behind: %v", ents)
+	}
+}
