@@ -3,6 +3,7 @@ module github.com/perflab/perflab
 go 1.26.8
 
 require (
+	github.com/bufbuild/protocompile v0.14.1
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
@@ -11,6 +12,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.43.0
 	gonum.org/v1/gonum v0.17.0
+	google.golang.org/protobuf v1.34.2
 )
 
 require (
@@ -31,7 +33,7 @@ require (
 	github.com/parquet-go/jsonlite v1.0.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.21 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
-	google.golang.org/protobuf v1.34.2 // indirect
+	golang.org/x/sync v0.20.0 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go
