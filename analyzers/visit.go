@@ -14,9 +14,9 @@ type Visitor interface {
 	// Message is one decoded protocol message.
 	Message(m *Message)
 	// Answered reports, right after the reply m, one further request that m answers (a server
-	// that batches several replies into one frame): its start (monotonic ns), command and name.
-	// The first request m answers is m itself (m.ReqTS, m.Command).
-	Answered(m *Message, reqTS int64, cmd uint64, name string)
+	// that batches several replies into one frame). The first request m answers is m itself
+	// (m.ReqTS, m.Command).
+	Answered(m *Message, req Answered)
 	// End closes trace i with what its reader recovered.
 	End(i int, rec trace.Recovery)
 }
@@ -74,8 +74,6 @@ func (s *visitSink) lostCount(l *trace.Lost) {
 	s.rec.Kind, s.rec.Lost = trace.KindLost, *l
 	s.v.Record(&s.rec)
 }
-func (s *visitSink) message(m *Message) { s.v.Message(m) }
-func (s *visitSink) answered(m *Message, reqTS int64, cmd uint64, name string) {
-	s.v.Answered(m, reqTS, cmd, name)
-}
+func (s *visitSink) message(m *Message)                        { s.v.Message(m) }
+func (s *visitSink) answered(m *Message, req Answered)         { s.v.Answered(m, req) }
 func (s *visitSink) end(i int, rec trace.Recovery, _ *decoder) { s.v.End(i, rec) }

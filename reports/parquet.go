@@ -447,7 +447,8 @@ func (pw *parquetWriter) Message(m *analyzers.Message) {
 }
 
 // Answered takes a further request answered by the reply m.
-func (pw *parquetWriter) Answered(m *analyzers.Message, reqTS int64, cmd uint64, name string) {
+func (pw *parquetWriter) Answered(m *analyzers.Message, req analyzers.Answered) {
+	reqTS, cmd, name := req.ReqTS, req.Command, req.Name
 	if pw.err != nil || m.Source == trace.SourceTracer {
 		return // analyze counts a tracer's round trips from its own events
 	}

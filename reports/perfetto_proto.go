@@ -733,8 +733,8 @@ func (pp *protoWriter) Message(m *analyzers.Message) {
 }
 
 // Answered takes a further request answered by a batched reply: its flow ends there too.
-func (pp *protoWriter) Answered(m *analyzers.Message, reqTS int64, cmd uint64, name string) {
-	if id := pp.endFlow(m.Conn, reqTS); id != 0 && pp.pending != nil {
+func (pp *protoWriter) Answered(m *analyzers.Message, req analyzers.Answered) {
+	if id := pp.endFlow(m.Conn, req.ReqTS); id != 0 && pp.pending != nil {
 		pp.pending.terms = append(pp.pending.terms, id)
 	}
 }
