@@ -41,9 +41,12 @@ type Options struct {
 
 // DirStats counts the system calls (or tracer operations) of one direction.
 type DirStats struct {
-	Calls  uint64            // calls that succeeded (bytes moved, 0 included)
+	Calls  uint64            // calls that moved data, as analyze counts them
 	Bytes  int64             // bytes moved by them
 	Errors map[uint32]uint64 // failed calls by errno (EAGAIN = 11)
+	// Empty counts calls that succeeded but moved no bytes: end-of-file reads, empty sends.
+	// analyze does not count them as calls, so neither do Calls.
+	Empty uint64
 }
 
 // ConnStats is one connection and what moved over it.
@@ -140,6 +143,10 @@ func add(d *DirStats, e *trace.Event) {
 			d.Errors = map[uint32]uint64{}
 		}
 		d.Errors[e.Errno]++
+		return
+	}
+	if e.Bytes <= 0 && e.Op != trace.OpFrameSend && e.Op != trace.OpFrameRecv {
+		d.Empty++
 		return
 	}
 	d.Calls++

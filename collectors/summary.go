@@ -36,6 +36,9 @@ func (r *Result) WriteSummary(out io.Writer, maxConns int) error {
 	fmt.Fprintf(tw, "send\t%d\t%d\t%s\n", r.Send.Calls, r.Send.Bytes, errnos(r.Send.Errors))
 	fmt.Fprintf(tw, "recv\t%d\t%d\t%s\n", r.Recv.Calls, r.Recv.Bytes, errnos(r.Recv.Errors))
 	tw.Flush()
+	if r.Recv.Empty > 0 || r.Send.Empty > 0 {
+		fmt.Fprintf(&b, "(not counted as calls, as analyze does not: %d end-of-file reads, %d empty sends)\n", r.Recv.Empty, r.Send.Empty)
+	}
 
 	conns := append([]ConnStats(nil), r.Conns...)
 	sort.SliceStable(conns, func(i, j int) bool {

@@ -19,9 +19,12 @@ import (
 // cmd/benchstat's doc_test.go does: every command of its ```sh blocks runs with the built
 // perflab first on PATH, in a fresh directory, in order. Each must exit with the code its
 // `# exit N` comment gives (0 without one); a line ending in `&` starts a background process
-// that the test stops at the end; `# needs root` lines run only as root. Every line without
-// digits of the ```text block after a command (its example output) must appear in what the
-// command printed, compared without table borders and with blanks collapsed. The tour's socket,
+// that the test stops at the end; `# needs root` lines run only as root. Every line of the
+// ```text block after a command (its example output) must appear in what the command printed,
+// compared without table borders and with blanks collapsed; in lines with digits each number
+// stands for any number. And every excerpt's figures are checked, in the README and in the
+// output alike, by the tourChecks below (Little's law within ±2%, exact counts per token, ...):
+// an excerpt with digits but no check fails the test. The tour's socket,
 // /tmp/perflab-tour.sock, is moved into the test's directory.
 
 // tourCmd is one command of the tour.
@@ -108,6 +111,95 @@ func normalize(s string) string {
 
 func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
+var numberRun = regexp.MustCompile(`[0-9][0-9.,]*`)
+
+// shapePattern returns a pattern for a normalized excerpt line in which every number matches
+// any number (figures change from run to run; the words around them may not).
+func shapePattern(line string) *regexp.Regexp {
+	var b strings.Builder
+	last := 0
+	for _, m := range numberRun.FindAllStringIndex(line, -1) {
+		b.WriteString(regexp.QuoteMeta(line[last:m[0]]))
+		b.WriteString(`[0-9][0-9.,]*(?:e [0-9]+)?`)
+		last = m[1]
+	}
+	b.WriteString(regexp.QuoteMeta(line[last:]))
+	return regexp.MustCompile(b.String())
+}
+
+// tourCheck checks figures of one excerpt: re runs over the normalized text (table borders,
+// '+' and '-' signs and repeated blanks gone), and ok judges each match's groups.
+type tourCheck struct {
+	cmd  string // a substring of the command whose excerpt this checks
+	what string
+	re   *regexp.Regexp
+	ok   func(g []float64) bool
+}
+
+// tourChecks hold at least one figure of every excerpt to what must be true of it.
+var tourChecks = []tourCheck{
+	{"perflab record", "no event lost", regexp.MustCompile(`([0-9]+) lost`), func(g []float64) bool { return g[0] == 0 }},
+	{"--mode coalesce+pipeline --trace", "12 frames and 6 round trips per token",
+		regexp.MustCompile(`per token: ([0-9.]+) frames, ([0-9.]+) round trips`), func(g []float64) bool { return g[0] == 12 && g[1] == 6 }},
+	{"perflab analyze baseline.plt", "Little's law holds within ±2%",
+		regexp.MustCompile(`trace (?:[0-9.,]+ ){4}([0-9.]+)%`), func(g []float64) bool { return g[0] <= 2 }},
+	{"perflab compare", "messages per token 66 → 12, exact",
+		regexp.MustCompile(`messages_per_token ([0-9.]+) ([0-9.]+) 81\.8%`), func(g []float64) bool { return g[0] == 66 && g[1] == 12 }},
+	{"perflab gate --baseline gate-baseline.json slow", "messages per token +450%",
+		regexp.MustCompile(`messages_per_token ≤ 0% regression ([0-9.]+) → ([0-9.]+) \( 450\.0%`), func(g []float64) bool { return g[0] == 12 && g[1] == 66 }},
+	{"perflab model", "the model keeps the counts: 66 → 12 messages, 33 → 6 round trips",
+		regexp.MustCompile(`baseline \(measured\) 1 1 ([0-9]+) ([0-9]+) .*coalesce pipeline sync 8 2 ms ([0-9]+) ([0-9]+) `), func(g []float64) bool {
+			return g[0] == 66 && g[1] == 33 && g[2] == 12 && g[3] == 6
+		}},
+	{"perflab bench", "Little's law within ±2% at every point",
+		regexp.MustCompile(`unix/baseline/d1/c[0-9]+ (?:[0-9.,]+ ){4}([0-9.]+)%`), func(g []float64) bool { return g[0] <= 2 }},
+}
+
+// checkFigures applies the checks of command cmd to text and returns what failed; found counts
+// the checks that matched at all.
+func checkFigures(cmd, text string) (found int, failed []string) {
+	norm := normalize(text)
+	for _, c := range tourChecks {
+		if !strings.Contains(cmd, c.cmd) {
+			continue
+		}
+		ms := c.re.FindAllStringSubmatch(norm, -1)
+		if len(ms) == 0 {
+			failed = append(failed, c.what+": no match for "+c.re.String())
+			continue
+		}
+		found++
+		for _, m := range ms {
+			g := make([]float64, len(m)-1)
+			for i, v := range m[1:] {
+				g[i], _ = strconv.ParseFloat(strings.ReplaceAll(v, ",", ""), 64)
+			}
+			if !c.ok(g) {
+				failed = append(failed, c.what+": "+m[0])
+			}
+		}
+	}
+	return found, failed
+}
+
+// TestReadmeFigures checks the README's own excerpts: each with digits has a check of its
+// figures, and the figures pass it (the tour then checks the commands' output the same way).
+func TestReadmeFigures(t *testing.T) {
+	for _, c := range parseTour(t, filepath.Join(repoRoot, "README.md")) {
+		text := strings.Join(c.want, "\n")
+		if !hasDigit(text) {
+			continue
+		}
+		found, failed := checkFigures(c.shell, text)
+		if found == 0 {
+			t.Errorf("README line %d: the excerpt of %q has figures but no check of them (add one to tourChecks)", c.line, c.shell)
+		}
+		for _, f := range failed {
+			t.Errorf("README line %d: %s: %s", c.line, c.shell, f)
+		}
+	}
+}
+
 func TestTour(t *testing.T) {
 	path := filepath.Join(repoRoot, "README.md")
 	cmds := parseTour(t, path)
@@ -158,11 +250,23 @@ func TestTour(t *testing.T) {
 		}
 		norm := normalize(got)
 		for _, w := range c.want {
-			if hasDigit(w) || normalize(w) == "" {
+			nw := normalize(w)
+			if nw == "" {
 				continue
 			}
-			if !strings.Contains(norm, normalize(w)) {
+			if hasDigit(w) {
+				if !shapePattern(nw).MatchString(norm) {
+					t.Errorf("%s: %s: output has no line shaped like the tour's %q\n%s", name, c.shell, strings.TrimSpace(w), tail(got, 3000))
+				}
+				continue
+			}
+			if !strings.Contains(norm, nw) {
 				t.Errorf("%s: %s: output lacks the tour's line %q\n%s", name, c.shell, strings.TrimSpace(w), tail(got, 3000))
+			}
+		}
+		if hasDigit(strings.Join(c.want, "")) {
+			if _, failed := checkFigures(c.shell, got); len(failed) > 0 {
+				t.Errorf("%s: %s: figures: %s\n%s", name, c.shell, strings.Join(failed, "; "), tail(got, 3000))
 			}
 		}
 		t.Logf("%s: ok: %s", name, c.shell)

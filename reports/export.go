@@ -121,7 +121,9 @@ func writeJSONLine(w io.Writer, v any) error {
 }
 
 // appendEventJSON appends e as one JSON line. Events are the bulk of a trace, so they are
-// written by hand rather than through reflection; every string in them is an enum name.
+// written by hand rather than through reflection; every string in them is an enum name. The
+// fields a source may leave unfilled (conn, command, req_id: 0 means none) are left out
+// rather than written as 0.
 func appendEventJSON(b []byte, e *trace.Event) []byte {
 	b = append(b, `{"type":"event","ts_ns":`...)
 	b = strconv.AppendInt(b, e.TS, 10)
@@ -131,8 +133,10 @@ func appendEventJSON(b []byte, e *trace.Event) []byte {
 	b = strconv.AppendUint(b, uint64(e.PID), 10)
 	b = append(b, `,"tid":`...)
 	b = strconv.AppendUint(b, uint64(e.TID), 10)
-	b = append(b, `,"conn":`...)
-	b = strconv.AppendUint(b, e.Conn, 10)
+	if e.Conn != 0 {
+		b = append(b, `,"conn":`...)
+		b = strconv.AppendUint(b, e.Conn, 10)
+	}
 	b = append(b, `,"dir":"`...)
 	b = append(b, e.Dir.String()...)
 	b = append(b, `","op":"`...)
@@ -143,17 +147,22 @@ func appendEventJSON(b []byte, e *trace.Event) []byte {
 	b = strconv.AppendInt(b, e.Bytes, 10)
 	b = append(b, `,"errno":`...)
 	b = strconv.AppendUint(b, uint64(e.Errno), 10)
-	b = append(b, `,"command":`...)
-	b = strconv.AppendUint(b, uint64(e.Command), 10)
-	b = append(b, `,"req_id":`...)
-	b = strconv.AppendUint(b, e.ReqID, 10)
+	if e.Command != 0 {
+		b = append(b, `,"command":`...)
+		b = strconv.AppendUint(b, uint64(e.Command), 10)
+	}
+	if e.ReqID != 0 {
+		b = append(b, `,"req_id":`...)
+		b = strconv.AppendUint(b, e.ReqID, 10)
+	}
 	b = append(b, `,"payload_hex":"`...)
 	b = hex.AppendEncode(b, e.Payload)
 	return append(b, "\"}\n"...)
 }
 
 // CSVColumns are the columns of CSV, in order. "record" is event, connection, marker or lost;
-// each row fills the columns of its record type and leaves the others empty:
+// each row fills the columns of its record type and leaves the others empty, as it leaves an
+// event's conn, command and req_id empty when its source did not fill them (0 means none):
 //
 //	event:      ts_ns dur_ns pid tid conn dir op source bytes errno command req_id payload_hex
 //	connection: conn (the id) pid family local remote first_seen_ns last_seen_ns
@@ -217,10 +226,17 @@ func CSV(w io.Writer, tr *trace.Reader) error {
 			row[colRecord] = "event"
 			row[colTS], row[colDur] = itoa(e.TS), itoa(e.Dur)
 			row[colPID], row[colTID] = utoa(uint64(e.PID)), utoa(uint64(e.TID))
-			row[colConn] = utoa(e.Conn)
+			if e.Conn != 0 {
+				row[colConn] = utoa(e.Conn)
+			}
 			row[colDir], row[colOp], row[colSource] = e.Dir.String(), e.Op.String(), e.Source.String()
 			row[colBytes], row[colErrno] = itoa(e.Bytes), utoa(uint64(e.Errno))
-			row[colCommand], row[colReqID] = utoa(uint64(e.Command)), utoa(e.ReqID)
+			if e.Command != 0 {
+				row[colCommand] = utoa(uint64(e.Command))
+			}
+			if e.ReqID != 0 {
+				row[colReqID] = utoa(e.ReqID)
+			}
 			row[colPayload] = hex.EncodeToString(e.Payload)
 		case trace.KindConnection:
 			c := &rec.Conn

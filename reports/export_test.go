@@ -52,6 +52,13 @@ func exportWithAwkward(w *trace.Writer) error {
 			return err
 		}
 	}
+	// An event as eBPF records it: no command, no request id; and one on no known connection.
+	if err := w.WriteEvent(&trace.Event{TS: 10, Dur: 5, PID: 1, TID: 1, Conn: 9, Dir: trace.DirRecv, Op: trace.OpRead, Source: trace.SourceEBPF, Bytes: 4, Payload: []byte("abcd")}); err != nil {
+		return err
+	}
+	if err := w.WriteEvent(&trace.Event{TS: 11, Dur: 5, PID: 1, TID: 1, Dir: trace.DirSend, Op: trace.OpRead, Source: trace.SourceEBPF, Bytes: 2}); err != nil {
+		return err
+	}
 	return w.WriteConnection(&trace.Connection{ID: 9, Family: trace.FamilyUnix, Local: exportAwkward[0], Remote: exportAwkward[1]})
 }
 
@@ -91,18 +98,43 @@ func TestJSONL(t *testing.T) {
 	if counts["event"] != len(f.Events) || counts["marker"] != len(f.Markers) || counts["footer"] != 1 || counts["lost"] != 1 || counts["recovery"] != 0 {
 		t.Fatalf("line counts %v; the trace has %d events and %d markers", counts, len(f.Events), len(f.Markers))
 	}
+	unfilled := 0
 	for i, m := range events {
 		e := f.Events[i]
 		if int64(m["ts_ns"].(float64)) != e.TS || m["op"] != e.Op.String() || m["dir"] != e.Dir.String() ||
-			uint64(m["req_id"].(float64)) != e.ReqID || m["payload_hex"] != hex.EncodeToString(e.Payload) {
+			m["payload_hex"] != hex.EncodeToString(e.Payload) {
 			t.Fatalf("event %d: %v, want %+v", i, m, e)
 		}
+		// Fields the source did not fill (0) are left out, never written as 0.
+		for _, fld := range []struct {
+			key string
+			v   uint64
+		}{{"req_id", e.ReqID}, {"command", uint64(e.Command)}, {"conn", e.Conn}} {
+			got, ok := m[fld.key].(float64)
+			if ok != (fld.v != 0) || (ok && uint64(got) != fld.v) {
+				t.Fatalf("event %d: %s %v, want %d (absent when 0): %v", i, fld.key, m[fld.key], fld.v, m)
+			}
+			if !ok {
+				unfilled++
+			}
+		}
+	}
+	if unfilled == 0 {
+		t.Error("no event with an unfilled field: the test checks nothing of them")
 	}
 	for i, s := range exportAwkward[:4] { // the invalid UTF-8 one becomes U+FFFD, as encoding/json does
 		if !exportContains(texts, s) {
 			t.Errorf("marker text %d %q lost in JSON", i, s)
 		}
 	}
+}
+
+// exportCell is what a CSV cell holds for a field a source may leave unfilled: empty for 0.
+func exportCell(v uint64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatUint(v, 10)
 }
 
 func exportContains(list []string, s string) bool {
@@ -145,7 +177,7 @@ func TestCSV(t *testing.T) {
 		case "event":
 			e := f.Events[nev]
 			if r[col["ts_ns"]] != strconv.FormatInt(e.TS, 10) || r[col["bytes"]] != strconv.FormatInt(e.Bytes, 10) ||
-				r[col["command"]] != strconv.FormatUint(uint64(e.Command), 10) || r[col["op"]] != e.Op.String() {
+				r[col["command"]] != exportCell(uint64(e.Command)) || r[col["req_id"]] != exportCell(e.ReqID) || r[col["op"]] != e.Op.String() {
 				t.Fatalf("event row %d: %v, want %+v", nev, r, e)
 			}
 			nev++

@@ -203,7 +203,7 @@ type Meta struct {
 // Footer closes a cleanly finished file with totals; a cut file has none.
 type Footer struct {
 	Events      uint64            `json:"events"`
-	Connections uint64            `json:"connections"`
+	Connections uint64            `json:"connections"` // distinct connection ids (a connection record may be written again when it closes)
 	Markers     uint64            `json:"markers"`
 	Chunks      uint64            `json:"chunks"`
 	Lost        map[string]uint64 `json:"lost,omitempty"`

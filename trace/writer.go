@@ -47,6 +47,7 @@ type Writer struct {
 	closed bool
 
 	events, conns, markers, chunks uint64
+	connIDs                        map[uint64]struct{} // ids written: a connection updated later counts once
 	lost                           map[string]uint64
 	stats                          map[string]int64
 }
@@ -286,7 +287,13 @@ func (w *Writer) WriteConnection(c *Connection) error {
 	b = binary.AppendVarint(b, c.FirstSeen)
 	b = binary.AppendVarint(b, c.LastSeen-c.FirstSeen)
 	w.buf = b
-	w.conns++
+	if _, seen := w.connIDs[c.ID]; !seen {
+		if w.connIDs == nil {
+			w.connIDs = map[uint64]struct{}{}
+		}
+		w.connIDs[c.ID] = struct{}{}
+		w.conns++
+	}
 	return w.end()
 }
 
