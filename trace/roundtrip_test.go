@@ -288,7 +288,7 @@ func TestReadFileMerges(t *testing.T) {
 	if len(f.Events) != 1 || len(f.Events[0].Payload) != MaxPayload {
 		t.Errorf("payload head not cut to MaxPayload: %d", len(f.Events[0].Payload))
 	}
-	if f.Footer == nil || f.Footer.Events != 1 || f.Footer.Connections != 3 || f.Footer.Stats["probe_ns"] != 77 ||
+	if f.Footer == nil || f.Footer.Events != 1 || f.Footer.Connections != 2 || f.Footer.Stats["probe_ns"] != 77 ||
 		f.Footer.Lost["ringbuf"] != 5 || !f.Footer.End.Equal(fixedNow()) {
 		t.Errorf("footer = %+v", f.Footer)
 	}
