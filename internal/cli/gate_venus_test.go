@@ -200,8 +200,8 @@ func TestGateOneRunPerSide(t *testing.T) {
 	for _, rr := range res.Rules {
 		if rr.Metric == analyzers.MetricTokensPerS {
 			t.Logf("tokens/s: %s: %s", rr.Verdict, rr.Detail)
-			if rr.Verdict != "regression" || rr.Basis != "tokens" || rr.Change == nil || *rr.Change > -0.8 {
-				t.Errorf("tokens/s: %s on %s, change %v; want a regression of 5x or more, from token times", rr.Verdict, rr.Basis, rr.Change)
+			if rr.Verdict != "regression" || rr.Basis != "tokens" || rr.Change == nil || *rr.Change > -0.5 {
+				t.Errorf("tokens/s: %s on %s (%s); want a regression from token times (5x on an idle machine, at least 2x on a busy one)", rr.Verdict, rr.Basis, rr.Detail)
 			}
 		}
 	}
