@@ -93,12 +93,58 @@ func (c *connDecoder) streamRequest(m *Message, fi *frameInfo) bool {
 	payload := fi.peek[hdr:]
 	size := fi.size - int64(hdr)
 	m.Batch = b
+	defer func() {
+		if len(b.Commands) == 0 {
+			m.Batch = nil
+		}
+	}()
 	if id := le.Uint32(payload); id >= venusPlusBase {
 		b.Commands = append(b.Commands, BatchCmd{ID: uint64(id), Name: c.spec.CommandName(uint64(id)), WantsReply: true})
 		b.Split = true
+		if off, n, ok := coalescedStream(payload, size); ok && n > 0 {
+			// a coalesced submit or wait carries a Venus command stream: its commands count too
+			b.Split = false
+			if off < int64(len(payload)) {
+				c.addStream(b, payload[off:], n)
+			}
+		}
 		return true
 	}
-	sp := splitVenus(payload, size)
+	return c.addStream(b, payload, size)
+}
+
+// Venus Plus's coalescing envelopes (remote_perf.h): a 16-byte header (u32 command, u32 flags,
+// two u32 sizes), then a memory batch and a Venus command stream (submit), or a command stream
+// and a read batch (wait).
+const (
+	vpCoalesceSubmit = 0x10000020
+	vpCoalesceWait   = 0x10000021
+)
+
+// coalescedStream returns where the Venus command stream of a coalescing frame's payload
+// starts and how long it is; ok is false for other frames, or when the sizes do not add up to
+// the payload's size.
+func coalescedStream(payload []byte, size int64) (off, n int64, ok bool) {
+	if len(payload) < 16 {
+		return 0, 0, false
+	}
+	a, b := int64(le.Uint32(payload[8:])), int64(le.Uint32(payload[12:]))
+	if 16+a+b != size {
+		return 0, 0, false
+	}
+	switch le.Uint32(payload) {
+	case vpCoalesceSubmit: // transfer_size, command_size
+		return 16 + a, b, true
+	case vpCoalesceWait: // wait_command_size, invalidate_size
+		return 16, a, true
+	}
+	return 0, 0, false
+}
+
+// addStream appends to b the commands split out of a Venus command stream of size bytes whose
+// head is stream, and returns whether it wants a reply (a hint, see streamRequest).
+func (c *connDecoder) addStream(b *Batch, stream []byte, size int64) bool {
+	sp := splitVenus(stream, size)
 	wants := sp.more
 	for _, vc := range sp.cmds[:sp.n] {
 		w := vc.flags&1 != 0
@@ -106,9 +152,6 @@ func (c *connDecoder) streamRequest(m *Message, fi *frameInfo) bool {
 		b.Commands = append(b.Commands, BatchCmd{ID: uint64(vc.id), Name: c.spec.CommandName(uint64(vc.id)), WantsReply: w})
 	}
 	b.Split = sp.split
-	if len(b.Commands) == 0 {
-		m.Batch = nil
-	}
 	return wants
 }
 

@@ -278,3 +278,76 @@ func TestVenusMesaSplitWholeFrames(t *testing.T) {
 		t.Errorf("%d frames, %d commands; want %d and 123", i, cmds, len(rows))
 	}
 }
+
+// TestVenusMesaCoalesced checks Venus Plus's coalescing envelopes: the Venus command stream a
+// COALESCE_SUBMIT or COALESCE_WAIT carries is split too (built from real frames of phase 9:
+// the command buffer of frame 106 after a memory batch, the vkWaitForFences of frame 110 before
+// a read batch).
+func TestVenusMesaCoalesced(t *testing.T) {
+	fr := realVenusFrames(t)
+	frame := func(payload []byte) []byte {
+		b := le.AppendUint32(nil, 0x56504C53)
+		b = le.AppendUint32(b, uint32(len(payload)))
+		return append(b, payload...)
+	}
+	envelope := func(cmd uint32, a, b []byte) []byte {
+		p := le.AppendUint32(nil, cmd)
+		p = le.AppendUint32(p, 3)
+		p = le.AppendUint32(p, uint32(len(a)))
+		p = le.AppendUint32(p, uint32(len(b)))
+		return frame(append(append(p, a...), b...))
+	}
+	transfer := make([]byte, 40)
+	read := fr[111-1][8:] // a READ_MEMORY_BATCH request
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		head  int
+		want  []string
+		split bool
+	}{
+		{"submit", envelope(vpCoalesceSubmit, transfer, fr[106-1][8:]), 255,
+			[]string{"COALESCE_SUBMIT", "vkCmdBindPipeline", "vkCmdBindDescriptorSets", "vkCmdDispatch", "vkEndCommandBuffer"}, true},
+		{"wait", envelope(vpCoalesceWait, fr[110-1][8:], read), 255, []string{"COALESCE_WAIT", "vkWaitForFences"}, true},
+		{"submit past the head", envelope(vpCoalesceSubmit, make([]byte, 300), fr[106-1][8:]), 255, []string{"COALESCE_SUBMIT"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp, _ := BuiltinSpec("venus-mesa")
+			msgs := feedOne(t, sp, tc.data, tc.head)
+			if len(msgs) != 1 || msgs[0].Batch == nil {
+				t.Fatalf("messages %+v", msgs)
+			}
+			var got []string
+			for _, c := range msgs[0].Batch.Commands {
+				got = append(got, c.Name)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") || msgs[0].Batch.Split != tc.split || !msgs[0].WantsReply {
+				t.Errorf("commands %v split %v wants %v, want %v split %v", got, msgs[0].Batch.Split, msgs[0].WantsReply, tc.want, tc.split)
+			}
+		})
+	}
+}
+
+// feedOne decodes data as one call of a client, with head bytes captured.
+func feedOne(t *testing.T, spec *Spec, data []byte, head int) []Message {
+	var got []Message
+	out := &msgSink{fn: func(m *Message) error {
+		c := *m
+		if m.Batch != nil {
+			b := *m.Batch
+			b.Commands = append([]BatchCmd(nil), b.Commands...)
+			c.Batch = &b
+		}
+		got = append(got, c)
+		return nil
+	}}
+	d, err := newDecoder(0, spec, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := trace.Event{TS: 1, Dur: 10, PID: 1, Conn: 7, Dir: trace.DirSend, Op: trace.OpSendto, Source: trace.SourceEBPF,
+		Bytes: int64(len(data)), Payload: data[:min(head, len(data))]}
+	d.event(&ev)
+	d.flush()
+	return got
+}
