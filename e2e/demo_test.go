@@ -71,10 +71,53 @@ func TestDemo(t *testing.T) {
 					t.Errorf("demo as %s: %s missing or empty: %v", w.name, f, err)
 				}
 			}
+			checkDemoComparison(t, filepath.Join(root, "build", "demo"))
 			if left := processesUnder(root); len(left) > 0 {
 				t.Errorf("demo as %s left processes behind: %v", w.name, left)
 			}
 		})
+	}
+}
+
+// checkDemoComparison: the page shows the comparison the demo printed (the same rows, metric
+// by metric, with the same n), and the recorded runs are not among the runs compared.
+func checkDemoComparison(t *testing.T, dir string) {
+	t.Helper()
+	txt, err := os.ReadFile(filepath.Join(dir, "compare.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "compare.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(txt), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || strings.HasSuffix(f[0], ":") || !strings.Contains(f[0], "_per_") && !strings.HasPrefix(f[0], "rtt_") {
+			continue
+		}
+		rows++
+		if !strings.Contains(string(page), "<td>"+f[0]) {
+			t.Errorf("compare.html lacks the printed row %q", line)
+		}
+		for _, x := range f { // n: before/after counts
+			if strings.Count(x, "/") == 1 && x[0] >= '0' && x[0] <= '9' && !strings.Contains(string(page), "<td>"+x+"</td>") {
+				t.Errorf("compare.html lacks n %s of the printed row %q", x, line)
+			}
+		}
+	}
+	if rows == 0 {
+		t.Errorf("compare.txt has no metric rows:\n%s", txt)
+	}
+	header := strings.SplitN(string(txt), "\n\n", 2)[0]
+	for _, recorded := range []string{"-0.json", "tracer.plt", "before.plt", "after.plt"} {
+		if strings.Contains(header, recorded) {
+			t.Errorf("the recorded run %s is among the runs compared:\n%s", recorded, header)
+		}
+	}
+	if !strings.Contains(header, "-1.json") || !strings.Contains(string(page), "-1.json") {
+		t.Errorf("compare.txt and compare.html do not both compare the unrecorded runs:\n%s", header)
 	}
 }
 
