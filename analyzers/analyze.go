@@ -219,6 +219,7 @@ type analyzer struct {
 	extraMarks        []trace.Marker     // Options.Markers
 	warnings          []string
 	vb                batchAgg // request frames of several commands (venus-mesa)
+	text              textAgg  // statuses and blind spells of text protocols
 }
 
 // Analyze reads the traces at paths once, streaming, and returns their Summary: totals,
@@ -452,6 +453,7 @@ func (a *analyzer) message(m *Message) {
 		t = &a.s.Totals.Recv
 	}
 	t.Frames++
+	a.text.message(m)
 	if m.Truncated {
 		a.truncated++
 	}
@@ -759,6 +761,7 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 }
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
+	a.text.end(d)
 	ls, dr, w := d.stats()
 	_, up, ov := d.pairing()
 	a.unpaired += up

@@ -42,10 +42,11 @@ type connDecoder struct {
 	byID    map[uint64]pendingReq // a tracer's requests by id
 	dropped uint64                // a tracer's requests dropped from byID
 
-	raw         rawBurst     // the burst being gathered, for protocols without a decoder
-	ev          *trace.Event // the event being decoded
-	tracer      bool         // frames come from an in-process tracer
-	variantDone bool         // venus: whether the frames are venusd's or real Venus was decided
+	raw         rawBurst       // the burst being gathered, for protocols without a decoder
+	ev          *trace.Event   // the event being decoded
+	tracer      bool           // frames come from an in-process tracer
+	variantDone bool           // venus: whether the frames are venusd's or real Venus was decided
+	text        [3]*textStream // text protocols (http, line): one stream per direction
 }
 
 func (c *connDecoder) setup(ev *trace.Event) {
@@ -91,6 +92,8 @@ func (c *connDecoder) event(ev *trace.Event) {
 		c.framers[ev.Dir].call(c.seq, ev.TS, ev.TS+ev.Dur, ev.Bytes, ev.Payload, c.frame)
 	case "resp":
 		c.respCall(ev)
+	case "http", "line":
+		c.textCall(ev)
 	default:
 		c.rawCall(ev)
 	}

@@ -125,6 +125,11 @@ func (d *decoder) flush() {
 			c.ev = &trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
 			f.flush(f.ts, c.frame)
 		}
+		for _, st := range c.text {
+			if st != nil {
+				st.flush()
+			}
+		}
 	}
 }
 

@@ -201,6 +201,7 @@ func (a *analyzer) finish() {
 		a.warnf("the trace holds no events")
 	}
 	a.finishBatches()
+	a.text.finish(a)
 	s.Warnings = append(s.Warnings, a.warnings...)
 }
 

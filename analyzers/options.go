@@ -13,7 +13,8 @@ const DefaultWindowCalls = 100
 // Options selects how traces are decoded and analysed. The zero value means: detect the protocol,
 // DefaultConfidence, DefaultWindowCalls.
 type Options struct {
-	// Protocol names a built-in decoder: "auto" (or ""), "venus", "ggml-rpc", "resp", "raw".
+	// Protocol names a built-in decoder: "auto" (or ""), "venus", "ggml-rpc", "resp", "http",
+	// "memcached", "raw".
 	// It is ignored when Spec or SpecFile is set.
 	Protocol string
 	// SpecFile is a protocol spec (JSON, docs/protocol-spec.md) to load instead of a built-in.
@@ -53,6 +54,7 @@ type Message struct {
 	Command  uint64 // command id (VkCommandTypeEXT, ggml-rpc command byte); 0 for a reply without one
 	Name     string // command name, "" when the id is unknown to the spec; replies carry their request's name
 	Size     int64  // bytes of the frame, header included
+	Status   int    // a reply's status, when the protocol has one (HTTP's 200, 404); 0 otherwise
 	Calls    int    // system calls (or tracer events) that carried part of the frame
 
 	WantsReply bool   // a request that the protocol answers

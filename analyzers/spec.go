@@ -21,10 +21,13 @@ import (
 type Spec struct {
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"` // protocol version the spec describes ("5.0")
-	// Kind is "binary" (header-described frames, the default), "resp" (Redis), or "raw" (no
+	// Kind is "binary" (header-described frames, the default), "resp" (Redis), "http"
+	// (HTTP/1.1), "line" (a line-based text protocol described by Line), or "raw" (no
 	// decoding: every call is one message).
-	Kind   string `json:"kind,omitempty"`
-	Endian string `json:"endian,omitempty"` // "little" (default) or "big"
+	Kind string `json:"kind,omitempty"`
+	// Line describes a protocol of kind "line".
+	Line   *LineSpec `json:"line,omitempty"`
+	Endian string    `json:"endian,omitempty"` // "little" (default) or "big"
 	// Request describes frames in the requesting direction (the side that speaks first on a
 	// connection); Reply frames in the other direction. A nil Reply means: same as Request.
 	Request *Header `json:"request,omitempty"`
@@ -112,7 +115,9 @@ type NoReplyRule struct {
 var builtinFS embed.FS
 
 // Builtins lists the names of the built-in protocols, besides "auto".
-func Builtins() []string { return []string{"venus", "venus-mesa", "ggml-rpc", "resp", "raw"} }
+func Builtins() []string {
+	return []string{"venus", "venus-mesa", "ggml-rpc", "resp", "http", "memcached", "raw"}
+}
 
 var (
 	builtinMu    sync.Mutex
@@ -197,9 +202,16 @@ func (s *Spec) init() error {
 	switch s.Kind {
 	case "":
 		s.Kind = "binary"
-	case "binary", "resp", "raw":
+	case "binary", "resp", "http", "raw":
+	case "line":
+		if s.Line == nil {
+			return fmt.Errorf("kind line without a line section")
+		}
+		if err := s.Line.init(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("kind %q, want binary, resp or raw", s.Kind)
+		return fmt.Errorf("kind %q, want binary, resp, http, line or raw", s.Kind)
 	}
 	switch s.Endian {
 	case "":

@@ -21,14 +21,15 @@ type Summary struct {
 	// UndecodedBytes counts the bytes the protocol decoder could not read as messages.
 	UndecodedBytes uint64 `json:"undecoded_bytes,omitempty"`
 
-	Totals      Totals       `json:"totals"`
-	Errors      []ErrnoCount `json:"errors,omitempty"` // failed calls by errno, counted apart from Totals
-	Connections []ConnStats  `json:"connections"`
-	Processes   []ProcStats  `json:"processes,omitempty"`
-	Commands    []CmdStats   `json:"commands"`
-	Batches     *BatchStats  `json:"batches,omitempty"` // venus-mesa: commands split out of request frames
-	RoundTrips  RoundTrips   `json:"round_trips"`
-	Units       []UnitStats  `json:"units"`
+	Totals      Totals        `json:"totals"`
+	Errors      []ErrnoCount  `json:"errors,omitempty"` // failed calls by errno, counted apart from Totals
+	Connections []ConnStats   `json:"connections"`
+	Processes   []ProcStats   `json:"processes,omitempty"`
+	Commands    []CmdStats    `json:"commands"`
+	Statuses    []StatusCount `json:"statuses,omitempty"` // replies by status (HTTP), when the protocol has one
+	Batches     *BatchStats   `json:"batches,omitempty"`  // venus-mesa: commands split out of request frames
+	RoundTrips  RoundTrips    `json:"round_trips"`
+	Units       []UnitStats   `json:"units"`
 	// UnitShapes lists every shape of unit (by command sequence), steady state included, per
 	// trace, when units are opened by commands.
 	UnitShapes []UnitStats  `json:"unit_shapes,omitempty"`
@@ -135,6 +136,13 @@ type CmdStats struct {
 	// RTTUS is, on the replies a client received, the round-trip time of the requests of this
 	// command; on the replies a server sent, its service time (request received → reply sent).
 	RTTUS *Latency `json:"rtt_us,omitempty"`
+}
+
+// StatusCount counts the replies of one protocol with one status (HTTP's 200, 404).
+type StatusCount struct {
+	Protocol string `json:"protocol"`
+	Code     int    `json:"code"`
+	Count    uint64 `json:"count"`
 }
 
 // RoundTrips describes request/reply exchanges.

@@ -439,7 +439,11 @@ figcaption{font-size:.85em;color:#555}
 <tr><th class="l">protocol</th><th class="l">command</th><th class="l">direction</th><th>count</th><th>bytes</th><th>RTT p50 µs</th><th>RTT p99 µs</th><th>RTT max µs</th></tr>
 {{range .S.Commands}}<tr><td class="l">{{.Protocol}}</td><td class="l">{{.Name}}</td><td class="l">{{.Direction}}</td><td>{{int .Count}}</td><td>{{int .Bytes}}</td>
 {{with .RTTUS}}<td>{{num .P50}}</td><td>{{num .P99}}</td><td>{{num .Max}}</td>{{else}}<td>–</td><td>–</td><td>–</td>{{end}}</tr>
-{{end}}</table>{{else}}<p class="muted">No protocol commands decoded.</p>{{end}}
+{{end}}</table>{{else}}<p class="muted">No protocol commands decoded.</p>{{end}}{{if .S.Statuses}}
+<h2>Reply statuses</h2>
+<table id="statuses"><tr><th class="l">protocol</th><th>status</th><th>count</th></tr>
+{{range .S.Statuses}}<tr><td class="l">{{.Protocol}}</td><td>{{.Code}}</td><td>{{int .Count}}</td></tr>
+{{end}}</table>{{end}}
 
 <h2>Round trips</h2>
 {{with .S.RoundTrips}}<table id="round-trips">

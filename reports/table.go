@@ -92,6 +92,18 @@ func sections(s *analyzers.Summary) []section {
 		out = append(out, c)
 	}
 
+	if len(s.Statuses) > 0 {
+		st := section{title: "Reply statuses", header: []string{"protocol", "status", "count", "share"}}
+		var total uint64
+		for _, x := range s.Statuses {
+			total += x.Count
+		}
+		for _, x := range s.Statuses {
+			st.rows = append(st.rows, []string{x.Protocol, strconv.Itoa(x.Code), u64(x.Count), pct(float64(x.Count) / float64(total))})
+		}
+		out = append(out, st)
+	}
+
 	rt := s.RoundTrips
 	if rt.Count > 0 || rt.Unanswered > 0 || rt.Unpaired > 0 {
 		r := section{title: "Round trips", header: []string{"population", "count", "p50 µs", "p50 95% CI", "p90", "p99", "p99.9", "max", "mean", "blocked s", "unanswered", "unpaired replies"}}

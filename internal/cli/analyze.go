@@ -31,7 +31,7 @@ var analyzeFormats = map[string]analyzeFormat{
 }
 
 // protocolNames are the values of --protocol.
-var protocolNames = []string{"auto", "venus", "venus-mesa", "ggml-rpc", "resp", "raw"}
+var protocolNames = append([]string{"auto"}, analyzers.Builtins()...)
 
 func formatNames() string {
 	var names []string
@@ -46,7 +46,7 @@ func init() {
 	c := &Command{
 		Name:    "analyze",
 		Summary: "decode, pair and explain the messages of one or more traces",
-		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|venus-mesa|ggml-rpc|resp|raw] [--protocol-spec FILE] [--unit NAME] [--unit-command NAME,...] [--markers FILE] TRACE...",
+		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|venus-mesa|ggml-rpc|resp|http|memcached|raw] [--protocol-spec FILE] [--unit NAME] [--unit-command NAME,...] [--markers FILE] TRACE...",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runAnalyze(env, c, args) }
 	Register(c)
@@ -56,7 +56,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	fs := NewFlagSet(env, c)
 	format := fs.String("format", "table", "output `format`: "+formatNames())
 	out := fs.String("o", "", "write the report to `FILE` instead of stdout")
-	proto := fs.String("protocol", "auto", "protocol `decoder`: auto, venus (venusd), venus-mesa (real Venus), ggml-rpc, resp or raw")
+	proto := fs.String("protocol", "auto", "protocol `decoder`: auto, venus (venusd), venus-mesa (real Venus), ggml-rpc, resp, http, memcached or raw")
 	spec := fs.String("protocol-spec", "", "load the protocol from a spec `FILE` (JSON, docs/protocol-spec.md) instead")
 	unit := fs.String("unit", "", "marker `NAME` of the unit of work (default: token markers, else the protocol's unit command)")
 	markers := fs.String("markers", "", "take the token and phase markers from the trace `FILE` (a tracer's, recorded alongside) instead of the traces' own")

@@ -66,7 +66,7 @@ func TestAnalyzeBadInput(t *testing.T) {
 		{"empty file", []string{empty}, "read " + empty + ":"},
 		{"no trace", nil, "no trace given"},
 		{"bad format", []string{"--format", "svg", good}, "--format \"svg\" unknown"},
-		{"bad protocol", []string{"--protocol", "http", good}, "--protocol http: want one of auto, venus"},
+		{"bad protocol", []string{"--protocol", "gopher", good}, "--protocol gopher: want one of auto, venus"},
 		{"bad spec", []string{"--protocol-spec", spec, good}, "--protocol-spec"},
 		{"missing spec", []string{"--protocol-spec", filepath.Join(dir, "none.json"), good}, "--protocol-spec"},
 	} {

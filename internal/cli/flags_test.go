@@ -29,7 +29,7 @@ func TestBadFlagValues(t *testing.T) {
 		{[]string{"record", "--label", "novalue", "--", "true"}, "--label novalue: want K=V"},
 		// analyze
 		{[]string{"analyze", "--format", "svg", tr}, "--format \"svg\" unknown (want html"},
-		{[]string{"analyze", "--protocol", "http", tr}, "--protocol http: want one of auto"},
+		{[]string{"analyze", "--protocol", "gopher", tr}, "--protocol gopher: want one of auto"},
 		// compare
 		{[]string{"compare", "--alpha", "0", tr, tr}, "--alpha 0: want a number between 0 and 1"},
 		{[]string{"compare", "--alpha", "1.5", tr, tr}, "--alpha 1.5: want a number between 0 and 1"},

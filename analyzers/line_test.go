@@ -1,0 +1,80 @@
+package analyzers
+
+import (
+	"strings"
+	"testing"
+)
+
+// memcached's text protocol through the built-in spec: storage commands with data blocks,
+// multi-key gets answered by VALUE lines up to END, noreply, numbers from incr, pipelined
+// requests in one call, and replies split across calls.
+func TestDecodeMemcached(t *testing.T) {
+	spec, err := BuiltinSpec("memcached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data, cuts []byte
+	add := func(s string, recv bool, pieces int) {
+		data = append(data, s...)
+		for k := 0; k < pieces; k++ {
+			n := len(s) / pieces
+			if k == pieces-1 {
+				n = len(s) - n*(pieces-1)
+			}
+			for n > 0 {
+				c := byte(min(n, 128) - 1)
+				if recv {
+					c |= 0x80
+				}
+				cuts = append(cuts, c)
+				n -= min(n, 128)
+			}
+		}
+	}
+	add("set k1 0 0 5\r\nhello\r\n", false, 1)
+	add("STORED\r\n", true, 1)
+	add("get k1 k2\r\n", false, 1)
+	add("VALUE k1 0 5\r\nhello\r\nVALUE k2 0 3\r\nabc\r\nEND\r\n", true, 3)
+	add("set k3 0 0 2 noreply\r\nhi\r\nincr n 1\r\ndelete k1\r\n", false, 1)
+	add("6\r\nDELETED\r\n", true, 1)
+	add("get "+strings.Repeat("x", 200)+"\r\n", false, 1)
+	add("END\r\n", true, 1)
+	msgs := feed(t, spec, data, cuts, 256)
+	want := []struct {
+		name  string
+		reply bool
+	}{{"set", false}, {"set", true}, {"get", false}, {"get", true}, {"set", false}, {"incr", false}, {"delete", false},
+		{"incr", true}, {"delete", true}, {"get", false}, {"get", true}}
+	if len(msgs) != len(want) {
+		t.Fatalf("%d messages, want %d: %+v", len(msgs), len(want), msgs)
+	}
+	for i, w := range want {
+		m := msgs[i]
+		if m.Name != w.name || m.IsReply != w.reply || m.LostSync || m.Truncated {
+			t.Errorf("message %d: %q reply=%v lost=%v, want %q reply=%v", i, m.Name, m.IsReply, m.LostSync, w.name, w.reply)
+		}
+	}
+	if msgs[4].WantsReply || !msgs[5].WantsReply {
+		t.Errorf("noreply: set wants a reply %v, incr %v", msgs[4].WantsReply, msgs[5].WantsReply)
+	}
+	if msgs[3].Size != 45 || msgs[3].Calls != 3 || msgs[3].RTT <= 0 {
+		t.Errorf("get reply: %d bytes in %d calls, rtt %d; want 45 in 3", msgs[3].Size, msgs[3].Calls, msgs[3].RTT)
+	}
+}
+
+func TestParseLineSpec(t *testing.T) {
+	for _, c := range []struct{ spec, err string }{
+		{`{"name":"x","kind":"line"}`, "without a line section"},
+		{`{"name":"x","kind":"line","line":{"requests":[]}}`, "no command words"},
+		{`{"name":"x","kind":"line","line":{"terminator":";","requests":[{"word":"A"}]}}`, "terminator"},
+		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A B"}]}}`, "without blanks"},
+		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A"},{"word":"A"}]}}`, "twice"},
+		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A","length_arg":-1}]}}`, "length_arg"},
+		{`{"name":"smtp","kind":"line","line":{"case_insensitive":true,"numeric_replies":true,"requests":[{"word":"HELO"},{"word":"QUIT"}]}}`, ""},
+	} {
+		_, err := ParseSpec(strings.NewReader(c.spec))
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: error %v, want %q", c.spec, err, c.err)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package analyzers
+
+import (
+	"bytes"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// maxLineKept is how many bytes of a text line a text stream keeps: enough for a request line,
+// a status line or a header; the rest of a longer line is counted but not kept.
+const maxLineKept = 512
+
+// maxLine is the longest line a text stream believes, in bytes (HTTP servers refuse header
+// lines much shorter); a longer one means the stream is no text of the protocol.
+const maxLine = 64 << 10
+
+// textProto is the grammar of one direction of a text protocol (HTTP/1.1, a line protocol).
+type textProto interface {
+	// starts reports whether a call whose captured head is p begins a message: where a stream
+	// that lost its way picks up again.
+	starts(p []byte) bool
+	// line takes the next complete line of the message in progress, without its terminator.
+	// It names the message, asks for a body (st.skip), and says when the message is complete
+	// (st.complete).
+	line(st *textStream, l []byte)
+	// bodyDone is called when the body asked for by line has been skipped.
+	bodyDone(st *textStream)
+	// replies reports whether this direction carries replies (as far as is known).
+	replies() bool
+	// reset makes the grammar expect the first line of a message.
+	reset()
+}
+
+// textStream rebuilds the messages of one direction of a text protocol from the calls that
+// moved its bytes. Lines must be seen: they are read from each call's captured head. Bodies of
+// a known length are counted off, seen or not. When a line lies past the captured head the
+// stream goes blind: the message in progress is taken to end where a later call starts a new
+// message (the calls are aligned with the messages, as they are unless requests are
+// pipelined), and the blind spells are counted.
+type textStream struct {
+	c     *connDecoder
+	proto textProto
+	dir   trace.Dir
+
+	line    [maxLineKept]byte
+	lineLen int  // bytes of the current line so far (may exceed maxLineKept)
+	cr      bool // the last byte of the line so far was '\r'
+
+	open  bool  // a message is in progress
+	skip  int64 // body bytes still to count off
+	toEOF bool  // the body runs until the connection ends
+
+	first bool // the message's first line was read
+	blind bool // lost the line boundaries: messages are delimited by calls
+	lost  bool // lost without an open message: waiting for a call that starts one
+
+	// the message in progress
+	ts, end    int64
+	size       int64
+	calls      int
+	lastSeq    uint64
+	name       string
+	status     int
+	isReply    bool
+	wantsReply bool
+	noPair     bool // an interim reply (HTTP 1xx): answers nothing yet
+
+	complete  bool // set by the grammar: the message ends here
+	moreAfter bool // set by the grammar: the message goes on after the body being counted off
+
+	blindSpells uint64 // times the stream went blind
+	rejected    uint64 // messages whose first line was none of the protocol's
+	explained   int64  // bytes of messages decoded
+}
+
+// call feeds one call of the stream: ev moved n bytes, head is its captured head.
+func (st *textStream) call(ev *trace.Event, seq uint64) {
+	n := ev.Bytes
+	head := ev.Payload
+	if int64(len(head)) > n {
+		head = head[:n]
+	}
+	end := ev.TS + ev.Dur
+	if st.blind || st.lost {
+		if !st.proto.starts(head) {
+			if st.open {
+				st.size += n
+				st.explained += n
+				st.end = end
+				st.touch(seq)
+			}
+			return
+		}
+		if st.open {
+			st.finish()
+		}
+		st.blind, st.lost = false, false
+		st.resetLine()
+		st.proto.reset()
+	}
+	var pos int64
+	for pos < n {
+		if !st.open {
+			st.begin(ev.TS)
+		}
+		st.touch(seq)
+		st.end = end
+		switch {
+		case st.toEOF:
+			st.size += n - pos
+			st.explained += n - pos
+			pos = n
+		case st.skip > 0:
+			k := min(st.skip, n-pos)
+			pos += k
+			st.size += k
+			st.explained += k
+			st.skip -= k
+			if st.skip == 0 {
+				st.proto.bodyDone(st)
+				if st.complete {
+					st.finish()
+				}
+			}
+		case pos >= int64(len(head)): // a line past the captured head
+			st.blindSpells++
+			if !st.first { // not even the message's first line: nothing to name it by
+				st.reject()
+				return
+			}
+			st.blind = true
+			st.size += n - pos
+			st.explained += n - pos
+			return
+		default:
+			rest := head[pos:]
+			i := bytes.IndexByte(rest, '\n')
+			take := len(rest)
+			if i >= 0 {
+				take = i + 1
+			}
+			st.addLine(rest[:take])
+			pos += int64(take)
+			st.size += int64(take)
+			st.explained += int64(take)
+			if !st.first && (i >= 0 || st.lineLen > maxLineWord) && !st.proto.starts(st.line[:min(st.lineLen, maxLineKept)]) {
+				st.reject() // the message does not start like one of the protocol's
+				return
+			}
+			if st.lineLen > maxLine {
+				st.blindSpells++
+				if !st.first {
+					st.reject()
+					return
+				}
+				st.blind = true
+				st.size += n - pos
+				st.explained += n - pos
+				return
+			}
+			if i >= 0 {
+				l := st.line[:min(st.lineLen, maxLineKept)]
+				l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
+				st.proto.line(st, l)
+				st.first = st.open
+				st.resetLine()
+				if st.lost {
+					return
+				}
+				if st.blind { // the grammar lost the framing: the rest of the call is the message's
+					st.size += n - pos
+					st.explained += n - pos
+					return
+				}
+				if st.complete {
+					st.finish()
+				}
+			}
+		}
+	}
+}
+
+// reject drops the message in progress, whose first line is none of the protocol's: its bytes
+// are not explained, and the stream waits for a call that starts a message.
+func (st *textStream) reject() {
+	st.explained -= st.size
+	st.open, st.complete, st.blind, st.lost, st.first = false, false, false, true, false
+	st.resetLine()
+	st.rejected++
+}
+
+func (st *textStream) addLine(b []byte) {
+	if st.lineLen < maxLineKept {
+		copy(st.line[st.lineLen:], b)
+	}
+	st.lineLen += len(b)
+}
+
+func (st *textStream) resetLine() { st.lineLen = 0 }
+
+func (st *textStream) begin(ts int64) {
+	st.open = true
+	st.ts, st.end, st.size, st.calls, st.lastSeq = ts, ts, 0, 0, 0
+	st.name, st.status, st.isReply, st.wantsReply, st.noPair = "", 0, st.proto.replies(), false, false
+	st.skip, st.toEOF, st.complete, st.moreAfter, st.first = 0, false, false, false, false
+}
+
+// touch counts the call seq as one that carried part of the message.
+func (st *textStream) touch(seq uint64) {
+	if st.lastSeq != seq {
+		st.calls++
+		st.lastSeq = seq
+	}
+}
+
+// finish delivers the message in progress: a request waits for its reply, a reply is paired
+// with the oldest request waiting (replies come in order on HTTP/1.1 and line protocols).
+func (st *textStream) finish() {
+	st.open, st.complete = false, false
+	c := st.c
+	ev := trace.Event{Conn: c.id, PID: c.pid, Dir: st.dir, TS: st.ts, Dur: st.end - st.ts, Source: trace.SourceEBPF}
+	if c.ev != nil {
+		ev.TID, ev.Source = c.ev.TID, c.ev.Source
+	}
+	m := c.d.msg(c, &ev)
+	m.Size, m.Calls, m.Status = st.size, st.calls, st.status
+	m.LostSync = st.blind
+	if !st.isReply {
+		m.Name = st.name
+		m.WantsReply = st.wantsReply
+		h := hintNo
+		if st.wantsReply {
+			h = hintYes
+		}
+		c.pairs.add(pendingReq{ts: m.TS, end: m.End, name: m.Name, tid: m.TID}, h)
+	} else {
+		m.IsReply = true
+		if st.noPair {
+			m.Name = c.peekName()
+		} else if q, ok := c.pairs.reply(0); ok {
+			m.Name, m.ReqTS, m.ReqEnd, m.RTT, m.Answered = q.name, q.ts, q.end, m.End-q.ts, 1
+		} else {
+			m.Name = st.name
+		}
+	}
+	c.d.deliver(m)
+}
+
+// flush ends the stream: a body that runs to the end of the connection completes; any other
+// message in progress comes out truncated.
+func (st *textStream) flush() {
+	if !st.open || st.size == 0 {
+		st.open = false
+		return
+	}
+	if st.toEOF || st.blind {
+		st.finish()
+		return
+	}
+	c := st.c
+	ev := trace.Event{Conn: c.id, PID: c.pid, Dir: st.dir, TS: st.ts, Dur: st.end - st.ts, Source: trace.SourceEBPF}
+	m := c.d.msg(c, &ev)
+	m.Size, m.Calls, m.Truncated, m.Name, m.IsReply = st.size, st.calls, true, st.name, st.isReply
+	st.open = false
+	c.d.deliver(m)
+}
+
+// peekName returns the name of the request the next reply will answer (the oldest awaiting
+// one), or "".
+func (c *connDecoder) peekName() string {
+	for i := range c.pairs.q {
+		if q := &c.pairs.q[i]; !q.done && q.hint != hintNo {
+			return q.name
+		}
+	}
+	return ""
+}
+
+// textCall decodes one call of a text protocol connection (kinds http and line).
+func (c *connDecoder) textCall(ev *trace.Event) {
+	st := c.text[ev.Dir]
+	if st == nil {
+		st = &textStream{c: c, dir: ev.Dir}
+		switch c.spec.Kind {
+		case "http":
+			st.proto = newHTTPProto(c, ev.Payload)
+		default:
+			st.proto = newLineProto(c.spec, ev.Dir == c.reqDir)
+		}
+		c.text[ev.Dir] = st
+	}
+	st.call(ev, c.seq)
+}
