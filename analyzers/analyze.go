@@ -364,7 +364,6 @@ func (a *analyzer) event(ev *trace.Event) {
 	d.bytes += uint64(ev.Bytes)
 	d.lat.Add(ev.Dur)
 	a.calls.Add(ev.Dur)
-	a.win[ev.Dir].add(ev.Dir.String(), "", ev.Dur, ev.Bytes, a.opt.WindowCalls)
 }
 
 // add counts one call of dur ns moving n bytes, and closes a window every stride calls: the
@@ -463,6 +462,12 @@ func (a *analyzer) message(m *Message) {
 		c.side, c.sidePID = int(a.sideIndex(m.PID, m.Conn)), m.PID
 	}
 	a.tl.add(m.TS, 1)
+	if isVenusFamily(m.Protocol) {
+		// VENUS_TRACE_NET's summaries: per direction, one per message (a received message is
+		// its header read and its payload read), from its first call's start to its last
+		// call's end, bytes with the header
+		a.win[m.Dir].add(m.Dir.String(), "", m.End-m.TS, m.Size, a.opt.WindowCalls)
+	}
 	ca := a.cmdFor(m)
 	ca.count++
 	ca.bytes += uint64(m.Size)
@@ -832,6 +837,10 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		a.s.Protocol += "," + j
 	}
 }
+
+// isVenusFamily reports whether proto is Venus's (venusd's or real Venus's), where the
+// per-100-message summaries of VENUS_TRACE_NET mean something.
+func isVenusFamily(proto string) bool { return strings.HasPrefix(proto, "venus") }
 
 func sortedKeys(m map[string]bool) []string {
 	var out []string

@@ -101,7 +101,7 @@ func (a *analyzer) finish() {
 	}
 	for _, c := range s.Commands {
 		k := cmdKey{proto: c.Protocol, name: c.Name, id: c.ID, dir: trace.DirRecv, reply: c.Kind == "reply"}
-		if c.Direction != "recv" || c.Kind != "reply" {
+		if c.Direction != "recv" || c.Kind != "reply" || !isVenusFamily(c.Protocol) {
 			continue
 		}
 		if ca := a.cmds[k]; ca != nil {

@@ -218,6 +218,9 @@ func TestRealLlamaCpp(t *testing.T) {
 				if len(s.Phases) == 0 || s.Phases[0].Name != "load" || s.Phases[0].Messages != load+loadRTs {
 					t.Errorf("phases %+v, want load first with %d requests + %d replies", s.Phases, load, loadRTs)
 				}
+				if len(s.Windows) != 0 {
+					t.Errorf("Venus-style windows on a ggml-rpc trace: %+v", s.Windows)
+				}
 				if side == "server" {
 					checkService(t, s, path)
 					if u.ServerTimeUS <= 0 || u.ServerTimeUS >= u.UnitTimeUS {
@@ -270,6 +273,20 @@ func TestRealVenusPlus(t *testing.T) {
 				}
 				if len(got) != len(byID) {
 					t.Errorf("replies named after %d commands, want %d: %v", len(got), len(byID), got)
+				}
+				// VENUS_TRACE_NET counts messages per direction: phase 9's 116 replies make one
+				// window of 100 on the side that receives them, its 118 requests one on the other
+				dirs := map[string]int{}
+				for _, w := range s.Windows {
+					if w.Dir != "rtt" {
+						dirs[w.Dir]++
+						if w.Calls != 100 {
+							t.Errorf("window at %d messages, want 100", w.Calls)
+						}
+					}
+				}
+				if phase == "9" && (dirs["send"] != 1 || dirs["recv"] != 1) || phase == "2" && len(dirs) != 0 {
+					t.Errorf("windows %+v: want one per direction in phase 9, none in phase 2", s.Windows)
 				}
 				if side == "server" {
 					checkService(t, s, path)

@@ -217,15 +217,27 @@ func sections(s *analyzers.Summary) []section {
 	}
 
 	if len(s.Windows) > 0 {
-		w := section{title: "Per-call summaries (Venus Plus format)", header: []string{"dir", "command", "summary at calls", "avg_us", "avg_bytes", "max_us"}}
-		for _, x := range lastWindows(s.Windows, 3, 8) {
+		w := section{title: "Per-100-message summaries (Venus Plus VENUS_TRACE_NET format)", header: []string{"dir", "command", "summary at messages", "avg_us", "avg_bytes", "max_us"}}
+		var shown, rtts []analyzers.Window
+		for _, x := range s.Windows {
+			if x.Dir == "rtt" {
+				rtts = append(rtts, x)
+			} else {
+				shown = append(shown, x) // every window of each direction (at most 64 each)
+			}
+		}
+		shown = append(shown, lastWindows(rtts, 3, 8)...)
+		for _, x := range shown {
 			ab := tnum(x.AvgBytes)
 			if x.Dir == "rtt" {
 				ab = ""
 			}
 			w.rows = append(w.rows, []string{x.Dir, orDash(x.Command), u64(x.Calls), tnum(x.AvgUS), ab, tnum(x.MaxUS)})
 		}
-		w.notes = append(w.notes, "cumulative at that many calls; rtt rows: the round trips of one command")
+		w.notes = append(w.notes, "cumulative at that many messages per direction (a received message is its header and payload reads); rtt rows: the round trips of one command")
+		if left := len(s.Windows) - len(shown); left > 0 {
+			w.notes = append(w.notes, fmt.Sprintf("%d more rtt windows (earlier ones, and commands past the first 8) in --format json", left))
+		}
 		out = append(out, w)
 	}
 
