@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -52,6 +53,7 @@ type recordArgs struct {
 	pids     []uint32
 	command  []string
 	progress bool
+	live     *liveView // perflab top's view; nil for record
 	// wholeSystem allows -p to name init or an ancestor of perflab, whose descendants are
 	// (nearly) every process.
 	wholeSystem bool
@@ -180,6 +182,12 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	return recordWith(ctx, env, a)
+}
+
+// recordWith records as a says: to a.out (nowhere when it is ""), with a live view when
+// a.live is set (perflab top).
+func recordWith(ctx context.Context, env *Env, a *recordArgs) error {
 	for _, pid := range a.pids {
 		if !processExists(pid) {
 			return BadInput("-p: no process %d", pid)
@@ -198,6 +206,10 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 		cmd = exec.Command(path, a.command[1:]...)
 		cmd.Args[0] = a.command[0]
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
+		if a.live != nil && a.live.tty {
+			// perflab top owns the terminal: its keys and its screen.
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+		}
 	}
 	// Privileges are checked before anything is loaded, attached or created.
 	if err := probes.CheckPrivileges(); err != nil {
@@ -254,11 +266,15 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	}
 	// The file is created before the command starts, so that a bad -o starts nothing; the
 	// header is written once the command's pid is known (its events wait in the ring).
-	f, err := os.Create(a.out)
-	if err != nil {
-		return BadInput("-o: %v", err)
+	var f io.WriteCloser = nopCloser{io.Discard}
+	if a.out != "" {
+		file, err := os.Create(a.out)
+		if err != nil {
+			return BadInput("-o: %v", err)
+		}
+		defer file.Close()
+		f = file
 	}
-	defer f.Close()
 
 	if cmd != nil {
 		// The command is forked while perflab's children are followed, so the probes see it
@@ -313,11 +329,25 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	}()
 
 	opt := collectors.Options{}
-	if a.progress || isTerminal(env.Stderr) {
-		opt.Progress = env.Stderr
+	var src collectors.Source = probe
+	liveDone := make(chan struct{})
+	if a.live != nil {
+		// perflab top: every record also feeds the live view, which stops the recording on q.
+		src = tapSource{probe, a.live.add}
+		go func() {
+			defer close(liveDone)
+			a.live.run(rctx, cancel)
+		}()
+	} else {
+		close(liveDone)
+		if a.progress || isTerminal(env.Stderr) {
+			opt.Progress = env.Stderr
+		}
 	}
-	res, recErr := collectors.Record(rctx, probe, w, opt)
+	res, recErr := collectors.Record(rctx, src, w, opt)
 	targetsGone := recErr == nil && rctx.Err() == nil
+	cancel()
+	<-liveDone
 	status := 0 // the command's exit status, as a shell gives it
 	if cmd != nil {
 		werr := waitCommand(cmd, !targetsGone)
@@ -351,10 +381,15 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	}
 	// Like perf record and strace, everything perflab says goes to stderr: the recorded
 	// command's stdout stays its own (record -- prog --json > out.json).
-	if err := res.WriteSummary(env.Stderr, 10); err != nil {
-		return err
+	if a.live == nil {
+		if err := res.WriteSummary(env.Stderr, 10); err != nil {
+			return err
+		}
+		fmt.Fprintln(env.Stderr)
 	}
-	fmt.Fprintf(env.Stderr, "\ntrace written to %s\n", a.out)
+	if a.out != "" {
+		fmt.Fprintf(env.Stderr, "trace written to %s\n", a.out)
+	}
 	if status != 0 {
 		return Exit(status)
 	}
@@ -390,6 +425,27 @@ func describeExit(ps *os.ProcessState) string {
 	}
 	return fmt.Sprintf("exited with status %d", ps.ExitCode())
 }
+
+// nopCloser is a WriteCloser whose Close does nothing.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// tapSource is a Source whose records also go to tap before they are written.
+type tapSource struct {
+	src *probes.Probe
+	tap func(*trace.Record)
+}
+
+func (t tapSource) Run(ctx context.Context, emit func(*trace.Record) error) error {
+	return t.src.Run(ctx, func(r *trace.Record) error {
+		t.tap(r)
+		return emit(r)
+	})
+}
+
+// Stats passes the probes' counters and costs on to the footer.
+func (t tapSource) Stats() map[string]int64 { return t.src.Stats() }
 
 // waitCommand reaps a command perflab started. With stop it first asks the command to stop
 // (SIGTERM) and kills it after 2 s.

@@ -218,3 +218,119 @@ func BenchmarkRecordDrain(b *testing.B) {
 		})
 	}
 }
+
+// whileRecordingIdle runs fn while the probes record an idle process (a sleep that makes no
+// system call): everything fn runs is another process to the probes.
+func whileRecordingIdle(b *testing.B, fn func()) {
+	b.Helper()
+	idle := exec.Command("sleep", "1000")
+	if err := idle.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { idle.Process.Kill(); idle.Wait() }()
+	p, err := probes.Open(probes.Config{PayloadBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.AddPID(uint32(idle.Process.Pid)); err != nil {
+		b.Fatal(err)
+	}
+	w, err := trace.Create(filepath.Join(b.TempDir(), "idle.plt"), trace.Meta{Source: "ebpf"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := collectors.Record(ctx, p, w, collectors.Options{})
+		done <- err
+	}()
+	fn()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkRecordNeighbours measures what processes that are not recorded pay while perflab
+// records another (idle) process, alternating runs without and with the recording (A B A B,
+// 9 rounds, medians):
+//
+//   - dd: dd if=/dev/zero of=/dev/null bs=1 count=1000000, two million system calls and no
+//     socket: its wall time and CPU time, recorded over plain (goal: at most 1.03);
+//   - ping: a venusd client's small-frame ping-pong over TCP against an in-process server,
+//     neither recorded: throughput, recorded over plain (goal: at least 0.90, i.e. at most
+//     10% slower).
+//
+// Run it with: go test -run '^$' -bench RecordNeighbours -benchtime 1x ./internal/cli
+func BenchmarkRecordNeighbours(b *testing.B) {
+	if err := probes.CheckPrivileges(); err != nil {
+		b.Skip(err)
+	}
+	const rounds = 9
+	b.Run("dd", func(b *testing.B) {
+		if _, err := exec.LookPath("dd"); err != nil {
+			b.Skip(err)
+		}
+		dd := func() (wall, cpu time.Duration) {
+			cmd := exec.Command("dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=1000000")
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("dd: %v: %s", err, out)
+			}
+			return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		for i := 0; i < b.N; i++ {
+			var wall, cpu, plainWall []float64
+			for r := 0; r < rounds; r++ {
+				w0, c0 := dd()
+				var w1, c1 time.Duration
+				whileRecordingIdle(b, func() { w1, c1 = dd() })
+				wall = append(wall, float64(w1)/float64(w0))
+				cpu = append(cpu, float64(c1)/float64(c0))
+				plainWall = append(plainWall, w0.Seconds())
+			}
+			b.ReportMetric(median(wall), "wall_ratio")
+			b.ReportMetric(median(cpu), "cpu_ratio")
+			b.ReportMetric(median(plainWall), "plain_s")
+		}
+	})
+	b.Run("ping_tcp_not_recorded", func(b *testing.B) {
+		srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		defer func() { cancel(); <-done }()
+		args := []string{"venus", "run", "--connect", srv.Addr(), "--json", "--no-verify", "--workload", "ping", "--requests", "30000", "--mode", "baseline"}
+		ping := func() float64 {
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Env = append(os.Environ(), recordMainEnv+"=1")
+			out, err := cmd.Output()
+			if err != nil {
+				b.Fatalf("%v: %v", args, err)
+			}
+			var res venusd.Result
+			if err := json.Unmarshal(out, &res); err != nil {
+				b.Fatalf("client output %q: %v", out, err)
+			}
+			return res.Ping.ThroughputPerS
+		}
+		for i := 0; i < b.N; i++ {
+			var ratios, plain []float64
+			for r := 0; r < rounds; r++ {
+				r0 := ping()
+				var r1 float64
+				whileRecordingIdle(b, func() { r1 = ping() })
+				ratios = append(ratios, r1/r0)
+				plain = append(plain, r0)
+			}
+			b.ReportMetric(median(ratios), "ratio")
+			b.ReportMetric(median(plain), "plain_requests/s")
+		}
+	})
+}
