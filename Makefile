@@ -23,9 +23,10 @@ test: build ## run every test (eBPF tests skip unless root; PERFLAB_REQUIRE_BPF=
 demo: build ## the whole story on the bundled workload in under two minutes (HTML report under build/demo/)
 	PERFLAB=$(CURDIR)/$(BIN) scripts/demo.sh
 
-e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the README tour, bench, demo
+e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the README tour, bench, demo, docs/sql.md in DuckDB
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
+	cd e2e/duckdb && PERFLAB_E2E=1 $(GO) test -count=1 -v .   # docs/sql.md in DuckDB (its Go driver, a module of its own)
 
 gate: build ## perflab's own gate: coalesce+pipeline vs baseline on venusd, against bench/gate-baseline.json
 	PERFLAB=$(CURDIR)/$(BIN) bench/gate.sh
