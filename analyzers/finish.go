@@ -14,7 +14,7 @@ func (a *analyzer) finish() {
 	s := a.s
 	s.Duration = secs(a.durNS)
 	for _, c := range a.connList {
-		cs := ConnStats{ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
+		cs := ConnStats{Trace: a.traceLabel(c.trace), ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			ag := &c.dirs[d]
 			ds := DirStats{Calls: ag.calls, Bytes: ag.bytes, Frames: ag.frames, LatencyUS: ag.lat.latency(a.conf)}
@@ -119,7 +119,11 @@ func (a *analyzer) finish() {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
 		s.InFlight = &InFlight{Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
 		lambda := float64(rt.Client) / dur
-		rows := LittleFromTable([]LittlePoint{{Label: "round trips", InFlight: L, ThroughputPerS: lambda,
+		label := "round trips"
+		if len(s.Traces) > 1 {
+			label = "round trips, all traces"
+		}
+		rows := LittleFromTable([]LittlePoint{{Label: label, InFlight: L, ThroughputPerS: lambda,
 			RTTMeasuredUS: a.rtt.Mean() / 1e3, RTTMedianUS: rt.RTTUS.P50}})
 		for i := range rows {
 			rows[i] = roundLittle(rows[i])
@@ -218,7 +222,7 @@ func (a *analyzer) processes() {
 		if !ok {
 			i = len(out)
 			idx[k] = i
-			out = append(out, ProcStats{PID: k.pid})
+			out = append(out, ProcStats{Trace: a.traceLabel(k.trace), PID: k.pid})
 		}
 		return &out[i]
 	}
@@ -246,10 +250,23 @@ func (a *analyzer) processes() {
 		p.RoundTrips = pa.rts
 		p.BlockedS = secs(pa.blocked)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Trace != out[j].Trace {
+			return out[i].Trace < out[j].Trace
+		}
+		return out[i].PID < out[j].PID
+	})
 	if len(out) > 1 || len(out) == 1 && out[0].PID != 0 {
 		a.s.Processes = out
 	}
+}
+
+// traceLabel names trace i in per-trace rows when several traces are analysed ("" for one).
+func (a *analyzer) traceLabel(i int) string {
+	if len(a.s.Traces) < 2 || i >= len(a.s.Traces) {
+		return ""
+	}
+	return a.s.Traces[i]
 }
 
 func roundLittle(r LittleRow) LittleRow {

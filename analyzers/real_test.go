@@ -295,3 +295,42 @@ func TestRealVenusPlus(t *testing.T) {
 		}
 	}
 }
+
+// Several traces at once: every per-trace row names its trace, and each trace's round trips
+// are the same as when it is analysed alone.
+func TestRealSeveralTraces(t *testing.T) {
+	client := filepath.Join(realDir, "llamacpp", "client-default.plt")
+	server := filepath.Join(realDir, "llamacpp", "server-default.plt")
+	s, err := Analyze([]string{client, server}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range s.Connections {
+		if c.Trace == "" {
+			t.Fatalf("connection %d has no trace", c.ID)
+		}
+	}
+	byTrace := map[string]uint64{}
+	for _, p := range s.Processes {
+		if p.Trace == "" {
+			t.Fatalf("process %d has no trace", p.PID)
+		}
+		byTrace[p.Trace] += p.RoundTrips
+	}
+	if byTrace["client-default.plt"] != 163 || byTrace["server-default.plt"] != 163 || s.RoundTrips.Client != 163 || s.RoundTrips.Served != 163 {
+		t.Errorf("round trips by trace %v, client %d, served %d; want 163 each", byTrace, s.RoundTrips.Client, s.RoundTrips.Served)
+	}
+	for _, u := range append(append([]UnitStats{}, s.Units...), s.UnitShapes...) {
+		if u.Trace == "" {
+			t.Errorf("unit row %+v has no trace", u)
+		}
+	}
+	for _, p := range s.Phases {
+		if p.Trace == "" {
+			t.Errorf("phase %+v has no trace", p)
+		}
+	}
+	if len(s.Units) != 2 || s.Units[0].Trace == s.Units[1].Trace {
+		t.Errorf("units %+v, want one steady state per trace", s.Units)
+	}
+}

@@ -104,6 +104,7 @@ type DirStats struct {
 
 // ConnStats describes one connection.
 type ConnStats struct {
+	Trace  string   `json:"trace,omitempty"` // the file it is of, when several are analysed
 	ID     uint64   `json:"id"`
 	Family string   `json:"family"`
 	Local  string   `json:"local"`
@@ -116,6 +117,7 @@ type ConnStats struct {
 // ProcStats sums one process's connections, with its round trips and the time it was blocked
 // on them.
 type ProcStats struct {
+	Trace       string    `json:"trace,omitempty"` // the file it is of, when several are analysed
 	PID         uint32    `json:"pid"`
 	Connections int       `json:"connections"`
 	Send        DirTotals `json:"send"`
@@ -201,6 +203,7 @@ type UnitStats struct {
 
 // PhaseStats describes a phase (load, generate) from markers or detection.
 type PhaseStats struct {
+	Trace     string  `json:"trace,omitempty"` // the file it is of, when several are analysed
 	Name      string  `json:"name"`
 	StartS    float64 `json:"start_s"` // from the first event
 	DurationS float64 `json:"duration_s"`

@@ -196,7 +196,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 	}
 	for k, p := range phases {
-		a.s.Phases = append(a.s.Phases, PhaseStats{Name: p.name, StartS: secs(p.from - origin),
+		a.s.Phases = append(a.s.Phases, PhaseStats{Trace: a.s.Traces[i], Name: p.name, StartS: secs(p.from - origin),
 			DurationS: secs(min(p.to, a.last) - p.from), Messages: pacc[k].msgs, Bytes: pacc[k].bytes})
 	}
 	if detected {

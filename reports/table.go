@@ -49,10 +49,14 @@ func sections(s *analyzers.Summary) []section {
 	if len(s.Connections) > 0 {
 		c := section{title: "Connections", header: []string{"id", "family", "local", "remote", "pid",
 			"send calls", "send bytes", "send p50 µs", "send p99 µs", "recv calls", "recv bytes", "recv p50 µs", "recv p99 µs"}}
+		multi := len(s.Traces) > 1
+		if multi {
+			c.header = append([]string{"trace"}, c.header...)
+		}
 		for _, x := range s.Connections {
-			c.rows = append(c.rows, []string{u64(x.ID), x.Family, orDash(x.Local), orDash(x.Remote), u64(uint64(x.PID)),
+			c.rows = append(c.rows, withTrace(multi, x.Trace, []string{u64(x.ID), x.Family, orDash(x.Local), orDash(x.Remote), u64(uint64(x.PID)),
 				u64(x.Send.Calls), u64(x.Send.Bytes), tnum(x.Send.LatencyUS.P50), tnum(x.Send.LatencyUS.P99),
-				u64(x.Recv.Calls), u64(x.Recv.Bytes), tnum(x.Recv.LatencyUS.P50), tnum(x.Recv.LatencyUS.P99)})
+				u64(x.Recv.Calls), u64(x.Recv.Bytes), tnum(x.Recv.LatencyUS.P50), tnum(x.Recv.LatencyUS.P99)}))
 		}
 		out = append(out, c)
 	}
@@ -60,9 +64,13 @@ func sections(s *analyzers.Summary) []section {
 	if len(s.Processes) > 0 {
 		p := section{title: "Processes", header: []string{"pid", "connections", "send calls", "send bytes", "send frames",
 			"recv calls", "recv bytes", "recv frames", "round trips", "blocked s"}}
+		multi := len(s.Traces) > 1
+		if multi {
+			p.header = append([]string{"trace"}, p.header...)
+		}
 		for _, x := range s.Processes {
-			p.rows = append(p.rows, []string{u64(uint64(x.PID)), strconv.Itoa(x.Connections), u64(x.Send.Calls), u64(x.Send.Bytes),
-				u64(x.Send.Frames), u64(x.Recv.Calls), u64(x.Recv.Bytes), u64(x.Recv.Frames), u64(x.RoundTrips), tnum(x.BlockedS)})
+			p.rows = append(p.rows, withTrace(multi, x.Trace, []string{u64(uint64(x.PID)), strconv.Itoa(x.Connections), u64(x.Send.Calls), u64(x.Send.Bytes),
+				u64(x.Send.Frames), u64(x.Recv.Calls), u64(x.Recv.Bytes), u64(x.Recv.Frames), u64(x.RoundTrips), tnum(x.BlockedS)}))
 		}
 		out = append(out, p)
 	}
@@ -166,8 +174,12 @@ func sections(s *analyzers.Summary) []section {
 
 	if len(s.Phases) > 0 {
 		p := section{title: "Phases", header: []string{"phase", "start s", "duration s", "messages", "bytes"}}
+		multi := len(s.Traces) > 1
+		if multi {
+			p.header = append([]string{"trace"}, p.header...)
+		}
 		for _, x := range s.Phases {
-			p.rows = append(p.rows, []string{x.Name, tnum(x.StartS), tnum(x.DurationS), u64(x.Messages), u64(x.Bytes)})
+			p.rows = append(p.rows, withTrace(multi, x.Trace, []string{x.Name, tnum(x.StartS), tnum(x.DurationS), u64(x.Messages), u64(x.Bytes)}))
 		}
 		out = append(out, p)
 	}
@@ -442,6 +454,14 @@ func mean(total, n uint64) string {
 		return "-"
 	}
 	return tnum(float64(total) / float64(n))
+}
+
+// withTrace puts the trace's name first in a per-trace row when several traces are analysed.
+func withTrace(multi bool, t string, row []string) []string {
+	if !multi {
+		return row
+	}
+	return append([]string{orDash(t)}, row...)
 }
 
 func tracePrefix(multi bool, t string) string {
