@@ -803,13 +803,13 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 			r := rec
 			a.s.Recovery = &r
 		} else {
-			a.s.Recovery.ChunksRead += rec.ChunksRead
-			a.s.Recovery.ChunksBad += rec.ChunksBad
-			a.s.Recovery.BytesSkipped += rec.BytesSkipped
-			a.s.Recovery.TruncatedBytes += rec.TruncatedBytes
-			a.s.Recovery.Clean = a.s.Recovery.Clean && rec.Clean
+			a.s.Recovery.Add(rec)
 		}
-		a.warnf("%s: trace damaged or cut (%s); results cover what was readable", a.s.Traces[i], rec.String())
+		if rec.OutOfPlace() {
+			a.warnf("%s: trace damaged or cut (%s): chunks were out of place; each chunk was counted once", a.s.Traces[i], rec.String())
+		} else {
+			a.warnf("%s: trace damaged or cut (%s); results cover what was readable", a.s.Traces[i], rec.String())
+		}
 	}
 	a.rawExchanges(i, d)
 	if a.rtEventsSeen == 0 {

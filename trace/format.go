@@ -9,16 +9,19 @@ import (
 //
 //	file   = header chunk*
 //	header = magic "PLTRACE\x00" (8 bytes), format version u16 LE
-//	chunk  = sync u32 | type u8 | body length u32 | body CRC32C u32 | header CRC32C u32 | body
+//	chunk  = sync u32 | type u8 | body length u32 | seq u32 | body CRC32C u32 | header CRC32C u32 | body
 //
-// All integers in chunk headers are little-endian. The header CRC covers the 13 bytes before it,
-// so a reader can trust a chunk's length before it reads the body; the body CRC covers the body.
+// All integers in chunk headers are little-endian. The header CRC covers the bytes before it, so
+// a reader can trust a chunk's length and sequence number before it reads the body; the body
+// CRC covers the body. seq numbers the chunks of a file from 0 (the meta chunk); the footer's is
+// the count of chunks before it. Format version 1 had no seq (a 17-byte chunk header); readers
+// still read it.
 
 // Magic opens every trace file.
 const Magic = "PLTRACE\x00"
 
 // FormatVersion is the version of the byte layout this package writes and the newest it reads.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // MaxChunkBody is the largest chunk body a reader accepts, in bytes. A Writer cuts chunks far
 // smaller (see maxBodyTarget), so the cap only bounds what a damaged or hostile file can make a
@@ -30,9 +33,14 @@ const MaxChunkBody = 16 << 20
 const MaxString = 1 << 16
 
 const (
-	headerSize      = len(Magic) + 2 // magic + u16 version
-	chunkHeaderSize = 17             // sync, type, length, body crc, header crc
-	syncWord        = 0x434C50AB     // "\xabPLC" on disk
+	headerSize        = len(Magic) + 2 // magic + u16 version
+	chunkHeaderSize   = 21             // sync, type, length, seq, body crc, header crc
+	chunkHeaderSizeV1 = 17             // format version 1: sync, type, length, body crc, header crc
+	// maxOutOfOrder bounds how many chunk sequence numbers a Reader remembers above the ones
+	// it has seen in a row, so that a file of chunks in a hostile order costs bounded memory
+	// (a few MiB); a chunk that would need more is skipped as bad.
+	maxOutOfOrder = 1 << 16
+	syncWord      = 0x434C50AB // "\xabPLC" on disk
 	// maxBodyTarget is the body size at which a Writer cuts a chunk regardless of its record
 	// count, so that one chunk stays small next to MaxChunkBody even with long payload heads.
 	maxBodyTarget = 1 << 20
@@ -75,36 +83,43 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// putChunkHeader fills h (chunkHeaderSize bytes) for a chunk of type typ holding body.
-func putChunkHeader(h []byte, typ byte, body []byte) {
+// putChunkHeader fills h (chunkHeaderSize bytes) for chunk number seq, of type typ, holding
+// body.
+func putChunkHeader(h []byte, typ byte, seq uint32, body []byte) {
 	binary.LittleEndian.PutUint32(h[0:], syncWord)
 	h[4] = typ
 	binary.LittleEndian.PutUint32(h[5:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(h[9:], crc32.Checksum(body, castagnoli))
-	binary.LittleEndian.PutUint32(h[13:], crc32.Checksum(h[:13], castagnoli))
+	binary.LittleEndian.PutUint32(h[9:], seq)
+	binary.LittleEndian.PutUint32(h[13:], crc32.Checksum(body, castagnoli))
+	binary.LittleEndian.PutUint32(h[17:], crc32.Checksum(h[:17], castagnoli))
 }
 
 // chunkHeader is a decoded chunk header.
 type chunkHeader struct {
 	typ     byte
 	length  uint32
+	seq     uint32 // 0 in format version 1
 	bodyCRC uint32
 }
 
-// parseChunkHeader decodes h (at least chunkHeaderSize bytes) and reports whether its sync word
-// and header CRC are right.
-func parseChunkHeader(h []byte) (chunkHeader, bool) {
+// parseChunkHeader decodes h (at least hdrSize bytes: chunkHeaderSize, or chunkHeaderSizeV1
+// for a version 1 file) and reports whether its sync word and header CRC are right.
+func parseChunkHeader(h []byte, hdrSize int) (chunkHeader, bool) {
 	if binary.LittleEndian.Uint32(h[0:]) != syncWord {
 		return chunkHeader{}, false
 	}
-	if crc32.Checksum(h[:13], castagnoli) != binary.LittleEndian.Uint32(h[13:]) {
+	crcAt := hdrSize - 4
+	if crc32.Checksum(h[:crcAt], castagnoli) != binary.LittleEndian.Uint32(h[crcAt:]) {
 		return chunkHeader{}, false
 	}
-	return chunkHeader{
-		typ:     h[4],
-		length:  binary.LittleEndian.Uint32(h[5:]),
-		bodyCRC: binary.LittleEndian.Uint32(h[9:]),
-	}, true
+	c := chunkHeader{typ: h[4], length: binary.LittleEndian.Uint32(h[5:])}
+	if hdrSize == chunkHeaderSizeV1 {
+		c.bodyCRC = binary.LittleEndian.Uint32(h[9:])
+	} else {
+		c.seq = binary.LittleEndian.Uint32(h[9:])
+		c.bodyCRC = binary.LittleEndian.Uint32(h[13:])
+	}
+	return c, true
 }
 
 var syncBytes = binary.LittleEndian.AppendUint32(nil, syncWord)

@@ -104,6 +104,13 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	seeds["string-past-chunk"] = cat(v1, metaChunk, goodChunk(chunkRecords, cat([]byte{tagMarker, 0, 0, 0, 0}, uv(1000))))
 	seeds["payload-too-long"] = cat(v1, metaChunk, goodChunk(chunkRecords, cat([]byte{tagEvent | evExtra, exPayload, 0, 0, 0, 0, 0, 0, 0, 0}, uv(300))))
 	seeds["sync-words"] = cat(v1, metaChunk, bytes.Repeat(syncBytes, 64))
+	// Chunks out of place: duplicated, swapped, appended after the footer.
+	sp := chunkSpans(t, mid)
+	ch := func(i int) []byte { return mid[sp[i].start:sp[i].end] }
+	seeds["chunk-duplicated"] = cat(mid[:sp[3].end], ch(3), mid[sp[3].end:])
+	seeds["chunks-swapped"] = cat(mid[:sp[2].start], ch(3), ch(2), mid[sp[3].end:])
+	seeds["chunk-after-footer"] = cat(mid, ch(2))
+	seeds["trace-appended"] = cat(small, small)
 	return seeds
 }
 

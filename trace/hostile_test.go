@@ -18,19 +18,31 @@ func fileHeader(version uint16) []byte {
 	return binary.LittleEndian.AppendUint16([]byte(Magic), version)
 }
 
+// rawSeq numbers the chunks rawChunk builds, so that crafted files never repeat a sequence
+// number by accident.
+var rawSeq uint32 = 1
+
 // rawChunk builds a chunk header claiming length bytes of type typ with the body CRC of body;
-// headerOK false breaks its header CRC. The body is appended as given.
+// headerOK false breaks its header CRC. The body is appended as given. Each chunk gets the next
+// sequence number.
 func rawChunk(typ byte, length uint32, body []byte, headerOK bool) []byte {
+	rawSeq++
+	return seqChunk(typ, length, rawSeq, body, headerOK)
+}
+
+// seqChunk is rawChunk with sequence number seq.
+func seqChunk(typ byte, length, seq uint32, body []byte, headerOK bool) []byte {
 	h := make([]byte, chunkHeaderSize)
 	binary.LittleEndian.PutUint32(h[0:], syncWord)
 	h[4] = typ
 	binary.LittleEndian.PutUint32(h[5:], length)
-	binary.LittleEndian.PutUint32(h[9:], crc32.Checksum(body, castagnoli))
-	hc := crc32.Checksum(h[:13], castagnoli)
+	binary.LittleEndian.PutUint32(h[9:], seq)
+	binary.LittleEndian.PutUint32(h[13:], crc32.Checksum(body, castagnoli))
+	hc := crc32.Checksum(h[:17], castagnoli)
 	if !headerOK {
 		hc ^= 1
 	}
-	binary.LittleEndian.PutUint32(h[13:], hc)
+	binary.LittleEndian.PutUint32(h[17:], hc)
 	return append(h, body...)
 }
 
@@ -38,7 +50,7 @@ func goodChunk(typ byte, body []byte) []byte { return rawChunk(typ, uint32(len(b
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-var metaChunk = goodChunk(chunkMeta, []byte(`{"version":"x","host":"h"}`))
+var metaChunk = seqChunk(chunkMeta, 26, 0, []byte(`{"version":"x","host":"h"}`), true)
 
 func uv(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 
@@ -58,7 +70,7 @@ func TestHostile(t *testing.T) {
 		{"empty", nil, "offset 0: empty file", nil},
 		{"short magic", []byte("PLTR"), "offset 4: file ends inside", nil},
 		{"wrong magic", []byte("GIF89a\x00\x00\x01\x00garbage"), "offset 0: not a perflab trace", nil},
-		{"future version", fileHeader(FormatVersion + 1), "offset 8: format version 2", nil},
+		{"future version", fileHeader(FormatVersion + 1), "offset 8: format version " + strconv.Itoa(FormatVersion+1), nil},
 		{"version 0", cat(fileHeader(0), metaChunk), "offset 8: format version 0", nil},
 		{"header only", v1, "offset 10: no chunk", nil},
 		{"meta length 0", cat(v1, goodChunk(chunkMeta, nil)), "offset 10: meta chunk is not valid JSON", nil},

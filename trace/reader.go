@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"sort"
 )
 
 // readBlock is how much a Reader asks its source for at a time, in bytes.
@@ -44,12 +45,17 @@ type Reader struct {
 	pendBdy []byte
 
 	intern map[string]string
+
+	hdrSize int    // chunk header size of the file's format version
+	seen    seqSet // sequence numbers of the chunks read (format 2)
+	maxSeq  int64  // highest sequence number read, -1 before the first
+	ended   bool   // the end-of-file checks ran
 }
 
 // NewReader reads the header and meta; it returns a *FormatError when r holds no trace: a wrong
 // magic, a format version from the future, or not one complete chunk.
 func NewReader(r io.Reader) (*Reader, error) {
-	tr := &Reader{src: r, intern: map[string]string{}, remain: sourceSize(r)}
+	tr := &Reader{src: r, intern: map[string]string{}, remain: sourceSize(r), hdrSize: chunkHeaderSize, maxSeq: -1}
 	if !tr.fill(headerSize) {
 		if tr.ioErr != nil {
 			return nil, tr.ioErr
@@ -72,6 +78,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	if v > FormatVersion {
 		return nil, &FormatError{Offset: int64(len(Magic)), Msg: fmt.Sprintf("format version %d is newer than this perflab reads (up to %d): upgrade perflab", v, FormatVersion)}
+	}
+	if v == 1 {
+		tr.hdrSize = chunkHeaderSizeV1
 	}
 	tr.pos = headerSize
 	for {
@@ -179,6 +188,9 @@ func (r *Reader) Next(rec *Record) error {
 		} else {
 			var err error
 			typ, body, err = r.nextChunk()
+			if err == io.EOF {
+				r.end()
+			}
 			if err != nil {
 				return err
 			}
@@ -252,7 +264,7 @@ func (r *Reader) fill(need int) bool {
 			} else {
 				// Unknown size: double, so that the buffer grows only as bytes arrive.
 				nc = max(2*cap(r.buf), len(r.buf)+readBlock)
-				if lim := chunkHeaderSize + MaxChunkBody + readBlock; nc > lim {
+				if lim := r.hdrSize + MaxChunkBody + readBlock; nc > lim {
 					nc = max(lim, len(r.buf)+readBlock)
 				}
 			}
@@ -293,7 +305,7 @@ func (r *Reader) noteBad(off int64, msg string) {
 func (r *Reader) nextChunk() (byte, []byte, error) {
 	for {
 		start := r.off()
-		if !r.fill(chunkHeaderSize) {
+		if !r.fill(r.hdrSize) {
 			if r.ioErr != nil {
 				return 0, nil, r.ioErr
 			}
@@ -311,7 +323,7 @@ func (r *Reader) nextChunk() (byte, []byte, error) {
 			r.pos = len(r.buf)
 			return 0, nil, io.EOF
 		}
-		h, ok := parseChunkHeader(r.buf[r.pos:])
+		h, ok := parseChunkHeader(r.buf[r.pos:], r.hdrSize)
 		if !ok || h.length > MaxChunkBody {
 			if !ok {
 				r.noteBad(start, "bad chunk header (sync word or checksum)")
@@ -323,29 +335,149 @@ func (r *Reader) nextChunk() (byte, []byte, error) {
 			}
 			continue
 		}
-		n := chunkHeaderSize + int(h.length)
+		n := r.hdrSize + int(h.length)
 		if !r.fill(n) {
 			if r.ioErr != nil {
 				return 0, nil, r.ioErr
 			}
 			rem := len(r.buf) - r.pos
 			if r.firstBad == nil {
-				r.firstBad = &FormatError{Offset: start + 5, Msg: fmt.Sprintf("chunk length %d runs past the end of the file (%d bytes left)", h.length, rem-chunkHeaderSize)}
+				r.firstBad = &FormatError{Offset: start + 5, Msg: fmt.Sprintf("chunk length %d runs past the end of the file (%d bytes left)", h.length, rem-r.hdrSize)}
 			}
 			r.rec.TruncatedBytes += int64(rem)
 			r.pos = len(r.buf)
 			return 0, nil, io.EOF
 		}
-		body := r.buf[r.pos+chunkHeaderSize : r.pos+n]
+		body := r.buf[r.pos+r.hdrSize : r.pos+n]
 		r.pos += n
 		if crc32.Checksum(body, castagnoli) != h.bodyCRC {
-			r.noteBad(start+chunkHeaderSize, "chunk body checksum mismatch")
+			r.noteBad(start+int64(r.hdrSize), "chunk body checksum mismatch")
 			continue
 		}
-		r.rec.ChunksRead++
 		r.chunkOff = start
+		if r.hasFooter {
+			// A writer writes nothing after its footer: this chunk was appended (another
+			// file's, or a copy of one of this file's), and is not part of the recording.
+			r.rec.ChunksAfterFooter++
+			continue
+		}
+		if r.hdrSize == chunkHeaderSize {
+			switch r.sequence(h.seq) {
+			case seqDuplicate:
+				r.rec.ChunksDuplicate++
+				continue
+			case seqTooMany:
+				r.noteBad(start+9, fmt.Sprintf("more than %d runs of chunks out of order", maxOutOfOrder))
+				continue
+			case seqReordered:
+				r.rec.ChunksReordered++
+			}
+		}
+		r.rec.ChunksRead++
 		return h.typ, body, nil
 	}
+}
+
+// Outcomes of Reader.sequence.
+const (
+	seqInOrder = iota
+	seqReordered
+	seqDuplicate
+	seqTooMany
+)
+
+// sequence records chunk number seq and says whether it comes in order, after a later chunk
+// (reordered, still read), or again (a duplicate, skipped).
+func (r *Reader) sequence(seq uint32) int {
+	s := int64(seq)
+	if r.seen.contains(s) {
+		return seqDuplicate
+	}
+	if !r.seen.add(s) {
+		return seqTooMany
+	}
+	if s < r.maxSeq {
+		return seqReordered
+	}
+	r.maxSeq = s
+	return seqInOrder
+}
+
+// end runs the checks that need the whole file: the chunks the footer counts against the
+// chunks read.
+func (r *Reader) end() {
+	if r.ended || !r.hasFooter {
+		r.ended = true
+		return
+	}
+	r.ended = true
+	n := int64(r.footer.Chunks)
+	if r.hdrSize == chunkHeaderSize {
+		if n < 1<<32 {
+			r.rec.ChunksMissing = int(n - r.seen.countBelow(n))
+		}
+		return
+	}
+	// Format 1 has no sequence numbers: compare counts. The footer counts the chunks before
+	// it; ChunksRead counts them and the footer.
+	read := int64(r.rec.ChunksRead - 1)
+	switch {
+	case read < n:
+		r.rec.ChunksMissing = int(n - read)
+	case read > n:
+		r.rec.ChunksExtra = int(read - n)
+	}
+}
+
+// seqSet is a set of chunk sequence numbers kept as sorted, disjoint, non-adjacent intervals:
+// a file read in order is one interval, and each gap (a damaged chunk) or chunk out of order
+// adds at most one.
+type seqSet struct{ iv [][2]int64 }
+
+// find returns the index of the first interval that ends at s-1 or later.
+func (q *seqSet) find(s int64) int {
+	return sort.Search(len(q.iv), func(i int) bool { return q.iv[i][1]+1 >= s })
+}
+
+func (q *seqSet) contains(s int64) bool {
+	i := q.find(s)
+	return i < len(q.iv) && q.iv[i][0] <= s && s <= q.iv[i][1]
+}
+
+// add adds s (not in the set); it returns false when that would need more than maxOutOfOrder
+// intervals.
+func (q *seqSet) add(s int64) bool {
+	i := q.find(s)
+	switch {
+	case i < len(q.iv) && q.iv[i][1]+1 == s:
+		q.iv[i][1] = s
+		if i+1 < len(q.iv) && q.iv[i+1][0] == s+1 {
+			q.iv[i][1] = q.iv[i+1][1]
+			q.iv = append(q.iv[:i+1], q.iv[i+2:]...)
+		}
+	case i < len(q.iv) && q.iv[i][0] == s+1:
+		q.iv[i][0] = s
+	default:
+		if len(q.iv) >= maxOutOfOrder {
+			return false
+		}
+		q.iv = append(q.iv, [2]int64{})
+		copy(q.iv[i+1:], q.iv[i:])
+		q.iv[i] = [2]int64{s, s}
+	}
+	return true
+}
+
+// countBelow returns how many members are below n.
+func (q *seqSet) countBelow(n int64) int64 {
+	var c int64
+	for _, v := range q.iv {
+		if v[0] >= n {
+			break
+		}
+		c += min(v[1], n-1) - v[0] + 1
+	}
+	return c
 }
 
 // resync scans forward from the damaged chunk at file offset start (== r.off()) for the next
@@ -367,13 +499,13 @@ func (r *Reader) resync(start int64) error {
 			continue
 		}
 		r.pos += i
-		if !r.fill(chunkHeaderSize) {
+		if !r.fill(r.hdrSize) {
 			if r.ioErr != nil {
 				return r.ioErr
 			}
 			break
 		}
-		if h, ok := parseChunkHeader(r.buf[r.pos:]); ok && h.length <= MaxChunkBody {
+		if h, ok := parseChunkHeader(r.buf[r.pos:], r.hdrSize); ok && h.length <= MaxChunkBody {
 			r.rec.BytesSkipped += r.off() - start
 			return nil
 		}

@@ -21,7 +21,7 @@ func chunkSpans(t testing.TB, data []byte) []chunkSpan {
 	t.Helper()
 	var out []chunkSpan
 	for p := headerSize; p < len(data); {
-		h, ok := parseChunkHeader(data[p:])
+		h, ok := parseChunkHeader(data[p:], chunkHeaderSize)
 		if !ok {
 			t.Fatalf("clean file has a bad chunk header at %d", p)
 		}

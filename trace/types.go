@@ -240,17 +240,60 @@ type Recovery struct {
 	TruncatedBytes int64 `json:"truncated_bytes"` // bytes after the end of the last good chunk that formed no chunk
 	Clean          bool  `json:"clean"`           // the footer was read: the file was closed properly
 	UnknownChunks  int   `json:"unknown_chunks"`  // chunks of a type this version does not know, skipped
+	// Chunks out of place (format version 2 numbers its chunks, and the footer counts them).
+	ChunksDuplicate   int `json:"chunks_duplicate,omitempty"`    // chunks with a sequence number read before: skipped, so no record counts twice
+	ChunksReordered   int `json:"chunks_reordered,omitempty"`    // chunks that came after a later one: read, but their records are out of order
+	ChunksAfterFooter int `json:"chunks_after_footer,omitempty"` // chunks after the footer (appended data): skipped
+	ChunksMissing     int `json:"chunks_missing,omitempty"`      // chunks the footer counts that were not read (damaged or removed)
+	ChunksExtra       int `json:"chunks_extra,omitempty"`        // format 1 only: chunks read beyond the footer's count (duplicates it cannot tell apart)
 }
 
 // Damaged reports whether anything was lost or skipped.
 func (r Recovery) Damaged() bool {
-	return !r.Clean || r.ChunksBad > 0 || r.BytesSkipped > 0 || r.TruncatedBytes > 0
+	return !r.Clean || r.ChunksBad > 0 || r.BytesSkipped > 0 || r.TruncatedBytes > 0 || r.OutOfPlace()
+}
+
+// OutOfPlace reports whether chunks were duplicated, reordered, appended after the footer,
+// missing, or (format 1) more than the footer counts.
+func (r Recovery) OutOfPlace() bool {
+	return r.ChunksDuplicate > 0 || r.ChunksReordered > 0 || r.ChunksAfterFooter > 0 || r.ChunksMissing > 0 || r.ChunksExtra > 0
+}
+
+// Add adds o's counts to r, for a summary over several traces; Clean stays true only if both
+// were clean.
+func (r *Recovery) Add(o Recovery) {
+	r.ChunksRead += o.ChunksRead
+	r.ChunksBad += o.ChunksBad
+	r.BytesSkipped += o.BytesSkipped
+	r.TruncatedBytes += o.TruncatedBytes
+	r.Clean = r.Clean && o.Clean
+	r.UnknownChunks += o.UnknownChunks
+	r.ChunksDuplicate += o.ChunksDuplicate
+	r.ChunksReordered += o.ChunksReordered
+	r.ChunksAfterFooter += o.ChunksAfterFooter
+	r.ChunksMissing += o.ChunksMissing
+	r.ChunksExtra += o.ChunksExtra
 }
 
 // String summarises the recovery in one line.
 func (r Recovery) String() string {
-	return fmt.Sprintf("%d chunks read, %d bad, %d bytes skipped, %d bytes truncated, clean=%v",
+	s := fmt.Sprintf("%d chunks read, %d bad, %d bytes skipped, %d bytes truncated, clean=%v",
 		r.ChunksRead, r.ChunksBad, r.BytesSkipped, r.TruncatedBytes, r.Clean)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{
+		{r.ChunksDuplicate, "duplicate chunks skipped (each counted once)"},
+		{r.ChunksReordered, "chunks out of order"},
+		{r.ChunksAfterFooter, "chunks after the footer skipped"},
+		{r.ChunksMissing, "chunks of the footer's count not read"},
+		{r.ChunksExtra, "chunks more than the footer counts (format 1 cannot tell duplicates apart)"},
+	} {
+		if c.n > 0 {
+			s += fmt.Sprintf(", %d %s", c.n, c.what)
+		}
+	}
+	return s
 }
 
 // FormatError is an unreadable file: it names the byte offset where reading failed.

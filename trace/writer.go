@@ -97,7 +97,7 @@ func NewWriter(w io.Writer, meta Meta, opt *WriterOptions) (*Writer, error) {
 	hdr = append(hdr, Magic...)
 	hdr = binary.LittleEndian.AppendUint16(hdr, FormatVersion)
 	hdr = append(hdr, make([]byte, chunkHeaderSize)...)
-	putChunkHeader(hdr[headerSize:], chunkMeta, js)
+	putChunkHeader(hdr[headerSize:], chunkMeta, 0, js)
 	hdr = append(hdr, js...)
 	if _, err := w.Write(hdr); err != nil {
 		return nil, fmt.Errorf("write trace header: %w", err)
@@ -362,7 +362,12 @@ func (w *Writer) flushLocked() error {
 	if w.n == 0 {
 		return nil
 	}
-	putChunkHeader(w.buf, chunkRecords, w.buf[chunkHeaderSize:])
+	if w.chunks >= 1<<32-1 {
+		// A sequence number would wrap: at one chunk per 100 ms that takes 13 years.
+		w.err = errors.New("write trace chunk: more than 2^32-2 chunks in one file")
+		return w.err
+	}
+	putChunkHeader(w.buf, chunkRecords, uint32(w.chunks), w.buf[chunkHeaderSize:])
 	_, err := w.w.Write(w.buf)
 	w.buf = w.buf[:chunkHeaderSize]
 	w.n = 0
@@ -430,7 +435,7 @@ func (w *Writer) writeFooter() error {
 	}
 	b := make([]byte, chunkHeaderSize, chunkHeaderSize+len(js))
 	b = append(b, js...)
-	putChunkHeader(b, chunkFooter, b[chunkHeaderSize:])
+	putChunkHeader(b, chunkFooter, uint32(w.chunks), b[chunkHeaderSize:])
 	if _, err := w.w.Write(b); err != nil {
 		w.err = fmt.Errorf("write trace footer: %w", err)
 		return w.err

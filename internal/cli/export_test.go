@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -71,11 +72,12 @@ func TestExportExitCodes(t *testing.T) {
 	}
 	future := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint16(future[len(trace.Magic):], trace.FormatVersion+1)
-	// A chunk header, its checksum right, whose length field claims 4 GiB.
-	hdr := []byte{0xab, 'P', 'L', 'C', 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+	// A chunk header (format 2: sync, type, length, seq, body CRC), its checksum right, whose
+	// length field claims 4 GiB.
+	hdr := []byte{0xab, 'P', 'L', 'C', 2, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0}
 	hdr = binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(hdr, crc32.MakeTable(crc32.Castagnoli)))
 	hostile := append(append([]byte(nil), good[:len(trace.Magic)+2]...), hdr...)
-	badHeader := append(append([]byte(nil), good[:len(trace.Magic)+2]...), 0xab, 'P', 'L', 'C', 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0)
+	badHeader := append(append([]byte(nil), good[:len(trace.Magic)+2]...), 0xab, 'P', 'L', 'C', 2, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 	cases := []struct {
 		name, path string
 		want       []string // substrings of the one stderr line
@@ -83,7 +85,7 @@ func TestExportExitCodes(t *testing.T) {
 		{"missing", filepath.Join(dir, "nope.plt"), []string{"nope.plt", "no such file"}},
 		{"directory", dir, []string{dir, "offset 0", "directory"}},
 		{"wrong magic", write("magic.plt", []byte("this is not a trace at all")), []string{"magic.plt", "offset 0", "bad magic"}},
-		{"future version", write("future.plt", future), []string{"future.plt", "offset 8", "format version 2"}},
+		{"future version", write("future.plt", future), []string{"future.plt", "offset 8", "format version " + strconv.Itoa(trace.FormatVersion+1)}},
 		{"hostile length", write("hostile.plt", hostile), []string{"hostile.plt", "offset 15", "chunk length 4294967295 exceeds"}},
 		{"bad chunk header", write("badheader.plt", badHeader), []string{"badheader.plt", "offset 10", "bad chunk header"}},
 		{"header only", write("header.plt", good[:10]), []string{"header.plt", "offset 10"}},
