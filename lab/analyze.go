@@ -32,7 +32,7 @@ func analyze(res *Result, cfg *Config) {
 	for i := range res.Points {
 		p := &res.Points[i]
 		row := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label(), InFlight: p.InflightMean,
-			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean}})[0]
+			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean, RTTMedianUS: p.RTTUS.P50}})[0]
 		res.LittlesLaw = append(res.LittlesLaw, roundLittle(row))
 		if math.Abs(row.Error) > LittleTolerance {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%", p.Label(), 100*row.Error))
@@ -50,7 +50,7 @@ func analyze(res *Result, cfg *Config) {
 				continue
 			}
 			r := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label() + " trace", InFlight: s.InFlight.Mean,
-				ThroughputPerS: s.LittlesLaw[0].ThroughputPerS, RTTMeasuredUS: s.RoundTrips.RTTUS.Mean}})[0]
+				ThroughputPerS: s.LittlesLaw[0].ThroughputPerS, RTTMeasuredUS: s.RoundTrips.RTTUS.Mean, RTTMedianUS: s.RoundTrips.RTTUS.P50}})[0]
 			res.LittlesLaw = append(res.LittlesLaw, roundLittle(r))
 			if math.Abs(r.Error) > LittleTolerance {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%% in the trace", p.Label(), 100*r.Error))

@@ -47,8 +47,8 @@ func sections(s *analyzers.Summary) []section {
 	out = append(out, ov)
 
 	if len(s.Connections) > 0 {
-		c := section{title: "Connections", header: []string{"id", "family", "local", "remote", "pid",
-			"send calls", "send bytes", "send p50 µs", "send p99 µs", "recv calls", "recv bytes", "recv p50 µs", "recv p99 µs"}}
+		c := section{title: "Connections (latency columns: system-call durations)", header: []string{"id", "family", "local", "remote", "pid",
+			"send calls", "send bytes", "send call p50 µs", "send call p99 µs", "recv calls", "recv bytes", "recv call p50 µs", "recv call p99 µs"}}
 		multi := len(s.Traces) > 1
 		if multi {
 			c.header = append([]string{"trace"}, c.header...)
