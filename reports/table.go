@@ -44,6 +44,10 @@ func sections(s *analyzers.Summary) []section {
 	if s.Recovery != nil {
 		ov.rows = append(ov.rows, []string{"recovery", s.Recovery.String()})
 	}
+	if b := s.Batches; b != nil {
+		ov.rows = append(ov.rows, []string{"batched commands", fmt.Sprintf("%s commands in %s request frames (%s of several, at most %d in one); %s batched, not split",
+			u64(b.Commands), u64(b.Frames), u64(b.MultiCommand), b.MaxPerFrame, u64(b.NotSplit))})
+	}
 	out = append(out, ov)
 
 	if len(s.Connections) > 0 {
