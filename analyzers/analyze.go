@@ -509,6 +509,10 @@ func (a *analyzer) message(m *Message) {
 		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv && len(a.tracerPairs) < maxTracerPairs {
 			a.tracerPairs = append(a.tracerPairs, trace.Event{TS: m.ReqTS, Dur: m.RTT, PID: m.PID, Conn: m.Conn, Command: uint32(m.Command), Op: trace.OpRoundTrip})
 		}
+		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend { // a traced server's reply: its service time
+			a.served(p, ca, m.ReqEnd, m.ReqTS, m.TS, m.End)
+			rec.rts++
+		}
 		a.recs.add(rec)
 		return
 	}

@@ -114,3 +114,34 @@ func hasWarning(s *Summary, sub string) bool {
 	}
 	return false
 }
+
+// A server that traces itself (venus serve --trace) gets its service time: from the request
+// frame's end to the reply frame's start, never the wait before the request.
+func TestTracerServerService(t *testing.T) {
+	path := writeTrace(t, "srv.plt", fixtures.Meta("tracer", "venus"), func(w *trace.Writer) error {
+		ts := int64(1e9)
+		for k := uint64(1); k <= 20; k++ {
+			evs := []trace.Event{
+				{TS: ts, Dur: 90000, Dir: trace.DirRecv, Op: trace.OpFrameRecv, Bytes: 40}, // waits 90 µs for the request
+				{TS: ts + 95000, Dur: 2000, Dir: trace.DirSend, Op: trace.OpFrameSend, Bytes: 28},
+			}
+			for j := range evs {
+				e := &evs[j]
+				e.PID, e.Conn, e.Source, e.ReqID, e.Command = 7, 1, trace.SourceTracer, k, 21
+				if err := w.WriteEvent(e); err != nil {
+					return err
+				}
+			}
+			ts += 200000
+		}
+		return nil
+	})
+	s, err := Analyze([]string{path}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := s.RoundTrips
+	if rt.Served != 20 || rt.Count != 20 || rt.ServiceUS == nil || rt.ServiceUS.P50 != 5 || rt.ServiceToLastUS.P50 != 7 {
+		t.Errorf("round trips %+v, want 20 served in 5 µs (7 to the last byte)", rt)
+	}
+}
