@@ -111,6 +111,8 @@ type procAgg struct {
 	// the blocked time
 	recent            [32]interval
 	nRecent           int
+	recentSvc         [32]interval // recent services of a server, to count the requests in service
+	nRecentSvc        int
 	curFrom, curTo    int64
 	rtEvents, wanting uint64  // a tracer's round-trip events; its requests that want a reply
 	rts               uint64  // round trips completed (a client's) or served (a server's)
@@ -185,6 +187,8 @@ type analyzer struct {
 	byN               map[int]*Hist // RTT by requests in flight at issue
 	inflMax           int
 	infl              series
+	svcMax            int    // a server: most requests in service at once
+	svcInfl           series // a server: requests in service over time
 	tl                series
 	win               [3]windowAgg
 	lost              map[string]uint64
@@ -279,6 +283,7 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 		a.opt.WindowCalls = DefaultWindowCalls
 	}
 	a.infl.useMax = true
+	a.svcInfl.useMax = true
 	a.specs = map[string]*Spec{}
 	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*Spec]uint64{}
 	if opt.UnitCommands != "" {
@@ -334,7 +339,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	end := ev.TS + ev.Dur
 	if !a.haveTS {
 		a.first, a.last, a.haveTS = ev.TS, end, true
-		a.tl.origin, a.infl.origin = ev.TS, ev.TS
+		a.tl.origin, a.infl.origin, a.svcInfl.origin = ev.TS, ev.TS, ev.TS
 	} else {
 		a.first = min(a.first, ev.TS)
 		a.last = max(a.last, end)
@@ -557,6 +562,18 @@ func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int
 	p.served++
 	p.serviceArea += float64(toLast)
 	a.nServed++
+	// requests in service when this one arrived: this one, and the recent ones still in service
+	n := 1
+	for i := 1; i <= min(p.nRecentSvc, len(p.recentSvc)); i++ {
+		r := p.recentSvc[(p.nRecentSvc-i)%len(p.recentSvc)]
+		if r.from <= reqEnd && r.to > reqEnd {
+			n++
+		}
+	}
+	p.recentSvc[p.nRecentSvc%len(p.recentSvc)] = interval{reqEnd, reqEnd + toLast}
+	p.nRecentSvc++
+	a.svcMax = max(a.svcMax, n)
+	a.svcInfl.add(reqEnd, float64(n))
 }
 
 // proc returns the aggregate of process pid in the current trace.

@@ -117,7 +117,7 @@ func (a *analyzer) finish() {
 	dur := float64(a.durNS) / 1e9
 	if rt.Client > 0 && dur > 0 {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
-		s.InFlight = &InFlight{Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
+		s.InFlight = &InFlight{Of: "round trips", Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
 		lambda := float64(rt.Client) / dur
 		label := "round trips"
 		if len(s.Traces) > 1 {
@@ -135,6 +135,7 @@ func (a *analyzer) finish() {
 			sarea += p.serviceArea
 		}
 		L := sarea / 1e9 / dur // requests in service, time-averaged
+		s.InFlight = &InFlight{Of: "service", Mean: round3(L), Max: a.svcMax, Series: a.svcInfl.points(a.svcInfl.origin)}
 		rows := LittleFromTable([]LittlePoint{{Label: "server service", InFlight: L, ThroughputPerS: float64(rt.Served) / dur,
 			RTTMeasuredUS: a.serviceLast.Mean() / 1e3, RTTMedianUS: rt.ServiceToLastUS.P50}})
 		for i := range rows {

@@ -223,6 +223,9 @@ type Window struct {
 
 // InFlight describes the requests outstanding over time.
 type InFlight struct {
+	// Of says what is in flight: "round trips" (a client's requests awaiting their replies)
+	// or "service" (a server's requests between their arrival and their reply).
+	Of     string      `json:"of,omitempty"`
 	Mean   float64     `json:"mean"`
 	Max    int         `json:"max"`
 	Series []TimePoint `json:"series,omitempty"`

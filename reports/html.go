@@ -22,7 +22,7 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 	if s == nil {
 		return fmt.Errorf("render html: no summary")
 	}
-	d := htmlPage{S: s, Charts: summaryCharts(s)}
+	d := htmlPage{S: s, Charts: summaryCharts(s), InShort: answer(s)}
 	d.Conns, d.ConnsMore = s.Connections, 0
 	if n := len(s.Connections); n > htmlMaxConns {
 		d.Conns, d.ConnsMore = s.Connections[:htmlMaxConns], n-htmlMaxConns
@@ -45,6 +45,7 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 
 type htmlPage struct {
 	S       *analyzers.Summary
+	InShort []string // the table's "In short" lines
 	Charts  []chart
 	Notices []string
 	// Long tables are cut to their first rows; the JSON output has them all.
@@ -67,27 +68,38 @@ type chart struct {
 	SVG     template.HTML
 }
 
+// latencyOf names what the histogram holds, for titles and captions.
+func latencyOf(s *analyzers.Summary) (title, what string) {
+	switch s.HistogramOf {
+	case "service":
+		return "Server service time", "server service times (request's last byte in → reply's first byte out)"
+	case "syscall":
+		return "System-call duration (not request latency)", "system-call durations: no request was paired with its reply, so these are not request latencies"
+	}
+	return "Round-trip latency", "round trips (request's first byte out → reply's last byte in)"
+}
+
 // summaryCharts draws the charts of an analysis, in page order.
 func summaryCharts(s *analyzers.Summary) []chart {
+	_, what := latencyOf(s)
+	inflight := "Requests in flight over the recording (the most at any moment of each time step)."
+	if s.InFlight != nil && s.InFlight.Of == "service" {
+		inflight = "Requests in service at the server over the recording (arrived, not yet answered; the most in each time step)."
+	}
 	return []chart{
-		{"histogram", "How long round trips took (or, when no request was paired with its reply, system calls), in log buckets; dashed lines: latency modes.", histogramChart(s)},
-		{"cdf", "Share of round trips (or calls) at most as slow as a latency, read off the histogram.", cdfChart(s)},
+		{"histogram", "How long the " + what + " took, in log buckets; dashed lines: latency modes, each on its bucket.", histogramChart(s)},
+		{"tail", "The tail on log-log axes: the share of " + what + " slower than a latency; a straight fall is a light tail, a long flat run a heavy one.", tailChart(s)},
+		{"cdf", "Share of " + what + " at most as slow as a latency, read off the histogram.", cdfChart(s)},
 		{"batch", "Round-trip time against requests in flight, with the fitted batch model T = T_fixed + T_per_req·N.", batchChart(s)},
 		{"timeline", "Messages per second over the recording.", timelineChart(s)},
-		{"inflight", "Requests in flight over the recording.", inflightChart(s)},
+		{"inflight", inflight, inflightChart(s)},
 		{"units", "Mean time of one unit of work, split into time blocked on round trips and the rest.", unitsChart(s)},
 		{"commands", "Messages per protocol command, by direction (the busiest commands).", commandsChart(s)},
 	}
 }
 
-func histogramChart(s *analyzers.Summary) template.HTML {
-	const name = "histogram"
-	title := "Round-trip latency histogram"
-	if s.RoundTrips.Count == 0 {
-		title = "Call latency histogram" // without pairs the analysis buckets the calls
-	}
-	var lo, hi, n []float64
-	var maxN float64
+// histBars returns the drawable buckets of the histogram: [lo, hi) and count.
+func histBars(s *analyzers.Summary) (lo, hi, n []float64) {
 	for _, b := range s.Histogram {
 		if !(b.HighUS > 0) || !finite(b.HighUS) || b.Count == 0 {
 			continue
@@ -97,23 +109,92 @@ func histogramChart(s *analyzers.Summary) template.HTML {
 			low = b.HighUS / 2 // a first bucket from 0 has no place on a log axis
 		}
 		lo, hi, n = append(lo, low), append(hi, b.HighUS), append(n, float64(b.Count))
-		maxN = math.Max(maxN, float64(b.Count))
 	}
+	return lo, hi, n
+}
+
+func histogramChart(s *analyzers.Summary) template.HTML {
+	const name = "histogram"
+	what, _ := latencyOf(s)
+	title := what + " histogram"
+	lo, hi, n := histBars(s)
 	if len(n) == 0 {
-		return noData(name, title, "no data: the analysis found no latencies to bucket")
+		return noData(name, title, noLatencies(s))
+	}
+	var maxN float64
+	for _, v := range n {
+		maxN = math.Max(maxN, v)
 	}
 	p := newPlot(name, title, logScale(lo[0], hi[len(hi)-1]), linScale(0, maxN), "latency (µs, log)", "count")
 	p.bars("count", 0, lo, hi, n)
 	for i, m := range s.Modes {
-		if m.CenterUS > 0 {
-			p.vline(m.CenterUS, fmt.Sprintf("mode %s µs (%s)", fmtNum(m.CenterUS), fmtPct(m.Share)), 3+i)
+		if !(m.CenterUS > 0) {
+			continue
+		}
+		// The marker sits on the middle of the bucket that holds the mode's centre, so that it
+		// points at a bar and not between two.
+		x := m.CenterUS
+		for j := range lo {
+			if m.CenterUS >= lo[j] && (m.CenterUS < hi[j] || j == len(lo)-1) {
+				x = math.Sqrt(lo[j] * hi[j])
+				break
+			}
+		}
+		p.vline(x, fmt.Sprintf("mode %s µs (%s)", fmtNum(m.CenterUS), fmtPct(m.Share)), 3+i)
+	}
+	return p.svg()
+}
+
+// noLatencies says why a latency chart is empty.
+func noLatencies(s *analyzers.Summary) string {
+	if s.Events == 0 {
+		return "no data: the trace holds no events"
+	}
+	return "no data: no call moved data, so there is no latency to draw"
+}
+
+// tailChart draws the survival function P(latency > x) on log-log axes, from the histogram:
+// the tail that a linear histogram flattens into its last few pixels.
+func tailChart(s *analyzers.Summary) template.HTML {
+	const name = "tail"
+	what, _ := latencyOf(s)
+	title := what + ": tail (log-log)"
+	lo, hi, n := histBars(s)
+	var total float64
+	for _, v := range n {
+		total += v
+	}
+	if total == 0 {
+		return noData(name, title, noLatencies(s))
+	}
+	var xs, ys []float64
+	left := total
+	xs, ys = append(xs, lo[0]), append(ys, 1)
+	for i := range n {
+		left -= n[i]
+		if left <= 0 {
+			break // P(X > max) = 0 has no place on a log axis
+		}
+		xs, ys = append(xs, hi[i]), append(ys, left/total)
+	}
+	if len(xs) < 2 {
+		return noData(name, title, "no data: every latency fell in one bucket, so there is no tail to draw")
+	}
+	p := newPlot(name, title, logScale(xs[0], hi[len(hi)-1]), logScale(math.Min(ys[len(ys)-1], 1/total), 1), "latency (µs, log)", "share slower (log)")
+	p.step("P(latency > x)", 0, xs, ys)
+	if rt := s.RoundTrips; s.HistogramOf == "rtt" && rt.Count > 0 {
+		p.vline(rt.RTTUS.P99, "p99 "+fmtNum(rt.RTTUS.P99), 3)
+		if rt.RTTUS.P999 > 0 {
+			p.vline(rt.RTTUS.P999, "p99.9 "+fmtNum(rt.RTTUS.P999), 4)
 		}
 	}
 	return p.svg()
 }
 
 func cdfChart(s *analyzers.Summary) template.HTML {
-	const name, title = "cdf", "Latency CDF"
+	const name = "cdf"
+	what, _ := latencyOf(s)
+	title := what + " CDF"
 	var total float64
 	for _, b := range s.Histogram {
 		if b.HighUS > 0 && finite(b.HighUS) {
@@ -121,7 +202,7 @@ func cdfChart(s *analyzers.Summary) template.HTML {
 		}
 	}
 	if total == 0 {
-		return noData(name, title, "no data: the analysis found no latencies")
+		return noData(name, title, noLatencies(s))
 	}
 	var xs, ys []float64
 	var cum float64
@@ -141,7 +222,7 @@ func cdfChart(s *analyzers.Summary) template.HTML {
 	}
 	p := newPlot(name, title, logScale(xs[0], xs[len(xs)-1]), linScale(0, 1), "latency (µs, log)", "fraction ≤ latency")
 	p.line("CDF", 0, xs, ys, len(xs) <= 120)
-	if rt := s.RoundTrips; rt.Count > 0 {
+	if rt := s.RoundTrips; s.HistogramOf == "rtt" && rt.Count > 0 {
 		p.vline(rt.RTTUS.P50, "p50 "+fmtNum(rt.RTTUS.P50), 2)
 		p.vline(rt.RTTUS.P99, "p99 "+fmtNum(rt.RTTUS.P99), 3)
 	}
@@ -170,7 +251,14 @@ func batchChart(s *analyzers.Summary) template.HTML {
 		}
 	}
 	if len(ns) == 0 && f == nil {
-		return noData(name, title, "no data: no runs at several N and no batch fit")
+		why := "no data: no round trips paired, so nothing is known of RTT against requests in flight"
+		if s.RoundTrips.Count > 0 {
+			why = "no data: the batch model needs round trips at two or more numbers in flight"
+			if s.InFlight != nil {
+				why += fmt.Sprintf(" (this trace had at most %d)", s.InFlight.Max)
+			}
+		}
+		return noData(name, title, why)
 	}
 	nMax, tMax := 1.0, 0.0
 	for i := range ns {
@@ -207,21 +295,29 @@ func batchChart(s *analyzers.Summary) template.HTML {
 }
 
 func timelineChart(s *analyzers.Summary) template.HTML {
-	return seriesChart("timeline", "Messages per second", "messages/s", s.Timeline, s.Phases)
+	return seriesChart("timeline", "Messages per second", "messages/s", s.Timeline, s.Phases, "no data: no message moved data in this trace")
 }
 
 func inflightChart(s *analyzers.Summary) template.HTML {
 	var pts []analyzers.TimePoint
+	title, label := "Requests in flight", "in flight"
 	if s.InFlight != nil {
 		pts = s.InFlight.Series
+		if s.InFlight.Of == "service" {
+			title, label = "Requests in service (server)", "in service"
+		}
 	}
-	return seriesChart("inflight", "Requests in flight", "in flight", pts, s.Phases)
+	why := "no data: no request was paired with its reply, so nothing is known to be in flight"
+	if s.Protocol == "raw" || s.Protocol == "" {
+		why = "no data: no protocol decoded and no exchange inferred, so requests and replies are unknown"
+	}
+	return seriesChart("inflight", title, label, pts, s.Phases, why)
 }
 
-// seriesChart draws a value over time, with the phases marked.
-func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases []analyzers.PhaseStats) template.HTML {
+// seriesChart draws a value over time, with the phases marked; empty says why there is none.
+func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases []analyzers.PhaseStats, empty string) template.HTML {
 	if len(pts) == 0 {
-		return noData(name, title, "no data: no time series in this analysis")
+		return noData(name, title, empty)
 	}
 	var xs, ys []float64
 	t0, t1, yMax := math.Inf(1), math.Inf(-1), 0.0
@@ -233,7 +329,7 @@ func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases [
 		t0, t1, yMax = math.Min(t0, pt.TS), math.Max(t1, pt.TS), math.Max(yMax, pt.Value)
 	}
 	if len(xs) == 0 {
-		return noData(name, title, "no data: no time series in this analysis")
+		return noData(name, title, empty)
 	}
 	p := newPlot(name, title, linScale(t0, t1), linScale(0, yMax), "time (s)", yLabel)
 	for i, ph := range phases {
@@ -259,7 +355,7 @@ func unitsChart(s *analyzers.Summary) template.HTML {
 		wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
 	}
 	if len(cats) == 0 {
-		return noData("units", "Per-unit breakdown", "no data: no units of work (token markers) in the trace")
+		return noData("units", "Per-unit breakdown", "no data: no units of work (no token markers; name a command with --unit-command)")
 	}
 	return stackedBars("units", "Per-unit breakdown", "mean time per unit (µs)", cats,
 		[]string{"blocked on round trips", "other"}, [][]float64{wait, rest}, notes)
@@ -303,7 +399,11 @@ func commandsChart(s *analyzers.Summary) template.HTML {
 		cats[i], send[i], recv[i] = r.name, r.send, r.recv
 	}
 	if len(rows) == 0 {
-		return noData("commands", "Messages by command", "no data: no protocol commands decoded")
+		why := "no data: no protocol commands decoded"
+		if s.Protocol == "raw" || s.Protocol == "" {
+			why = "no data: protocol unknown, so no commands (try --protocol or --protocol-spec)"
+		}
+		return noData("commands", "Messages by command", why)
 	}
 	return stackedBars("commands", "Messages by command", "messages", cats, []string{"sent", "received"},
 		[][]float64{send, recv}, nil)
@@ -388,12 +488,20 @@ figure{margin:0;flex:1 1 640px;max-width:660px}
 figure svg{width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}
 .muted{color:#777}
+.inshort{background:#eef5fb;border:1px solid #9cc3e5;padding:.4em 1em;margin:1em 0}
+.inshort h2{margin:.2em 0;border:0}.inshort li{margin:.2em 0}
 </style>
 </head>
 <body>
 <h1>perflab analyze</h1>
 <p>{{range $i, $t := .S.Traces}}{{if $i}}, {{end}}<code>{{$t}}</code>{{end}}
 — protocol <b>{{.S.Protocol}}</b>, {{int .S.Events}} events, {{num .S.Duration}} s{{if .S.Lost}}, <b>{{int .S.Lost}} lost</b>{{end}}</p>
+<section class="inshort" id="in-short">
+<h2>In short</h2>
+{{if .InShort}}<ul>
+{{range .InShort}}<li>{{.}}</li>
+{{end}}</ul>{{else}}<p class="muted">Nothing to say in short: no units of work, round trips or services were found (see the warnings and tables below).</p>{{end}}
+</section>
 {{if or .S.Warnings .Notices}}
 <section class="warnings" id="warnings" role="alert">
 <h2>Warnings ({{len .S.Warnings}}{{if .Notices}} + {{len .Notices}}{{end}})</h2>

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -84,8 +85,8 @@ func charts(t *testing.T, page string) map[string]chartInfo {
 		}
 		out[name] = ci
 	}
-	if len(out) != 7 {
-		t.Fatalf("found %d charts, want 7: %v", len(out), out)
+	if len(out) != 8 {
+		t.Fatalf("found %d charts, want 8: %v", len(out), out)
 	}
 	return out
 }
@@ -358,6 +359,73 @@ func TestFmt(t *testing.T) {
 	}{{0, "0"}, {0.0123, "0.0123"}, {1.5, "1.50"}, {150.25, "150.2"}, {12345.6, "12346"}, {math.NaN(), "–"}, {math.Inf(-1), "–"}} {
 		if got := fmtNum(tc.v); got != tc.want {
 			t.Errorf("fmtNum(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestHTMLServerTrace: a real llama.cpp RPC server's trace gets the service-time histogram
+// and the requests-in-service chart, the "In short" lines at the top, and full command names.
+func TestHTMLServerTrace(t *testing.T) {
+	for _, path := range []string{"../fixtures/real/llamacpp/server-fitoff.plt", "../fixtures/real/venusplus/server-phase2.plt"} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+			if err != nil {
+				t.Fatalf("Analyze: %v", err)
+			}
+			page := renderHTML(t, s)
+			cs := charts(t, page)
+			for _, name := range []string{"histogram", "tail", "cdf", "inflight", "commands"} {
+				if cs[name].noData || cs[name].marks == 0 {
+					t.Errorf("chart %s is empty", name)
+				}
+			}
+			for _, want := range []string{"Server service time histogram", "Requests in service (server)", `id="in-short"`, "round trips served"} {
+				if !strings.Contains(page, want) {
+					t.Errorf("page lacks %q", want)
+				}
+			}
+			if i, j := strings.Index(page, `id="in-short"`), strings.Index(page, `<h2>Charts</h2>`); i < 0 || j < i {
+				t.Error(`"In short" is not above the charts`)
+			}
+			// Every command is named in full on the bars of the commands chart.
+			svg := page[strings.Index(page, `data-chart="commands"`):]
+			svg = svg[:strings.Index(svg, "</svg>")]
+			for _, c := range s.Commands[:min(len(s.Commands), 12)] {
+				if c.Name != "" && !strings.Contains(svg, ">"+c.Name+"</text>") {
+					t.Errorf("commands chart lacks the full name %q", c.Name)
+				}
+			}
+			if strings.Contains(svg, "…</text>") {
+				t.Error("a command name is cut")
+			}
+		})
+	}
+}
+
+// TestHTMLModeOnItsBin: each mode's marker is drawn at the middle of the histogram bar that
+// holds the mode's centre.
+func TestHTMLModeOnItsBin(t *testing.T) {
+	s := richSummary()
+	page := string(histogramChart(s))
+	for _, m := range s.Modes {
+		label := "mode " + fmtNum(m.CenterUS) + " µs"
+		i := strings.Index(page, label)
+		if i < 0 {
+			t.Fatalf("no marker %q", label)
+		}
+		// the marker's line is just before its label: <line x1="X" ...><text ...>label
+		line := page[strings.LastIndex(page[:i], "<line x1=\"")+len("<line x1=\""):]
+		x, _ := strconv.ParseFloat(line[:strings.IndexByte(line, '"')], 64)
+		onBar := false
+		for _, r := range regexp.MustCompile(`<rect class="datum"[^>]* x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"`).FindAllStringSubmatch(page, -1) {
+			x0, _ := strconv.ParseFloat(r[1], 64)
+			w, _ := strconv.ParseFloat(r[2], 64)
+			if x >= x0 && x <= x0+w && math.Abs(x-(x0+w/2)) < w/2*0.2+0.6 {
+				onBar = true
+			}
+		}
+		if !onBar {
+			t.Errorf("mode %g µs: marker at x=%g is not on the middle of a bar", m.CenterUS, x)
 		}
 	}
 }

@@ -472,14 +472,22 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 	x := linScale(0, hi)
 	p := newPlot(name, title, x, linScale(0, 1), xLabel, "")
 	p.legendBelow = true
-	left := float64(plotLeft + 90) // category labels sit left of the bars
+	// Category labels sit left of the bars, in full: the margin grows with the longest name
+	// (about 6.2 px a character at 11 px), up to half the chart; a longer name gets a smaller font.
+	longest := 0
+	for c := 0; c < shown; c++ {
+		longest = max(longest, len([]rune(cats[c])))
+	}
+	labelW := math.Min(math.Max(90, 6.2*float64(longest)+4), plotW/2-plotLeft)
+	left := float64(plotLeft) + labelW
 	p.x.p0 = left
 	rowH := float64(plotH-plotTop-plotBottom) / float64(shown)
 	barH := math.Min(rowH*0.6, 28)
 	for c := 0; c < shown; c++ {
 		y := float64(plotTop) + rowH*float64(c) + (rowH-barH)/2
-		fmt.Fprintf(&p.body, `<text x="%s" y="%s" text-anchor="end" font-size="11">%s</text>`+"\n",
-			num(left-6), num(y+barH/2+4), esc(shorten(cats[c], 19)))
+		fs := math.Min(11, 11*(labelW+plotLeft-10)/(6.2*float64(len([]rune(cats[c])))+1))
+		fmt.Fprintf(&p.body, `<text class="cat" x="%s" y="%s" text-anchor="end" font-size="%s">%s</text>`+"\n",
+			num(left-6), num(y+barH/2+4), num(fs), esc(cats[c]))
 		if c < len(notes) && notes[c] != "" {
 			fmt.Fprintf(&p.body, `<text x="%s" y="%s" font-size="10" fill="#444">%s</text>`+"\n",
 				num(left+2), num(y+barH+11), esc(notes[c]))
@@ -527,7 +535,8 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 	return template.HTML(b.String())
 }
 
-// shorten cuts s to at most n runes, marking the cut with "…".
+// shorten cuts s to at most n runes, marking the cut with "…" (legend labels; category names
+// are never cut).
 func shorten(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
