@@ -263,6 +263,8 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 		// no whole record in the head: the frame header's flags field, when the head holds it
 		var f framer
 		f.spec, f.hdr, f.order = c.spec, c.spec.Request, le
+		f.grab()
+		defer func() { f.have = 0; f.drop() }()
 		f.have = copy(f.buf[:], ev.Payload)
 		magicOK := true
 		if mg := c.spec.Request.Magic; mg != nil {

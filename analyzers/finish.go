@@ -13,6 +13,8 @@ const minCISamples = 6
 func (a *analyzer) finish() {
 	s := a.s
 	s.Duration = secs(a.durNS)
+	// Sized once: a trace of many connections would otherwise copy the list at every growth.
+	s.Connections = make([]ConnStats, 0, len(a.connList))
 	for _, c := range a.connList {
 		cs := ConnStats{Trace: a.traceLabel(c.trace), ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {

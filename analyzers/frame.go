@@ -1,6 +1,9 @@
 package analyzers
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"sync"
+)
 
 // frameInfo is a frame rebuilt by a framer, before pairing.
 type frameInfo struct {
@@ -42,8 +45,11 @@ type framer struct {
 	order   binary.ByteOrder
 	peekEnd int // bytes of the frame to capture: the header and every field
 
-	state    int
-	buf      [framePeek]byte
+	state int
+	// buf holds the captured bytes of the frame being read; it is taken from peekBufs when the
+	// first byte comes and given back when the frame is emitted, so that the framers of the
+	// many idle connections of a trace hold no buffer (have > 0 implies buf != nil).
+	buf      *[framePeek]byte
 	have     int   // bytes in buf
 	frameLen int64 // whole frame, header included
 	consumed int64 // bytes of the frame seen so far
@@ -58,6 +64,24 @@ type framer struct {
 	lostBytes int64  // bytes not decoded: skipped while sync was lost
 	seenBytes int64  // bytes fed
 	out       frameInfo
+}
+
+// peekBufs recycles the framers' capture buffers.
+var peekBufs = sync.Pool{New: func() any { return new([framePeek]byte) }}
+
+// grab makes sure f has a capture buffer.
+func (f *framer) grab() {
+	if f.buf == nil {
+		f.buf = peekBufs.Get().(*[framePeek]byte)
+	}
+}
+
+// drop gives f's capture buffer back once it holds nothing.
+func (f *framer) drop() {
+	if f.buf != nil && f.have == 0 {
+		peekBufs.Put(f.buf)
+		f.buf = nil
+	}
 }
 
 func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
@@ -162,6 +186,7 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 				f.lostBytes += n - pos
 				return
 			}
+			f.grab()
 			copy(f.buf[f.have:], head[pos:pos+k])
 			f.have += int(k)
 			pos += k
@@ -183,6 +208,7 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 			need := min(int64(f.peekEnd), f.frameLen) - int64(f.have)
 			k := min(need, h-pos)
 			if k > 0 {
+				f.grab()
 				copy(f.buf[f.have:], head[pos:pos+k])
 				f.have += int(k)
 				pos += k
@@ -207,9 +233,11 @@ func (f *framer) resync(head []byte) bool {
 	if len(head) < f.hdr.Bytes {
 		return false
 	}
+	f.grab()
 	f.have = copy(f.buf[:f.hdr.Bytes], head)
 	ok := f.parseHeader()
 	f.have = 0
+	f.drop()
 	f.frameLen = 0
 	if !ok {
 		return false
@@ -223,6 +251,7 @@ func (f *framer) loseSync() {
 	f.lost++
 	f.state = stLost
 	f.reset()
+	f.drop()
 }
 
 func (f *framer) reset() {
@@ -234,7 +263,11 @@ func (f *framer) reset() {
 
 func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
 	o := &f.out
-	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: f.buf[:f.have]}
+	var peek []byte
+	if f.buf != nil {
+		peek = f.buf[:f.have]
+	}
+	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: peek}
 	if truncated {
 		o.size = max(f.frameLen, f.consumed)
 	}
@@ -245,6 +278,8 @@ func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
 	f.state = stHeader
 	f.reset()
 	emit(o)
+	o.peek = nil
+	f.drop()
 }
 
 // flush ends the stream: a frame in progress is emitted as truncated.
@@ -256,6 +291,7 @@ func (f *framer) flush(end int64, emit func(*frameInfo)) {
 	if f.have < f.hdr.Bytes { // not even a header: count the bytes as lost
 		f.lost++
 		f.reset()
+		f.drop()
 		return
 	}
 	f.finish(end, true, emit)

@@ -83,6 +83,10 @@ func TestBadFlagValues(t *testing.T) {
 		{[]string{"bench", "--clients", "0"}, "--clients: \"0\" is not a number from 1 to"},
 		{[]string{"bench", "--format", "xml"}, "--format xml: want one of table, markdown"},
 		{[]string{"bench", "--loop", "x"}, "--loop x: want one of batch, conn"},
+		// top (record's flags, and --sort)
+		{[]string{"top", "--sort", "x", "-p", "1"}, "--sort x: want one of msgs"},
+		{[]string{"top", "--payload-bytes", "-1", "-p", "1"}, "--payload-bytes -1: want 0 to 256"},
+		{[]string{"top", "-p", "1"}, "-p 1: want a process whose descendants are not the whole system"},
 		// export
 		{[]string{"export", "--format", "xml", tr}, "--format \"xml\" unknown (want"},
 	} {
