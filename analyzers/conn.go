@@ -47,6 +47,9 @@ type connDecoder struct {
 	tracer      bool           // frames come from an in-process tracer
 	variantDone bool           // venus: whether the frames are venusd's or real Venus was decided
 	text        [3]*textStream // text protocols (http, line): one stream per direction
+	data        int64          // bytes the connection's data events moved
+	explained   int64          // of them, bytes of messages decoded (binary, resp, tracer frames)
+	resp        [3]respStream  // resp: one stream per direction
 }
 
 func (c *connDecoder) setup(ev *trace.Event) {
@@ -77,7 +80,9 @@ func (c *connDecoder) event(ev *trace.Event) {
 		return
 	}
 	c.ev = ev
+	c.data += max(ev.Bytes, 0)
 	if ev.Op == trace.OpFrameSend || ev.Op == trace.OpFrameRecv {
+		c.explained += max(ev.Bytes, 0) // a tracer's frames are whole messages
 		c.tracerFrame(ev)
 		return
 	}
@@ -103,6 +108,9 @@ func (c *connDecoder) event(ev *trace.Event) {
 func (c *connDecoder) frame(fi *frameInfo) {
 	ev := c.ev
 	c.venusVariant(fi)
+	if !fi.truncated && !fi.lostSync {
+		c.explained += fi.size
+	}
 	m := c.d.msg(c, ev)
 	m.TS, m.End, m.FirstEnd, m.CallNS, m.Size, m.Calls = fi.ts, fi.end, fi.firstEnd, fi.callNS, fi.size, fi.calls
 	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
@@ -290,31 +298,6 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 		c.pushID(pendingReq{ts: m.TS, end: m.End, cmd: m.Command, name: m.Name, reqID: ev.ReqID})
 	}
 	c.d.deliver(m)
-}
-
-// respCall decodes Redis RESP: a call that starts with a RESP type byte starts a message (its
-// command is the first bulk string of an array); other calls continue the open message. Every
-// request gets a reply, in order.
-func (c *connDecoder) respCall(ev *trace.Event) {
-	p := ev.Payload
-	if len(p) > 0 && (bytes.IndexByte([]byte("*$+-:_#,(!=%~>|"), p[0]) >= 0 || ev.Dir == c.reqDir && isInline(p)) {
-		m := c.d.msg(c, ev)
-		m.Size, m.Calls = ev.Bytes, 1
-		if ev.Dir == c.reqDir {
-			m.Name = respCommand(p)
-			m.WantsReply = true
-			c.push(pendingReq{ts: m.TS, end: m.End, name: m.Name})
-		} else {
-			m.IsReply = true
-			if q, ok := c.pop(); ok {
-				m.Name, m.ReqTS, m.ReqEnd, m.RTT = q.name, q.ts, q.end, m.End-q.ts
-			}
-		}
-		c.d.deliver(m)
-		return
-	}
-	// a call that continues a message already delivered: its bytes are in the totals; the
-	// message's size stays that of its first call
 }
 
 // isInline reports whether p starts an inline RESP command: a word of letters ended by a

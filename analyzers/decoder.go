@@ -32,8 +32,9 @@ type decoder struct {
 	versions map[uint64][3]int
 	m        Message
 	out      sink
-	protos   map[string]bool // protocols seen
-	batch    Batch           // Message.Batch's storage
+	protos   map[string]bool  // protocols seen
+	chosen   map[uint64]*Spec // auto: the protocol chosen for each connection by trial decoding
+	batch    Batch            // Message.Batch's storage
 }
 
 func resolveSpec(opt Options) (*Spec, error) {
@@ -92,6 +93,9 @@ func (d *decoder) conn(ev *trace.Event) *connDecoder {
 		if d.fixed != nil {
 			c.spec = d.fixed
 			c.version = d.fixed.defVer
+		} else if s := d.chosen[key]; s != nil {
+			c.spec = s
+			c.version = s.defVer
 		}
 		d.conns[key] = c
 	}
@@ -129,6 +133,9 @@ func (d *decoder) flush() {
 			if st != nil {
 				st.flush()
 			}
+		}
+		if c.spec != nil && c.spec.Kind == "resp" {
+			c.respFlush()
 		}
 	}
 }
@@ -192,6 +199,11 @@ func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error 
 	d, err := newDecoder(i, spec, out)
 	if err != nil {
 		return err
+	}
+	if spec == nil {
+		if d.chosen, err = choose(i, path); err != nil {
+			return err
+		}
 	}
 	out.begin(i, path, r.Meta())
 	for {

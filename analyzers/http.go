@@ -97,6 +97,9 @@ func (p *httpProto) line(st *textStream, l []byte) {
 		} else {
 			p.requestLine(st, l)
 		}
+		if st.lost {
+			return
+		}
 		p.state = hsHeaders
 	case hsHeaders:
 		if len(l) == 0 {
@@ -134,6 +137,10 @@ func (p *httpProto) bodyDone(st *textStream) {
 
 func (p *httpProto) requestLine(st *textStream, l []byte) {
 	st.isReply, st.wantsReply = false, true
+	if !bytes.HasSuffix(l, []byte(" HTTP/1.1")) && !bytes.HasSuffix(l, []byte(" HTTP/1.0")) {
+		st.reject() // no HTTP/1.x request line
+		return
+	}
 	sp := bytes.IndexByte(l, ' ')
 	method := string(l[:sp])
 	target := l[sp+1:]

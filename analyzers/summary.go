@@ -14,6 +14,7 @@ type Summary struct {
 	Traces   []string        `json:"traces"`             // the files analysed
 	Meta     []trace.Meta    `json:"meta"`               // one per trace
 	Protocol string          `json:"protocol"`           // decoder used: venus, ggml-rpc, resp, raw, or a spec's name
+	Decoding *Decoding       `json:"decoding,omitempty"` // how much of the data the decoders explained
 	Events   uint64          `json:"events"`             // events read
 	Lost     uint64          `json:"lost"`               // events the producers reported lost, all sources
 	Recovery *trace.Recovery `json:"recovery,omitempty"` // present when a trace was damaged or cut
@@ -138,6 +139,25 @@ type CmdStats struct {
 	// RTTUS is, on the replies a client received, the round-trip time of the requests of this
 	// command; on the replies a server sent, its service time (request received → reply sent).
 	RTTUS *Latency `json:"rtt_us,omitempty"`
+}
+
+// Decoding says how much of the traffic the protocol decoders explained: bytes of messages
+// decoded whole, out of the bytes the data events moved.
+type Decoding struct {
+	Mode         string          `json:"mode"` // "auto", "forced" (--protocol NAME) or "spec" (--protocol-spec)
+	Bytes        uint64          `json:"bytes"`
+	DecodedBytes uint64          `json:"decoded_bytes"`
+	Share        float64         `json:"share"` // DecodedBytes / Bytes, 0..1
+	Protocols    []ProtocolShare `json:"protocols"`
+}
+
+// ProtocolShare is what one protocol explained of the connections it decoded.
+type ProtocolShare struct {
+	Name         string  `json:"name"`
+	Connections  int     `json:"connections"`
+	Bytes        uint64  `json:"bytes"`
+	DecodedBytes uint64  `json:"decoded_bytes"`
+	Share        float64 `json:"share"`
 }
 
 // StatusCount counts the replies of one protocol with one status (HTTP's 200, 404).

@@ -1,6 +1,12 @@
 package analyzers
 
-import "sort"
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/perflab/perflab/trace"
+)
 
 // textAgg gathers what the text protocols (http, line) add to a Summary: replies by status,
 // and the times a stream lost its line boundaries.
@@ -8,6 +14,8 @@ type textAgg struct {
 	status   map[statusKey]uint64
 	blind    uint64
 	rejected uint64
+	shares   map[string]*ProtocolShare // by protocol
+	atLeast  []string                  // resp: connections with pipelined commands past the head
 }
 
 type statusKey struct {
@@ -27,7 +35,32 @@ func (t *textAgg) message(m *Message) {
 
 // end takes the counts of a trace's decoder.
 func (t *textAgg) end(d *decoder) {
+	if t.shares == nil {
+		t.shares = map[string]*ProtocolShare{}
+	}
 	for _, c := range d.conns {
+		if c.spec != nil && c.data > 0 {
+			p := t.shares[c.spec.Name]
+			if p == nil {
+				p = &ProtocolShare{Name: c.spec.Name}
+				t.shares[c.spec.Name] = p
+			}
+			p.Connections++
+			p.Bytes += uint64(c.data)
+			p.DecodedBytes += uint64(c.decoded())
+		}
+		if c.spec != nil && c.spec.Kind == "resp" && len(t.atLeast) < 16 {
+			for dir := range c.resp {
+				if st := &c.resp[dir]; st.atLeast > 0 {
+					what := "commands"
+					if trace.Dir(dir) != c.reqDir {
+						what = "replies"
+					}
+					t.atLeast = append(t.atLeast, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; record with --payload-bytes 256 to see more)",
+						c.id, c.pid, trace.Dir(dir), what, st.count+st.atLeast, st.count, st.atLeast, what))
+				}
+			}
+		}
 		for _, st := range c.text {
 			if st != nil {
 				t.blind += st.blindSpells
@@ -48,10 +81,58 @@ func (t *textAgg) finish(a *analyzer) {
 		}
 		return x.Code < y.Code
 	})
+	t.decoding(a)
+	for _, w := range t.atLeast {
+		a.warnf("%s", w)
+	}
 	if t.blind > 0 {
 		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call are not counted (counts are lower bounds; record with --payload-bytes 256)", t.blind)
 	}
 	if t.rejected > 0 {
 		a.warnf("%d times a text protocol's message started with a line that is none of the protocol's; the bytes up to the next message were not decoded", t.rejected)
 	}
+}
+
+// minForcedShare is the share of the bytes below which a protocol given by name is warned
+// about: the traffic is mostly something else.
+const minForcedShare = 0.9
+
+// decoding fills Summary.Decoding: the choice per protocol and the share of the bytes decoded.
+func (t *textAgg) decoding(a *analyzer) {
+	if len(t.shares) == 0 {
+		return
+	}
+	dc := &Decoding{Mode: "auto", Protocols: []ProtocolShare{}}
+	if sp := a.opt.Spec; sp != nil {
+		dc.Mode = "spec"
+		if a.opt.Protocol == sp.Name {
+			dc.Mode = "forced"
+		}
+	}
+	for _, p := range t.shares {
+		p.Share = share(p.DecodedBytes, p.Bytes)
+		dc.Bytes += p.Bytes
+		dc.DecodedBytes += p.DecodedBytes
+		dc.Protocols = append(dc.Protocols, *p)
+	}
+	sort.Slice(dc.Protocols, func(i, j int) bool {
+		x, y := dc.Protocols[i], dc.Protocols[j]
+		if x.Bytes != y.Bytes {
+			return x.Bytes > y.Bytes
+		}
+		return x.Name < y.Name
+	})
+	dc.Share = share(dc.DecodedBytes, dc.Bytes)
+	a.s.Decoding = dc
+	if dc.Mode != "auto" && dc.Share < minForcedShare {
+		a.warnf("protocol %s decoded %.1f%% of the %d bytes of data (less than %.0f%%): the traffic is mostly not %s, or its framing was lost; the counts cover the decoded part only (try --protocol auto)",
+			a.opt.Spec.Name, 100*dc.Share, dc.Bytes, 100*minForcedShare, a.opt.Spec.Name)
+	}
+}
+
+func share(part, whole uint64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return math.Round(1e4*float64(part)/float64(whole)) / 1e4
 }

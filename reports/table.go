@@ -41,6 +41,10 @@ func sections(s *analyzers.Summary) []section {
 		[]string{"send", fmt.Sprintf("%s calls, %s bytes, %s frames", u64(s.Totals.Send.Calls), u64(s.Totals.Send.Bytes), u64(s.Totals.Send.Frames))},
 		[]string{"recv", fmt.Sprintf("%s calls, %s bytes, %s frames", u64(s.Totals.Recv.Calls), u64(s.Totals.Recv.Bytes), u64(s.Totals.Recv.Frames))},
 	)
+	if d := s.Decoding; d != nil {
+		row := []string{"decoded", decodingText(d)}
+		ov.rows = append(ov.rows[:2], append([][]string{row}, ov.rows[2:]...)...)
+	}
 	if s.Recovery != nil {
 		ov.rows = append(ov.rows, []string{"recovery", s.Recovery.String()})
 	}
@@ -497,4 +501,18 @@ func speedup(v float64) string {
 		return "-"
 	}
 	return tnum(v) + "×"
+}
+
+// decodingText says how much of the data the decoders explained, and (auto) which protocol
+// was chosen on how many connections: "99.2% of 3600 bytes (auto: http on 2 connections, 99.2%)".
+func decodingText(d *analyzers.Decoding) string {
+	var parts []string
+	for _, p := range d.Protocols {
+		conns := "connections"
+		if p.Connections == 1 {
+			conns = "connection"
+		}
+		parts = append(parts, fmt.Sprintf("%s on %d %s, %s", p.Name, p.Connections, conns, pct(p.Share)))
+	}
+	return fmt.Sprintf("%s of %s bytes (%s: %s)", pct(d.Share), u64(d.Bytes), d.Mode, strings.Join(parts, "; "))
 }

@@ -1,0 +1,139 @@
+package analyzers
+
+import (
+	"bufio"
+	"io"
+	"os"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// trialEvents is how many data events of each connection every candidate decoder is tried on
+// when the protocol is chosen automatically.
+const trialEvents = 256
+
+// candidates are the protocols auto detection tries on each connection, in order of
+// preference when two explain as many bytes. venus tells venusd's framing from real Venus
+// itself; raw explains nothing and is what is left.
+var candidates = []string{"venus", "ggml-rpc", "resp", "http", "memcached"}
+
+// choose reads the trace at path once and chooses, for each connection, the protocol whose
+// decoder explains the most bytes of its first trialEvents data events (bytes of messages it
+// decoded whole). Connections of a tracer's frame events keep the first-bytes detection.
+func choose(i int, path string) (map[uint64]*Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &ReadError{path, unwrapPath(err)}
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return nil, &ReadError{path, err}
+	}
+	sink := &msgSink{fn: func(*Message) error { return nil }}
+	decs := make([]*decoder, len(candidates))
+	for k, n := range candidates {
+		s, err := BuiltinSpec(n)
+		if err != nil {
+			return nil, err
+		}
+		if decs[k], err = newDecoder(i, s, sink); err != nil {
+			return nil, err
+		}
+	}
+	first, err := newDecoder(i, nil, sink) // for the first-bytes detection
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint64]int{} // data events tried, by connection; -1: not tried
+	chosen := map[uint64]*Spec{}
+	var rec trace.Record
+	for {
+		err := r.Next(&rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			break // the main pass reports it
+		}
+		ev := &rec.Event
+		if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
+			continue
+		}
+		key := connKey(ev)
+		k, ok := seen[key]
+		if !ok {
+			// A tracer's frames, the Venus magic and a ggml-rpc HELLO say what the connection
+			// speaks; the others are tried.
+			if sp := first.detect(ev); sp.Name == "venus" || sp.Name == "ggml-rpc" {
+				seen[key] = -1
+				continue
+			}
+		}
+		if k < 0 || k >= trialEvents {
+			continue
+		}
+		seen[key] = k + 1
+		for _, d := range decs {
+			d.event(ev)
+		}
+		if k+1 == trialEvents {
+			chosen[key] = best(decs, key)
+		}
+	}
+	for _, d := range decs {
+		d.flush()
+	}
+	for key, k := range seen {
+		if k > 0 && k < trialEvents {
+			chosen[key] = best(decs, key)
+		}
+	}
+	return chosen, nil
+}
+
+// minTrialShare is the least share of a connection's bytes a decoder must explain to be
+// chosen for it; below, the connection is raw.
+const minTrialShare = 0.5
+
+// best returns the candidate that explained the most of connection key's bytes, and forgets
+// the candidates' state of it.
+func best(decs []*decoder, key uint64) *Spec {
+	var sp *Spec
+	var most, data int64
+	for _, d := range decs {
+		c := d.conns[key]
+		if c == nil {
+			continue
+		}
+		data = c.data
+		if x := c.decoded(); x > most {
+			sp, most = c.spec, x
+		}
+		delete(d.conns, key)
+	}
+	if sp == nil || float64(most) < minTrialShare*float64(data) {
+		sp, _ = BuiltinSpec("raw")
+	}
+	return sp
+}
+
+// connKey is the key of an event's connection in decoder.conns.
+func connKey(ev *trace.Event) uint64 {
+	if ev.Conn == 0 {
+		return 1<<63 | uint64(ev.PID)
+	}
+	return ev.Conn
+}
+
+// decoded returns the bytes of the connection that its decoder explained: bytes of messages
+// decoded whole.
+func (c *connDecoder) decoded() int64 {
+	x := c.explained
+	for _, st := range c.text {
+		if st != nil {
+			x += st.explained
+		}
+	}
+	return min(x, c.data)
+}

@@ -1,0 +1,98 @@
+package analyzers
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/trace"
+)
+
+// streamTrace writes one connection's calls: each string one call, sent when its first byte
+// is '>', received when '<' (the marker is not part of the data); head bytes are kept.
+func streamTrace(t *testing.T, head int, calls ...string) string {
+	t.Helper()
+	return writeTrace(t, "s.plt", fixtures.Meta("ebpf", "test"), func(w *trace.Writer) error {
+		ts := int64(1e6)
+		for _, c := range calls {
+			dir := trace.DirSend
+			if c[0] == '<' {
+				dir = trace.DirRecv
+			}
+			data := c[1:]
+			ev := trace.Event{TS: ts, Dur: 1000, PID: 9, TID: 9, Conn: 3, Dir: dir, Op: trace.OpWrite, Source: trace.SourceEBPF,
+				Bytes: int64(len(data)), Payload: []byte(data[:min(head, len(data))])}
+			if err := w.WriteEvent(&ev); err != nil {
+				return err
+			}
+			ts += 10000
+		}
+		return nil
+	})
+}
+
+func hasWarningWith(s *Summary, parts ...string) bool {
+	for _, w := range s.Warnings {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(w, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// auto tries every decoder on each connection and keeps the one that explains the most bytes:
+// an HTTP conversation and a memcached one are found although no first-bytes rule names
+// them, and the choice and its share are reported. Forcing a protocol that explains little
+// warns with the share.
+func TestDetectByBytesExplained(t *testing.T) {
+	http := []string{">GET /a/1 HTTP/1.1\r\nHost: x\r\n\r\n", "<HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		">GET /a/2 HTTP/1.1\r\nHost: x\r\n\r\n", "<HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"}
+	mc := []string{">set k 0 0 5\r\nhello\r\n", "<STORED\r\n", ">get k\r\n", "<VALUE k 0 5\r\nhello\r\nEND\r\n"}
+	for _, c := range []struct {
+		name  string
+		calls []string
+	}{{"http", http}, {"memcached", mc}} {
+		path := streamTrace(t, 256, c.calls...)
+		s, err := Analyze([]string{path}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Protocol != c.name || s.Decoding == nil || s.Decoding.Mode != "auto" || s.Decoding.Share != 1 || s.RoundTrips.Count != 2 {
+			t.Errorf("%s: protocol %q, decoding %+v, %d round trips", c.name, s.Protocol, s.Decoding, s.RoundTrips.Count)
+		}
+		forced, err := Analyze([]string{path}, Options{Protocol: "resp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if forced.Decoding == nil || forced.Decoding.Mode != "forced" || forced.Decoding.Share >= 0.9 || !hasWarningWith(forced, "protocol resp decoded", "%") {
+			t.Errorf("%s forced as resp: decoding %+v, warnings %q", c.name, forced.Decoding, forced.Warnings)
+		}
+	}
+}
+
+// RESP pipelining: commands in one call are counted each; commands past the captured head
+// are counted as "at least", with a warning naming the connection.
+func TestRESPPipelinedAtLeast(t *testing.T) {
+	cmd := "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n" // 33 bytes
+	path := streamTrace(t, 256, ">"+strings.Repeat(cmd, 4), "<"+strings.Repeat("+OK\r\n", 4))
+	s, err := Analyze([]string{path}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Protocol != "resp" || s.Totals.Send.Frames != 4 || s.RoundTrips.Count != 4 {
+		t.Errorf("whole heads: protocol %q, %d commands, %d round trips, want 4", s.Protocol, s.Totals.Send.Frames, s.RoundTrips.Count)
+	}
+	// 20 commands in one call: the head holds 7 whole ones
+	path = streamTrace(t, 256, ">"+strings.Repeat(cmd, 20), "<"+strings.Repeat("+OK\r\n", 20))
+	s, err = Analyze([]string{path}, Options{Protocol: "resp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Totals.Send.Frames != 8 || !hasWarningWith(s, "connection 3", "send commands: at least 9") {
+		t.Errorf("cut heads: %d commands, warnings %q", s.Totals.Send.Frames, s.Warnings)
+	}
+}
