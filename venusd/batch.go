@@ -583,6 +583,10 @@ func (b *BatchServer) loop(ctx context.Context) {
 		if n > b.maxBatch.Load() {
 			b.maxBatch.Store(n)
 		}
+		if n == 0 {
+			// Only backlogs to resume or drop: not a cycle of requests in the loop's figures.
+			b.empty.Add(1)
+		}
 		// Phase 2: execute, in arrival order; replies collect per connection.
 		touched = touched[:0]
 		for i := range batch {
@@ -613,12 +617,14 @@ func (b *BatchServer) loop(ctx context.Context) {
 		}
 		t3 := time.Now()
 		lastWork = t3
-		b.execNs.Add(int64(t2.Sub(t1)))
-		b.flushNs.Add(int64(t3.Sub(t2)))
-		b.hCycle.add(t3.Sub(t0))
-		b.hPoll.add(t1.Sub(t0))
-		b.hExec.add(t2.Sub(t1))
-		b.hFlush.add(t3.Sub(t2))
+		if n > 0 {
+			b.execNs.Add(int64(t2.Sub(t1)))
+			b.flushNs.Add(int64(t3.Sub(t2)))
+			b.hCycle.add(t3.Sub(t0))
+			b.hPoll.add(t1.Sub(t0))
+			b.hExec.add(t2.Sub(t1))
+			b.hFlush.add(t3.Sub(t2))
+		}
 		clear(batch)
 	}
 }
