@@ -199,6 +199,7 @@ type analyzer struct {
 	lastRecP          *msgRec              // the last message's record
 	marks             []trace.Marker       // this trace's phase and unit markers
 	blocks            chunked[interval]    // this trace's intervals with a client blocked on a reply
+	srvRecv           chunked[interval]    // this trace's time a traced server spent in receive calls for requests (waiting included)
 	unitSpec          string               // unit name of the spec unit commands seen
 	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
 	sidePID           []uint32             // the pid of each side
@@ -321,6 +322,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.haveTS = false
 	a.recs.reset()
 	a.blocks.reset()
+	a.srvRecv.reset()
 	a.marks, a.unitSpec, a.lastRecP = a.marks[:0], "", nil
 	for k := range a.extraMarks {
 		a.addMarker(&a.extraMarks[k])
@@ -504,6 +506,9 @@ func (a *analyzer) message(m *Message) {
 			}
 		}
 	}
+	if !m.IsReply && m.Dir == trace.DirRecv && m.CallNS > 0 {
+		a.srvRecv.add(interval{m.End - m.CallNS, m.End}) // a server reading a request
+	}
 	p := a.proc(m.PID)
 	if m.Source == trace.SourceTracer {
 		// A tracer reports its round trips itself (rtEvent); its frames only count. Pairs of
@@ -561,6 +566,7 @@ func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int
 	p.rts++
 	p.served++
 	p.serviceArea += float64(toLast)
+
 	a.nServed++
 	// requests in service when this one arrived: this one, and the recent ones still in service
 	n := 1

@@ -3,6 +3,8 @@ package analyzers
 import (
 	"fmt"
 	"math"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -238,6 +240,7 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 		n         int
 		acc       unitAcc
 		dur, wait int64
+		svc       int64
 		firstAt   int
 	}
 	shapes := map[string]*shape{}
@@ -259,12 +262,14 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 		sh.acc.busyRecv += u.acc.busyRecv
 		sh.dur += u.to - u.from
 		sh.wait += wait(u.from, u.to)
+		sh.svc += a.serverTimeIn(u.from, u.to)
 	}
 	trace := a.s.Traces[i]
 	steadyAt := shapes[sig].firstAt
 	for _, sg := range order {
 		sh := shapes[sg]
 		u := unitFigures(name, sh.n, sh.acc, sh.dur, sh.wait, server)
+		splitWait(&u, sh.svc, sh.n)
 		u.Trace, u.Sequence = trace, describeSig(sg)
 		switch {
 		case sg == sig && n >= 2:
@@ -278,7 +283,7 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 	}
 	if n < 2 {
 		var all unitAcc
-		var dur, w int64
+		var dur, w, svc int64
 		for _, u := range units {
 			all.msgs += u.acc.msgs
 			all.reqs += u.acc.reqs
@@ -289,8 +294,10 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 			all.busyRecv += u.acc.busyRecv
 			dur += u.to - u.from
 			w += wait(u.from, u.to)
+			svc += a.serverTimeIn(u.from, u.to)
 		}
 		u := unitFigures(name, len(units), all, dur, w, server)
+		splitWait(&u, svc, len(units))
 		u.Trace, u.Shape = trace, "all"
 		a.s.Units = append(a.s.Units, u)
 		a.warnf("%s: no two %ss have the same command sequence, so there is no steady state; per-%s figures average all %d", trace, name, name, len(units))
@@ -298,6 +305,7 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 	}
 	sh := shapes[sig]
 	u := unitFigures(name, sh.n, sh.acc, sh.dur, sh.wait, server)
+	splitWait(&u, sh.svc, sh.n)
 	u.Trace, u.Shape, u.Sequence = trace, "steady", describeSig(sig)
 	a.s.Units = append(a.s.Units, u)
 	if apart := len(units) - n; apart > 0 {
@@ -305,3 +313,67 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 			trace, name, n, len(units), name, u.Sequence, apart)
 	}
 }
+
+// serverTimeIn is, when a server is traced in the same trace as its client, the part of the
+// client's waits on replies within [from, to) during which the server was not in a receive
+// call waiting for (or reading) a request: the server at work while the client waited. 0 when
+// no server is traced.
+func (a *analyzer) serverTimeIn(from, to int64) int64 {
+	if a.srvRecv.n == 0 || to <= from {
+		return 0
+	}
+	clip := func(c *chunked[interval]) []interval {
+		var out []interval
+		for _, blk := range c.blocks {
+			for _, iv := range blk {
+				if lo, hi := max(iv.from, from), min(iv.to, to); hi > lo {
+					out = append(out, interval{lo, hi})
+				}
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })
+		merged := out[:0]
+		for _, iv := range out {
+			if n := len(merged); n > 0 && iv.from <= merged[n-1].to {
+				merged[n-1].to = max(merged[n-1].to, iv.to)
+			} else {
+				merged = append(merged, iv)
+			}
+		}
+		return merged
+	}
+	waits, idle := clip(&a.blocks), clip(&a.srvRecv)
+	var busy int64
+	j := 0
+	for _, w := range waits {
+		// the wait, less the server's time in receive calls within it
+		d := w.to - w.from
+		for j < len(idle) && idle[j].to <= w.from {
+			j++
+		}
+		for k := j; k < len(idle) && idle[k].from < w.to; k++ {
+			if lo, hi := max(idle[k].from, w.from), min(idle[k].to, w.to); hi > lo {
+				d -= hi - lo
+			}
+		}
+		busy += max(d, 0)
+	}
+	return busy
+}
+
+// splitWait splits a client's unit figures' network wait into the time a server traced in
+// the same trace spent serving within the units (svc ns over n units) and the rest, and says
+// what the speedup bound assumes.
+func splitWait(u *UnitStats, svc int64, n int) {
+	if svc <= 0 || n <= 0 || u.Side == "server" {
+		return
+	}
+	u.ServerTimeUS = round3(float64(svc) / float64(n) / 1e3)
+	u.NotServerUS = round3(max(u.NetWaitUS-u.ServerTimeUS, 0))
+	if u.MaxSpeedup > 0 {
+		u.SpeedupAssumes = fmt.Sprintf("every µs waiting on replies is removable, the server's %s µs per %s included; removing only the rest (network and client) bounds it at %s×",
+			trimFloat(u.ServerTimeUS), u.Name, trimFloat(round3(u.UnitTimeUS/max(u.UnitTimeUS-u.NotServerUS, 1e-9))))
+	}
+}
+
+func trimFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

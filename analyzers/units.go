@@ -215,6 +215,8 @@ func (a *analyzer) phasesAndUnits(i int) {
 		return w
 	}
 	var u UnitStats
+	var svcMarked int64
+	svcN := 0
 	switch {
 	case len(tokens) > 0:
 		n := float64(len(tokens))
@@ -227,6 +229,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 			RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
 		var dur, w int64
 		spans := 0
+		svcN = len(tokens)
 		for _, t := range tokens {
 			if t.Dur > 0 {
 				dur += t.Dur
@@ -237,6 +240,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 		for _, p := range unitPhase {
 			phaseDur += min(p.to, a.last) - p.from
 			w += wait(p.from, p.to)
+			svcMarked += a.serverTimeIn(p.from, p.to)
 		}
 		if spans == len(tokens) {
 			u.UnitTimeUS = float64(dur) / n / 1e3
@@ -270,6 +274,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	u.NetWaitUS = round3(u.NetWaitUS)
 	u.UnitsPerS = round3(u.UnitsPerS)
 	u.MaxSpeedup = round3(u.MaxSpeedup)
+	splitWait(&u, svcMarked, svcN)
 	a.s.Units = append(a.s.Units, u)
 }
 

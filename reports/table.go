@@ -285,6 +285,9 @@ func answer(s *analyzers.Summary) []string {
 		case u.Side == "server" && u.UnitTimeUS > 0:
 			line += fmt.Sprintf("; of its %s µs, the server worked %s µs and waited %s µs for the client and the network",
 				tnum(u.UnitTimeUS), tnum(u.ServerTimeUS), tnum(u.NotServerUS))
+		case u.UnitTimeUS > 0 && u.NetWaitUS > 0 && u.ServerTimeUS > 0:
+			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies, of which the server worked %s µs and the network and the rest took %s µs; removing every round trip could make it up to %s× faster",
+				tnum(u.NetWaitUS), tnum(u.UnitTimeUS), tnum(u.ServerTimeUS), tnum(u.NotServerUS), tnum(u.MaxSpeedup))
 		case u.UnitTimeUS > 0 && u.NetWaitUS > 0:
 			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies (server time included: trace the server to split it), so removing round trips could make it up to %s× faster",
 				tnum(u.NetWaitUS), tnum(u.UnitTimeUS), tnum(u.MaxSpeedup))
@@ -488,9 +491,10 @@ func waitCell(u analyzers.UnitStats) string {
 	return tnum(u.NetWaitUS)
 }
 
-// serverCell is a unit's server time: known only on a server's trace.
+// serverCell is a unit's server time: known on a server's trace, or when the server is traced
+// in the same trace as its client.
 func serverCell(u analyzers.UnitStats) string {
-	if u.Side != "server" {
+	if u.Side != "server" && u.ServerTimeUS == 0 {
 		return "-"
 	}
 	return tnum(u.ServerTimeUS)

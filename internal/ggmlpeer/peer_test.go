@@ -1,6 +1,7 @@
 package ggmlpeer
 
 import (
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -199,6 +200,11 @@ func TestDecodeRecordedSession(t *testing.T) {
 			if u.Name != "token" || u.Count != tokens-1 || u.Shape != "steady" || u.RoundTripsPerUnit != tc.rtToken || u.MessagesPerUnit != tc.msgTok ||
 				u.RequestsPerUnit != 3 || u.RepliesPerUnit != tc.rtToken {
 				t.Errorf("unit %+v, want %d tokens with %v round trips and %v messages each", u, tokens-1, tc.rtToken, tc.msgTok)
+			}
+			// both sides are in the trace: the client's wait splits into the server's work and
+			// the rest
+			if u.ServerTimeUS <= 0 || u.ServerTimeUS > u.NetWaitUS || math.Abs(u.ServerTimeUS+u.NotServerUS-u.NetWaitUS) > 0.002 {
+				t.Errorf("unit %+v: want the %v µs wait split into server time and the rest", u, u.NetWaitUS)
 			}
 			var all uint64
 			for _, x := range s.UnitShapes {
