@@ -17,10 +17,11 @@ const bpfStatsRunTime = 0
 // The kernel's BPF run-time statistics add two clock reads to every run of every program while
 // they are on, so they are sampled: on for at least statsWindow at the start, and then for
 // statsWindow in every statsPeriod (5%). A window stays open past statsWindow until it has seen
-// statsMinEvents recorded events or statsPeriod has gone by, so that a quiet target still gets
-// a figure.
+// statsMinEvents recorded events or statsMaxWindow has gone by, so that a quiet target still
+// gets a figure (on at most a fifth of the time).
 const (
 	statsWindow    = 250 * time.Millisecond
+	statsMaxWindow = time.Second
 	statsPeriod    = 5 * time.Second
 	statsMinEvents = 1000
 )
@@ -160,7 +161,7 @@ func (p *Probe) sampleStats() {
 		return
 	}
 	c, err := p.Counts()
-	if err != nil || c.Produced-p.cost.c0.Produced >= statsMinEvents || since >= statsPeriod {
+	if err != nil || c.Produced-p.cost.c0.Produced >= statsMinEvents || since >= statsMaxWindow {
 		p.closeStats()
 	}
 }
