@@ -26,9 +26,9 @@ const (
 	statsMinEvents = 1000
 )
 
-// cost is what the probes cost, as measured: the kernel's run-time statistics of each program
-// (in sampled windows), split between the recorded threads and everybody else by the probes'
-// own counters, with what the statistics add to each run taken out.
+// cost is what the probes cost, as measured: on recorded threads, the time the programs take,
+// timed by themselves in sampled windows; for other processes, the kernel's run-time
+// statistics of their paths at start, with what the statistics add to each run taken out.
 type cost struct {
 	statsErr error // why the statistics could not be enabled; nil when they could
 
@@ -122,6 +122,11 @@ func (p *Probe) openStats() {
 		p.cost.statsErr = err
 		return
 	}
+	if err := p.objs.Measuring.Set(uint32(1)); err != nil {
+		st.Close()
+		p.cost.statsErr = err
+		return
+	}
 	p.stats = st
 	p.cost.from = time.Now()
 	p.cost.c0, _ = p.Counts()
@@ -138,7 +143,10 @@ func (p *Probe) closeStats() {
 		w.Produced += c.Produced - p.cost.c0.Produced
 		w.Other += c.Other - p.cost.c0.Other
 		w.TargetSwitches += c.TargetSwitches - p.cost.c0.TargetSwitches
+		w.TargetNs += c.TargetNs - p.cost.c0.TargetNs
+		w.TargetRuns += c.TargetRuns - p.cost.c0.TargetRuns
 	}
+	p.objs.Measuring.Set(uint32(0))
 	p.stats.Close()
 	p.stats = nil
 	p.cost.from = time.Now()
@@ -169,9 +177,9 @@ func (p *Probe) sampleStats() {
 // Stats returns the probes' counters and costs for the trace footer (all times in ns):
 //
 //   - probe_events, probe_lost_events, probe_lost_connections: the counters;
-//   - probe_ns_per_event: kernel time of the probes per recorded event, the share of other
-//     processes taken out (their runs times their per-run time at calibration), measured
-//     over probe_stats_events events in the sampled windows;
+//   - probe_ns_per_event: kernel time of the probes on recorded threads per recorded event,
+//     timed by the programs themselves in the sampled windows (less one clock read a run,
+//     the timing's own cost), over probe_stats_events events;
 //   - probe_other_ns_per_call: the probes' kernel time per socket send or receive of a process
 //     that is not recorded (measured at Open, on perflab's own calls and whatever else ran);
 //     their other system calls run no probe at all;
@@ -202,7 +210,6 @@ func (p *Probe) Stats() map[string]int64 {
 		return st
 	}
 	var total, runs, misses uint64
-	var switchRuns uint64
 	for name, s := range p.progStats() {
 		c := p.cost.calib[name]
 		ns, n := uint64(s.Runtime-c.Runtime), s.RunCount-c.RunCount
@@ -212,9 +219,6 @@ func (p *Probe) Stats() map[string]int64 {
 		total += ns
 		runs += n
 		misses += s.RecursionMisses
-		if name == "perflab_switch" {
-			switchRuns = n
-		}
 	}
 	if misses > 0 {
 		st["probe_recursion_misses"] = int64(misses)
@@ -233,9 +237,9 @@ func (p *Probe) Stats() map[string]int64 {
 	w := p.cost.inWindows
 	st["probe_stats_events"] = int64(w.Produced)
 	if w.Produced > 0 {
-		others := float64(w.Other)*max(0, p.cost.sockOtherNs-nop) +
-			float64(switchRuns-min(switchRuns, w.TargetSwitches))*max(0, p.cost.switchOtherNs-nop)
-		own := max(0, float64(total)-float64(runs)*nop-others)
+		// Each timed run includes about one clock read of its own timing: the empty
+		// program's figure, taken out.
+		own := max(0, float64(w.TargetNs)-float64(w.TargetRuns)*nop)
 		st["probe_ns_per_event"] = int64(own/float64(w.Produced) + 0.5)
 	}
 	return st

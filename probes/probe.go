@@ -88,6 +88,11 @@ type Counts struct {
 	// Other counts the socket sends and receives of processes that are not recorded that went
 	// through the socket hooks (each costs them the target test).
 	Other uint64
-	// TargetSwitches counts the context switches of recorded threads into a sleep.
+	// TargetSwitches counts the context switches of recorded threads.
 	TargetSwitches uint64
+	// TargetNs is the time the programs spent on recorded threads while they were timing
+	// themselves (inside the statistics windows), ns.
+	TargetNs uint64
+	// TargetRuns counts the runs timed in TargetNs.
+	TargetRuns uint64
 }

@@ -211,6 +211,12 @@ func (p *Probe) Counts() (Counts, error) {
 	if c.TargetSwitches, err = read(4); err != nil {
 		return c, err
 	}
+	if c.TargetNs, err = read(5); err != nil {
+		return c, err
+	}
+	if c.TargetRuns, err = read(6); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 

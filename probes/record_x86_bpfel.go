@@ -97,6 +97,7 @@ const (
 	recordProgPerflabSend    = "perflab_send"
 	recordProgPerflabSwitch  = "perflab_switch"
 	recordProgPerflabTcpsend = "perflab_tcpsend"
+	recordVarMeasuring       = "measuring"
 	recordVarPayloadBytes    = "payload_bytes"
 	recordVarWakeupBytes     = "wakeup_bytes"
 )
@@ -168,6 +169,7 @@ type recordMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type recordVariableSpecs struct {
+	Measuring    *ebpf.VariableSpec `ebpf:"measuring"`
 	PayloadBytes *ebpf.VariableSpec `ebpf:"payload_bytes"`
 	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -215,6 +217,7 @@ func (m *recordMaps) Close() error {
 //
 // It can be passed to loadRecordObjects or ebpf.CollectionSpec.LoadAndAssign.
 type recordVariables struct {
+	Measuring    *ebpf.Variable `ebpf:"measuring"`
 	PayloadBytes *ebpf.Variable `ebpf:"payload_bytes"`
 	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
