@@ -93,7 +93,7 @@ func summaryCharts(s *analyzers.Summary) []chart {
 		{"batch", "Round-trip time against requests in flight, with the fitted batch model T = T_fixed + T_per_req·N.", batchChart(s)},
 		{"timeline", "Messages per second over the recording.", timelineChart(s)},
 		{"inflight", inflight, inflightChart(s)},
-		{"units", "Mean time of one unit of work, split into time blocked on round trips and the rest.", unitsChart(s)},
+		{"units", unitsCaption(s), unitsChart(s)},
 		{"commands", "Messages per protocol command, by direction (the busiest commands).", commandsChart(s)},
 	}
 }
@@ -131,16 +131,24 @@ func histogramChart(s *analyzers.Summary) template.HTML {
 		if !(m.CenterUS > 0) {
 			continue
 		}
-		// The marker sits on the middle of the bucket that holds the mode's centre, so that it
-		// points at a bar and not between two.
-		x := m.CenterUS
+		// The marker sits on the middle of the population's tallest bar (its peak: the mode
+		// proper), or else on the bar that holds its centre, so that it points at a bar and not
+		// between two.
+		x, best := m.CenterUS, -1.0
 		for j := range lo {
-			if m.CenterUS >= lo[j] && (m.CenterUS < hi[j] || j == len(lo)-1) {
-				x = math.Sqrt(lo[j] * hi[j])
-				break
+			if m.HighUS > m.LowUS && lo[j] < m.HighUS && hi[j] > m.LowUS && n[j] > best {
+				x, best = math.Sqrt(lo[j]*hi[j]), n[j]
 			}
 		}
-		p.vline(x, fmt.Sprintf("mode %s µs (%s)", fmtNum(m.CenterUS), fmtPct(m.Share)), 3+i)
+		if best < 0 {
+			for j := range lo {
+				if m.CenterUS >= lo[j] && (m.CenterUS < hi[j] || j == len(lo)-1) {
+					x = math.Sqrt(lo[j] * hi[j])
+					break
+				}
+			}
+		}
+		p.vline(x, fmt.Sprintf("mode %s µs (%s; peak %s)", fmtNum(m.CenterUS), fmtPct(m.Share), fmtNum(x)), 3+i)
 	}
 	return p.svg()
 }
@@ -250,7 +258,11 @@ func batchChart(s *analyzers.Summary) template.HTML {
 			}
 		}
 	}
-	if len(ns) == 0 && f == nil {
+	distinct := map[float64]bool{}
+	for _, n := range ns {
+		distinct[math.Round(n*10)] = true
+	}
+	if len(distinct) < 2 && f == nil {
 		why := "no data: no round trips paired, so nothing is known of RTT against requests in flight"
 		if s.RoundTrips.Count > 0 {
 			why = "no data: the batch model needs round trips at two or more numbers in flight"
@@ -341,24 +353,42 @@ func seriesChart(name, title, yLabel string, pts []analyzers.TimePoint, phases [
 	return p.svg()
 }
 
+func unitsCaption(s *analyzers.Summary) string {
+	for _, u := range s.Units {
+		if u.Side == "server" {
+			return "Mean time of one unit of work at the server, split into the time it worked and the time it waited for the client and the network."
+		}
+	}
+	return "Mean time of one unit of work, split into time blocked on round trips (the server's time included) and the rest."
+}
+
 func unitsChart(s *analyzers.Summary) template.HTML {
 	var cats, notes []string
 	wait, rest := []float64{}, []float64{}
+	series := []string{"blocked on round trips", "other"}
 	for _, u := range s.Units {
 		if !(u.UnitTimeUS > 0) || !finite(u.UnitTimeUS) {
 			continue
 		}
 		cats = append(cats, u.Name)
-		notes = append(notes, fmt.Sprintf("%s µs: %s messages, %s round trips; ≤ %s× faster without round trips",
-			fmtNum(u.UnitTimeUS), fmtNum(u.MessagesPerUnit), fmtNum(u.RoundTripsPerUnit), fmtNum(u.MaxSpeedup)))
+		if u.Side == "server" {
+			// A server's unit: the time it worked, and the time it waited for the client and
+			// the network (it does not wait on round trips of its own).
+			series = []string{"server working", "waiting (client, network)"}
+			notes = append(notes, fmt.Sprintf("%s µs: %s requests, %s replies per %s", fmtNum(u.UnitTimeUS), fmtNum(u.RequestsPerUnit), fmtNum(u.RepliesPerUnit), u.Name))
+			w := math.Min(math.Max(u.ServerTimeUS, 0), u.UnitTimeUS)
+			wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s µs: %s requests, %s round trips; ≤ %s× faster without round trips (server time included)",
+			fmtNum(u.UnitTimeUS), fmtNum(u.RequestsPerUnit), fmtNum(u.RoundTripsPerUnit), fmtNum(u.MaxSpeedup)))
 		w := math.Min(math.Max(u.NetWaitUS, 0), u.UnitTimeUS)
 		wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
 	}
 	if len(cats) == 0 {
 		return noData("units", "Per-unit breakdown", "no data: no units of work (no token markers; name a command with --unit-command)")
 	}
-	return stackedBars("units", "Per-unit breakdown", "mean time per unit (µs)", cats,
-		[]string{"blocked on round trips", "other"}, [][]float64{wait, rest}, notes)
+	return stackedBars("units", "Per-unit breakdown", "mean time per unit (µs)", cats, series, [][]float64{wait, rest}, notes)
 }
 
 func commandsChart(s *analyzers.Summary) template.HTML {

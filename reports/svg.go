@@ -438,14 +438,42 @@ func (p *plot) drawLegend(b *strings.Builder) {
 // noData returns a chart-sized figure that says why there is nothing to plot, so a missing
 // series reads as a statement rather than an empty box. Its data-n is 0.
 func noData(name, title, why string) template.HTML {
+	// The reason, wrapped to the box (about 7 px a character at 14 px), centred.
+	cx := (plotLeft + plotW - plotRight) / 2
+	lines := wrapWords(why, (plotW-plotLeft-plotRight-20)/7)
+	var note strings.Builder
+	y0 := (plotTop+plotH-plotBottom)/2 - 9*(len(lines)-1)
+	for i, l := range lines {
+		fmt.Fprintf(&note, `<tspan x="%d" y="%d">%s</tspan>`, cx, y0+18*i, esc(l))
+	}
 	return template.HTML(fmt.Sprintf(`<svg class="chart nodata" data-chart="%s" data-n="0" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s: %s" font-family="sans-serif">`+
 		`<title>%s</title><text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`+
 		`<rect x="%d" y="%d" width="%d" height="%d" fill="#f6f6f6" stroke="#ccc"/>`+
-		`<text class="nodata-note" x="%d" y="%d" text-anchor="middle" font-size="14" fill="#666">%s</text></svg>`,
+		`<text class="nodata-note" text-anchor="middle" font-size="14" fill="#666">%s</text></svg>`,
 		esc(name), plotW, plotH, plotW, plotH, esc(title), esc(why),
 		esc(title), plotLeft, esc(title),
 		plotLeft, plotTop, plotW-plotLeft-plotRight, plotH-plotTop-plotBottom,
-		(plotLeft+plotW-plotRight)/2, (plotTop+plotH-plotBottom)/2, esc(why)))
+		note.String()))
+}
+
+// wrapWords breaks s into lines of at most n characters, at spaces.
+func wrapWords(s string, n int) []string {
+	var lines []string
+	cur := ""
+	for _, w := range strings.Fields(s) {
+		if cur != "" && len([]rune(cur))+1+len([]rune(w)) > n {
+			lines = append(lines, cur)
+			cur = ""
+		}
+		if cur != "" {
+			cur += " "
+		}
+		cur += w
+	}
+	if cur != "" || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines
 }
 
 // stackedBars draws one horizontal bar per category, split into one segment per series
