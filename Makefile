@@ -25,6 +25,9 @@ demo: build ## the whole story on the bundled workload in under two minutes (HTM
 
 e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the README tour, bench, demo, docs/sql.md in DuckDB
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	@# real servers and clients for the protocol tests: nginx with curl and h2load, memcached
+	@(command -v nginx && command -v h2load && command -v memcached && command -v curl) >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light nghttp2-client memcached curl)
 	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
 	cd e2e/duckdb && PERFLAB_E2E=1 $(GO) test -count=1 -v .   # docs/sql.md in DuckDB (its Go driver, a module of its own)
 

@@ -86,7 +86,7 @@ func (t *textAgg) finish(a *analyzer) {
 		a.warnf("%s", w)
 	}
 	if t.blind > 0 {
-		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call are not counted (counts are lower bounds; record with --payload-bytes 256)", t.blind)
+		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call (pipelining) are not counted: counts are lower bounds (a trace keeps at most 256 bytes of each call: record with --payload-bytes 256)", t.blind)
 	}
 	if t.rejected > 0 {
 		a.warnf("%d times a text protocol's message started with a line that is none of the protocol's; the bytes up to the next message were not decoded", t.rejected)
