@@ -293,7 +293,7 @@ func (pw *parquetWriter) Begin(i int, path string, meta trace.Meta) {
 	}
 	pw.meta = meta
 	pw.cur = traceRow{TraceID: traceID(path, meta), File: filepath.Base(path), Host: meta.Host, Kernel: meta.Kernel,
-		Version: meta.Version, Source: meta.Source, Start: meta.Start.UnixNano(), StartMonoNS: meta.StartMono,
+		Version: meta.Version, Source: meta.Source, Start: meta.Start.UnixMicro(), StartMonoNS: meta.StartMono,
 		Command: slices.Clone(meta.Command), PIDs: pids, PayloadBytes: int64(meta.PayloadBytes), Labels: labels}
 	pw.protos = map[string]bool{}
 	pw.connMap = map[uint64]*connectionRow{}

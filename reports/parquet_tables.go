@@ -18,8 +18,8 @@ type traceRow struct {
 	Kernel       string            `parquet:"kernel"`
 	Version      string            `parquet:"version"`
 	Source       string            `parquet:"source"`
-	Protocol     string            `parquet:"protocol"` // decoders used, comma-separated
-	Start        int64             `parquet:"start,timestamp(nanosecond:utc)"`
+	Protocol     string            `parquet:"protocol"`                         // decoders used, comma-separated
+	Start        int64             `parquet:"start,timestamp(microsecond:utc)"` // µs: Spark reads no ns timestamps
 	StartMonoNS  int64             `parquet:"start_mono_ns"`
 	Command      []string          `parquet:"command,list"`
 	PIDs         []int64           `parquet:"pids,list"`

@@ -56,3 +56,30 @@ func TestExportParquet(t *testing.T) {
 		t.Error("a bad trace left events.parquet behind")
 	}
 }
+
+// TestExportPerfettoProto writes Perfetto's protobuf trace to a file and refuses a bad trace
+// with one line and exit 2, leaving no file.
+func TestExportPerfettoProto(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "run.perfetto-trace")
+	code, stdout, stderr := runCLI(t, "export", "--format", "perfetto-proto", "-o", out, pingpongTrace)
+	if code != 0 || stdout != "" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || len(b) < 1000 || b[0] != 0x0a { // field 1 (Trace.packet), length-delimited
+		t.Fatalf("%d bytes, first %x: %v", len(b), b[:min(len(b), 1)], err)
+	}
+	bad := filepath.Join(dir, "bad.plt")
+	if err := os.WriteFile(bad, []byte("PLTRACE\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "bad.perfetto-trace")
+	code, _, stderr = runCLI(t, "export", "--format", "perfetto-proto", "-o", out2, bad)
+	if code != 2 || !strings.Contains(stderr, "read "+bad) {
+		t.Errorf("bad trace: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Error("a bad trace left a file behind")
+	}
+}
