@@ -79,6 +79,20 @@ func TestParquetAgreesWithAnalyze(t *testing.T) {
 		if n := count(len(events), id, func(i int) string { return events[i].TraceID }); n != len(f.Events) || tr.Events != int64(n) {
 			t.Errorf("%s: %d event rows (traces says %d), the trace has %d", name, n, tr.Events, len(f.Events))
 		}
+		k := 0
+		for _, e := range events {
+			if e.TraceID != id {
+				continue
+			}
+			if k >= len(f.Events) {
+				break
+			}
+			want := f.Events[k]
+			if e.TS != want.TS || e.Dur != want.Dur || e.Bytes != want.Bytes || string(e.Payload) != string(want.Payload) || e.Op != want.Op.String() {
+				t.Fatalf("%s: event %d is %+v, the trace has %+v", name, k, e, want)
+			}
+			k++
+		}
 		frames := s.Totals.Send.Frames + s.Totals.Recv.Frames
 		if n := count(len(msgs), id, func(i int) string { return msgs[i].TraceID }); uint64(n) != frames {
 			t.Errorf("%s: %d message rows, analyze decoded %d frames", name, n, frames)
