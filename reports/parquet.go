@@ -30,6 +30,8 @@ type ParquetOptions struct {
 	// RowGroupRows is the most rows of one row group (0: parquetRowGroupRows). It bounds the
 	// memory the writers hold: a row group is buffered until it is full.
 	RowGroupRows int
+	// PartRows is the most rows of one part file of a table (0: parquetPartRows).
+	PartRows int
 }
 
 // parquetRowGroupRows is the default row group size: 64Ki rows keep the buffered row groups of
@@ -40,8 +42,9 @@ const parquetRowGroupRows = 1 << 16
 // parquetBatch is how many rows are handed to a table's writer at once.
 const parquetBatch = 1024
 
-// Parquet writes the traces at paths as Parquet tables in dir, one file per table
-// (ParquetTables: traces.parquet, events.parquet, ...), creating dir when missing. Every row
+// Parquet writes the traces at paths as Parquet tables in dir, one directory per table
+// (ParquetTables: traces/, events/, ...) of part files (part-00000.parquet, ...: a part holds
+// at most parquetPartRows rows), creating dir when missing. Every row
 // carries its trace's trace_id, a hash of the trace's metadata, so that the tables of several
 // exports can be read together. The export streams: memory holds the row groups being
 // written, the connections and the requests awaiting a reply, not the traces. It returns the
@@ -96,23 +99,47 @@ func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, 
 	return pw.recs, nil
 }
 
-// table writes the rows of one Parquet file, handing them to the writer in batches.
+// parquetPartRows is the most rows of one part file of a table: a writer keeps the metadata
+// and page indexes of every row group of its file until it closes it, so a table is cut into
+// parts to keep that bounded (a few MB) whatever the trace's length.
+const parquetPartRows = 1 << 22
+
+// table writes the rows of one table as part files DIR/NAME/part-NNNNN.parquet, handing them
+// to the writer in batches.
 type table[T any] struct {
-	f     *os.File
-	w     *parquet.GenericWriter[T]
-	buf   []T
-	arena []byte // copies of the payloads of the rows in buf
+	dir, name string
+	rgRows    int
+	maxRows   int64 // rows of a part
+	part      int   // number of the part being written
+	partRows  int64 // rows written to it
+	files     *[]string
+	f         *os.File
+	w         *parquet.GenericWriter[T]
+	buf       []T
+	arena     []byte // copies of the payloads of the rows in buf
 }
 
-func openTable[T any](dir, name string, rows int) (*table[T], error) {
-	f, err := os.Create(filepath.Join(dir, name+".parquet"))
-	if err != nil {
+func openTable[T any](dir, name string, rows, partRows int, files *[]string) (*table[T], error) {
+	t := &table[T]{dir: filepath.Join(dir, name), name: name, rgRows: rows, maxRows: int64(partRows), files: files,
+		buf: make([]T, 0, min(parquetBatch, partRows))}
+	if err := os.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, err
 	}
-	w := parquet.NewGenericWriter[T](f, parquet.MaxRowsPerRowGroup(int64(rows)),
+	return t, t.openPart()
+}
+
+func (t *table[T]) openPart() error {
+	path := filepath.Join(t.dir, fmt.Sprintf("part-%05d.parquet", t.part))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	*t.files = append(*t.files, path)
+	t.f, t.partRows = f, 0
+	t.w = parquet.NewGenericWriter[T](f, parquet.MaxRowsPerRowGroup(int64(t.rgRows)),
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-		parquet.CreatedBy("perflab", "export", ""), parquet.KeyValueMetadata("perflab.table", name))
-	return &table[T]{f: f, w: w, buf: make([]T, 0, parquetBatch)}, nil
+		parquet.CreatedBy("perflab", "export", ""), parquet.KeyValueMetadata("perflab.table", t.name))
+	return nil
 }
 
 // add appends r; it writes the batch when it is full.
@@ -128,18 +155,33 @@ func (t *table[T]) flush() error {
 	if len(t.buf) == 0 {
 		return nil
 	}
+	if t.partRows > 0 && t.partRows+int64(len(t.buf)) > t.maxRows {
+		if err := t.closePart(); err != nil {
+			return err
+		}
+		t.part++
+		if err := t.openPart(); err != nil {
+			return err
+		}
+	}
 	_, err := t.w.Write(t.buf)
+	t.partRows += int64(len(t.buf))
 	clear(t.buf)
 	t.buf, t.arena = t.buf[:0], t.arena[:0]
 	return err
 }
 
-func (t *table[T]) close() error {
-	err := t.flush()
-	if cerr := t.w.Close(); err == nil {
+func (t *table[T]) closePart() error {
+	err := t.w.Close()
+	if cerr := t.f.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := t.f.Close(); err == nil {
+	return err
+}
+
+func (t *table[T]) close() error {
+	err := t.flush()
+	if cerr := t.closePart(); err == nil {
 		err = cerr
 	}
 	return err
@@ -151,7 +193,8 @@ type parquetWriter struct {
 	unit     string          // unit marker name
 	unitCmds map[string]bool // Options.UnitCommands
 	err      error
-	files    []string
+	dir      string
+	files    []string // the part files created
 	recs     []trace.Recovery
 
 	traces   *table[traceRow]
@@ -181,38 +224,31 @@ func (pw *parquetWriter) open(dir string) error {
 	if rows <= 0 {
 		rows = parquetRowGroupRows
 	}
+	pw.dir = dir
+	parts := pw.opt.PartRows
+	if parts <= 0 {
+		parts = parquetPartRows
+	}
 	var err error
-	open := func(name string) {
-		if err == nil {
-			pw.files = append(pw.files, filepath.Join(dir, name+".parquet"))
-		}
-	}
-	open("traces")
-	if pw.traces, err = openTable[traceRow](dir, "traces", rows); err != nil {
+	if pw.traces, err = openTable[traceRow](dir, "traces", rows, parts, &pw.files); err != nil {
 		return err
 	}
-	open("events")
-	if pw.events, err = openTable[eventRow](dir, "events", rows); err != nil {
+	if pw.events, err = openTable[eventRow](dir, "events", rows, parts, &pw.files); err != nil {
 		return err
 	}
-	open("messages")
-	if pw.messages, err = openTable[messageRow](dir, "messages", rows); err != nil {
+	if pw.messages, err = openTable[messageRow](dir, "messages", rows, parts, &pw.files); err != nil {
 		return err
 	}
-	open("round_trips")
-	if pw.rts, err = openTable[roundTripRow](dir, "round_trips", rows); err != nil {
+	if pw.rts, err = openTable[roundTripRow](dir, "round_trips", rows, parts, &pw.files); err != nil {
 		return err
 	}
-	open("connections")
-	if pw.conns, err = openTable[connectionRow](dir, "connections", rows); err != nil {
+	if pw.conns, err = openTable[connectionRow](dir, "connections", rows, parts, &pw.files); err != nil {
 		return err
 	}
-	open("markers")
-	if pw.markers, err = openTable[markerRow](dir, "markers", rows); err != nil {
+	if pw.markers, err = openTable[markerRow](dir, "markers", rows, parts, &pw.files); err != nil {
 		return err
 	}
-	open("units")
-	if pw.units, err = openTable[unitRow](dir, "units", rows); err != nil {
+	if pw.units, err = openTable[unitRow](dir, "units", rows, parts, &pw.files); err != nil {
 		return err
 	}
 	return nil
@@ -256,6 +292,9 @@ func (pw *parquetWriter) abort() {
 	pw.close()
 	for _, f := range pw.files {
 		os.Remove(f)
+	}
+	for _, name := range ParquetTables {
+		os.Remove(filepath.Join(pw.dir, name)) // only when empty: a directory of the user's stays
 	}
 }
 

@@ -12,13 +12,22 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
+// readTable reads every part of table name in dir, in order.
 func readTable[T any](t *testing.T, dir, name string) []T {
 	t.Helper()
-	rows, err := parquet.ReadFile[T](filepath.Join(dir, name+".parquet"))
-	if err != nil {
-		t.Fatalf("read %s: %v", name, err)
+	parts, err := filepath.Glob(filepath.Join(dir, name, "part-*.parquet"))
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("%s: no part files (%v)", name, err)
 	}
-	return rows
+	var all []T
+	for _, p := range parts {
+		rows, err := parquet.ReadFile[T](p)
+		if err != nil {
+			t.Fatalf("read %s: %v", p, err)
+		}
+		all = append(all, rows...)
+	}
+	return all
 }
 
 // TestParquetAgreesWithAnalyze exports traces of each source and checks every table against the
@@ -131,6 +140,26 @@ func TestParquetAgreesWithAnalyze(t *testing.T) {
 	for _, r := range rts {
 		if r.RTT <= 0 || r.End-r.ReqTS != r.RTT {
 			t.Fatalf("round trip %+v: end - start is not the rtt", r)
+		}
+	}
+}
+
+// TestParquetParts cuts a table into part files of at most PartRows rows, and reads back
+// every row.
+func TestParquetParts(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "tables")
+	if _, err := Parquet(out, []string{pingpongTrace(t, dir)}, ParquetOptions{PartRows: 64, RowGroupRows: 16}); err != nil {
+		t.Fatal(err)
+	}
+	parts, _ := filepath.Glob(filepath.Join(out, "events", "part-*.parquet"))
+	events := readTable[eventRow](t, out, "events")
+	if len(parts) != 5 || len(events) != 300 {
+		t.Fatalf("%d parts of %d events, want 5 parts of 300 (64 rows a part)", len(parts), len(events))
+	}
+	for i := 1; i < len(events); i++ {
+		if events[i].TS < events[i-1].TS {
+			t.Fatalf("event %d out of order across parts", i)
 		}
 	}
 }

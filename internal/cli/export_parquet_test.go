@@ -27,7 +27,7 @@ func TestExportParquet(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	for _, name := range reports.ParquetTables {
-		st, err := os.Stat(filepath.Join(out, name+".parquet"))
+		st, err := os.Stat(filepath.Join(out, name, "part-00000.parquet"))
 		if err != nil || st.Size() < 100 {
 			t.Fatalf("%s.parquet: %v", name, err)
 		}
@@ -52,8 +52,8 @@ func TestExportParquet(t *testing.T) {
 			t.Errorf("perflab %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "t2", "events.parquet")); err == nil {
-		t.Error("a bad trace left events.parquet behind")
+	if _, err := os.Stat(filepath.Join(dir, "t2", "events")); err == nil {
+		t.Error("a bad trace left events/ behind")
 	}
 }
 
