@@ -126,6 +126,10 @@ func steadyShape(units []cmdUnit) (string, int) {
 	return best, n
 }
 
+// hasSteady reports whether n units of one shape out of total make a steady state: at least
+// two, and at least a quarter of all.
+func hasSteady(n, total int) bool { return n >= 2 && 4*n >= total }
+
 // describeSig writes a command sequence compactly: "SET_TENSOR×6 GRAPH_RECOMPUTE GET_TENSOR".
 func describeSig(sig string) string {
 	parts := strings.Split(strings.TrimSuffix(sig, "\x00"), "\x00")
@@ -206,7 +210,7 @@ func (a *analyzer) unitPhases(units []cmdUnit, sig string, n int) []span {
 		}
 	}
 	add("load", a.first, units[0].from+1, true)
-	if n < 2 { // no steady state: the units are one phase
+	if !hasSteady(n, len(units)) { // no steady state: the units are one phase
 		add("units", units[0].from+1, units[len(units)-1].to+1, false)
 		add("end", units[len(units)-1].to+1, a.last+1, true)
 		return out
@@ -272,7 +276,7 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 		splitWait(&u, sh.svc, sh.n)
 		u.Trace, u.Sequence = trace, describeSig(sg)
 		switch {
-		case sg == sig && n >= 2:
+		case sg == sig && hasSteady(n, len(units)):
 			u.Shape = "steady"
 		case sh.firstAt < steadyAt:
 			u.Shape = "before steady"
@@ -281,7 +285,7 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 		}
 		a.s.UnitShapes = append(a.s.UnitShapes, u)
 	}
-	if n < 2 {
+	if !hasSteady(n, len(units)) {
 		var all unitAcc
 		var dur, w, svc int64
 		for _, u := range units {
@@ -300,7 +304,8 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 		splitWait(&u, svc, len(units))
 		u.Trace, u.Shape = trace, "all"
 		a.s.Units = append(a.s.Units, u)
-		a.warnf("%s: no two %ss have the same command sequence, so there is no steady state; per-%s figures average all %d", trace, name, name, len(units))
+		a.warnf("%s: no command sequence is shared by at least two %ss and a quarter of them (the most common: %d of %d), so there is no steady state; per-%s figures average all %d",
+			trace, name, n, len(units), name, len(units))
 		return
 	}
 	sh := shapes[sig]
