@@ -12,6 +12,12 @@ import (
 // when the protocol is chosen automatically.
 const trialEvents = 256
 
+// maxTrialConns bounds how many connections are on trial at once. Every candidate decoder keeps
+// state for each connection on trial, so a trace of many short connections (which never reach
+// trialEvents) would otherwise hold five decoders' state for all of them until the end: beyond
+// this many, the connection on trial the longest is decided on what it has shown.
+const maxTrialConns = 4096
+
 // candidates are the protocols auto detection tries on each connection, in order of
 // preference when two explain as many bytes. venus tells venusd's framing from real Venus
 // itself; raw explains nothing and is what is left.
@@ -47,6 +53,7 @@ func choose(i int, path string) (map[uint64]*Spec, error) {
 	}
 	seen := map[uint64]int{} // data events tried, by connection; -1: not tried
 	chosen := map[uint64]*Spec{}
+	var trial []uint64 // connections on trial, oldest first (some may be decided already)
 	var rec trace.Record
 	for {
 		err := r.Next(&rec)
@@ -72,6 +79,17 @@ func choose(i int, path string) (map[uint64]*Spec, error) {
 		}
 		if k < 0 || k >= trialEvents {
 			continue
+		}
+		if k == 0 {
+			trial = append(trial, key)
+			for len(trial) > maxTrialConns {
+				old := trial[0]
+				trial = trial[1:]
+				if n := seen[old]; n > 0 && n < trialEvents {
+					chosen[old] = best(decs, old)
+					seen[old] = trialEvents
+				}
+			}
 		}
 		seen[key] = k + 1
 		for _, d := range decs {

@@ -11,14 +11,14 @@ import (
 )
 
 // connectionsTrace writes a trace of n short connections (fixtures.Connections) in dir.
-func connectionsTrace(tb testing.TB, dir string, n int) string {
+func connectionsTrace(tb testing.TB, dir string, n int, heads bool) string {
 	tb.Helper()
-	path := filepath.Join(dir, "conns-"+strconv.Itoa(n)+".plt")
+	path := filepath.Join(dir, "conns-"+strconv.Itoa(n)+"-"+strconv.FormatBool(heads)+".plt")
 	w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), fixtures.Options())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := fixtures.Connections(w, n); err != nil {
+	if err := fixtures.Connections(w, n, heads); err != nil {
 		tb.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -28,35 +28,57 @@ func connectionsTrace(tb testing.TB, dir string, n int) string {
 }
 
 // TestAnalyzeLinearInConnections: 4× the connections may cost at most 8× the bytes allocated
-// (linear is 4×). It also bounds the bytes per connection, which the per-connection
-// histograms once took to several kilobytes.
+// (linear is 4×), with payload heads (the protocol known from the first bytes) and without (every
+// candidate decoder tried on each connection). With heads it also bounds the bytes per
+// connection, which the per-connection histograms once took to several kilobytes.
 func TestAnalyzeLinearInConnections(t *testing.T) {
 	dir := t.TempDir()
-	small, large := connectionsTrace(t, dir, 2000), connectionsTrace(t, dir, 8000)
-	run := func(path string) uint64 {
-		var a, b runtime.MemStats
-		runtime.ReadMemStats(&a)
-		if _, err := Analyze([]string{path}, Options{}); err != nil {
-			t.Fatal(err)
+	for _, heads := range []bool{true, false} {
+		small, large := connectionsTrace(t, dir, 2000, heads), connectionsTrace(t, dir, 8000, heads)
+		run := func(path string) uint64 {
+			var a, b runtime.MemStats
+			runtime.ReadMemStats(&a)
+			if _, err := Analyze([]string{path}, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&b)
+			return b.TotalAlloc - a.TotalAlloc
 		}
-		runtime.ReadMemStats(&b)
-		return b.TotalAlloc - a.TotalAlloc
+		run(small)
+		a, b := run(small), run(large)
+		t.Logf("heads %v: allocated %d bytes for 2000 connections, %d for 8000 (%.1f×), %d bytes per connection", heads, a, b, float64(b)/float64(a), b/8000)
+		if b > 8*a {
+			t.Errorf("heads %v: 4× the connections allocated %.1f× the bytes (%d → %d): not linear", heads, float64(b)/float64(a), a, b)
+		}
+		if per := b / 8000; heads && per > 6144 {
+			t.Errorf("%d bytes allocated per connection, want at most 6144", per)
+		}
 	}
-	run(small)
-	a, b := run(small), run(large)
-	t.Logf("allocated: %d bytes for 2000 connections, %d for 8000 (%.1f×), %d bytes per connection", a, b, float64(b)/float64(a), b/8000)
-	if b > 8*a {
-		t.Errorf("4× the connections allocated %.1f× the bytes (%d → %d): not linear", float64(b)/float64(a), a, b)
+}
+
+// TestTrialEarlyDecision: with more connections than maxTrialConns short of trialEvents, the
+// oldest are decided early, so that the candidates' state stays bounded; every connection still
+// gets its protocol.
+func TestTrialEarlyDecision(t *testing.T) {
+	path := connectionsTrace(t, t.TempDir(), 3*maxTrialConns, false)
+	chosen, err := choose(0, path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if per := b / 8000; per > 6144 {
-		t.Errorf("%d bytes allocated per connection, want at most 6144", per)
+	if len(chosen) != 3*maxTrialConns {
+		t.Fatalf("%d connections chosen, want %d", len(chosen), 3*maxTrialConns)
+	}
+	for key, sp := range chosen {
+		if sp == nil {
+			t.Fatalf("connection %d: no protocol", key)
+		}
 	}
 }
 
 // BenchmarkAnalyzeConnections analyzes a trace of 150,000 short connections; the issue's
 // budget is 2 s and 200 MB.
 func BenchmarkAnalyzeConnections(b *testing.B) {
-	path := connectionsTrace(b, b.TempDir(), 150_000)
+	path := connectionsTrace(b, b.TempDir(), 150_000, true)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -13,14 +13,14 @@ import (
 )
 
 // connectionsTrace writes a trace of n short connections (fixtures.Connections) in dir.
-func connectionsTrace(tb testing.TB, dir string, n int) string {
+func connectionsTrace(tb testing.TB, dir string, n int, heads bool) string {
 	tb.Helper()
-	path := filepath.Join(dir, "conns-"+strconv.Itoa(n)+".plt")
+	path := filepath.Join(dir, "conns-"+strconv.Itoa(n)+"-"+strconv.FormatBool(heads)+".plt")
 	w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), fixtures.Options())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := fixtures.Connections(w, n); err != nil {
+	if err := fixtures.Connections(w, n, heads); err != nil {
 		tb.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -42,7 +42,7 @@ func allocated(fn func()) uint64 {
 // (linear is 4×; the quadratic description of the connections cost 16× and more).
 func TestPerfettoLinearInConnections(t *testing.T) {
 	dir := t.TempDir()
-	small, large := connectionsTrace(t, dir, 2000), connectionsTrace(t, dir, 8000)
+	small, large := connectionsTrace(t, dir, 2000, true), connectionsTrace(t, dir, 8000, true)
 	run := func(path string) uint64 {
 		return allocated(func() {
 			if err := Perfetto(io.Discard, []string{path}, analyzers.Options{}); err != nil {
@@ -61,7 +61,7 @@ func TestPerfettoLinearInConnections(t *testing.T) {
 // BenchmarkPerfettoConnections exports a trace of 150,000 short connections; the issue's
 // budget is 2 s and 200 MB.
 func BenchmarkPerfettoConnections(b *testing.B) {
-	path := connectionsTrace(b, b.TempDir(), 150_000)
+	path := connectionsTrace(b, b.TempDir(), 150_000, true)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
