@@ -497,12 +497,15 @@ func (a *analyzer) message(m *Message) {
 			} else {
 				rec.kind |= recUnitRecv
 			}
-			a.unitSpec = sp.UnitName
-			if a.unitCmds != nil || a.unitSpec == "" {
+			// a unit keeps its name: the one asked for, else the protocol's ("token"), even
+			// when --unit-command picks the commands that open it
+			switch {
+			case a.opt.Unit != "":
+				a.unitSpec = a.opt.Unit
+			case sp.UnitName != "":
+				a.unitSpec = sp.UnitName
+			default:
 				a.unitSpec = "unit"
-				if a.opt.Unit != "" {
-					a.unitSpec = a.opt.Unit
-				}
 			}
 		}
 	}

@@ -334,3 +334,14 @@ func TestRealSeveralTraces(t *testing.T) {
 		t.Errorf("units %+v, want one steady state per trace", s.Units)
 	}
 }
+
+// --unit-command picks the commands that open a unit; the unit keeps the protocol's name.
+func TestRealUnitCommandKeepsName(t *testing.T) {
+	s, err := Analyze([]string{filepath.Join(realDir, "llamacpp", "client-fitoff.plt")}, Options{UnitCommands: "GRAPH_RECOMPUTE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Units) != 1 || s.Units[0].Name != "token" || s.Units[0].RequestsPerUnit != 8 || s.Units[0].RoundTripsPerUnit != 1 {
+		t.Errorf("units %+v, want tokens of 8 requests and 1 round trip", s.Units)
+	}
+}
