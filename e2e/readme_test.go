@@ -114,13 +114,15 @@ func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 var numberRun = regexp.MustCompile(`[0-9][0-9.,]*`)
 
 // shapePattern returns a pattern for a normalized excerpt line in which every number matches
-// any number (figures change from run to run; the words around them may not).
+// any number, bounds included (figures change from run to run, and a p-value of 0.004 may
+// print as ≤0.002 in another; the words around them may not change).
 func shapePattern(line string) *regexp.Regexp {
 	var b strings.Builder
 	last := 0
 	for _, m := range numberRun.FindAllStringIndex(line, -1) {
-		b.WriteString(regexp.QuoteMeta(line[last:m[0]]))
-		b.WriteString(`[0-9][0-9.,]*(?:e [0-9]+)?`)
+		before := strings.TrimSuffix(strings.TrimSuffix(line[last:m[0]], "≤"), "<")
+		b.WriteString(regexp.QuoteMeta(before))
+		b.WriteString(`(?:≤|<)?[0-9][0-9.,]*(?:e [0-9]+)?`)
 		last = m[1]
 	}
 	b.WriteString(regexp.QuoteMeta(line[last:]))
