@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -276,6 +277,123 @@ http {
 		}
 		t.Logf("pipelined: perflab %d/%d requests, %d/%d replies", req, started, rep, done)
 	})
+}
+
+// nginx recorded from its side (perflab record -- nginx) while h2load loads it: the requests
+// arrive in recv, the responses leave in send; perflab's request, reply and status counts
+// equal h2load's, and the server's service time is measured for every one.
+func TestHTTPNginxServer(t *testing.T) {
+	nginx := need(t, "nginx", "nginx-light")
+	h2load := need(t, "h2load", "nghttp2-client")
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	server {
+		listen 127.0.0.1:%[2]d;
+		location / { return 200 "ok\n"; }
+	}
+}
+`, dir, port)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	out := filepath.Join(dir, "server.plt")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rec := exec.CommandContext(ctx, perflab, "record", "-o", out, "--payload-bytes", "256", "--",
+		nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
+	var recErr strings.Builder
+	rec.Stdout, rec.Stderr = io.Discard, &recErr
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	recDone := make(chan error, 1)
+	go func() { recDone <- rec.Wait() }()
+	stopped := false
+	stop := func() {
+		// nginx's own pid: a graceful quit ends it, and with it the recording (once: the pid
+		// is not signalled again after it ended)
+		if stopped {
+			return
+		}
+		stopped = true
+		if b, err := os.ReadFile(filepath.Join(dir, "nginx.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				if p, err := os.FindProcess(pid); err == nil {
+					p.Signal(syscall.SIGQUIT)
+				}
+			}
+		}
+	}
+	defer func() {
+		stop()
+		select {
+		case <-recDone:
+		case <-time.After(20 * time.Second):
+			rec.Process.Kill()
+			<-recDone
+		}
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close() // one connection without a request: nothing to decode
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx under perflab record did not listen within 15 s: %s", recErr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h := exec.CommandContext(ctx, h2load, "--h1", "-n", "1000", "-c", "2", "-m", "1", "http://"+addr+"/api/v2/items/981")
+	b, err := h.Output()
+	if err != nil {
+		t.Fatalf("h2load: %v\n%s", err, b)
+	}
+	m := regexp.MustCompile(`requests: (\d+) total, (\d+) started, (\d+) done`).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("no h2load summary in:\n%s", b)
+	}
+	done, _ := strconv.ParseUint(m[3], 10, 64)
+	stop()
+	select {
+	case err := <-recDone:
+		recDone <- err // for the deferred wait
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, recErr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("nginx did not quit: %s", recErr.String())
+	}
+	s := analyzeTrace(t, dir, out)
+	var req, rep uint64
+	for _, c := range s.Commands {
+		if c.Name == "GET /api/v2/items/{id}" && c.Kind == "request" && c.Direction == "recv" {
+			req += c.Count
+		}
+		if c.Name == "GET /api/v2/items/{id}" && c.Kind == "reply" && c.Direction == "send" {
+			rep += c.Count
+			if c.RTT == nil || c.RTT.P50 <= 0 {
+				t.Errorf("no service time on the replies")
+			}
+		}
+	}
+	if s.Protocol != "http" || req != done || rep != done || s.status()[200] != done {
+		t.Errorf("server side: protocol %q, %d requests, %d replies, statuses %v; h2load done %d", s.Protocol, req, rep, s.status(), done)
+	}
 }
 
 // memcached from Debian, driven by a client that speaks its text protocol (this test binary
