@@ -102,7 +102,7 @@ func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, 
 // parquetPartRows is the most rows of one part file of a table: a writer keeps the metadata
 // and page indexes of every row group of its file until it closes it, so a table is cut into
 // parts to keep that bounded (a few MB) whatever the trace's length.
-const parquetPartRows = 1 << 22
+const parquetPartRows = 1 << 20
 
 // table writes the rows of one table as part files DIR/NAME/part-NNNNN.parquet, handing them
 // to the writer in batches.
@@ -136,6 +136,10 @@ func (t *table[T]) openPart() error {
 	}
 	*t.files = append(*t.files, path)
 	t.f, t.partRows = f, 0
+	if t.w != nil {
+		t.w.Reset(f) // the next part reuses the buffers of the last
+		return nil
+	}
 	t.w = parquet.NewGenericWriter[T](f, parquet.MaxRowsPerRowGroup(int64(t.rgRows)),
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
 		parquet.CreatedBy("perflab", "export", ""), parquet.KeyValueMetadata("perflab.table", t.name))
