@@ -160,7 +160,9 @@ func (p *httpProto) statusLine(st *textStream, l []byte) {
 		}
 	}
 	switch {
-	case st.status >= 100 && st.status < 200:
+	case st.status == 101: // Switching Protocols: the final answer; what follows is no HTTP
+		p.noBody = true
+	case st.status >= 100 && st.status < 200: // interim: the final response follows
 		p.noBody, p.interim = true, true
 		st.noPair = true
 	case st.status == 204 || st.status == 304:

@@ -264,6 +264,37 @@ func TestHTTPPipelined(t *testing.T) {
 	}
 }
 
+// 100 Continue is interim: the request's final response answers it; 101 Switching Protocols
+// is final.
+func TestHTTPInterimResponses(t *testing.T) {
+	spec, _ := BuiltinSpec("http")
+	var data, cuts []byte
+	add := func(s string, recv bool) {
+		data = append(data, s...)
+		c := byte(len(s) - 1)
+		if recv {
+			c |= 0x80
+		}
+		cuts = append(cuts, c)
+	}
+	add("POST /up HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n", false)
+	add("HTTP/1.1 100 Continue\r\n\r\n", true)
+	add("abc", false)
+	add("HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", true)
+	add("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", false)
+	add("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", true)
+	msgs := feed(t, spec, data, cuts, 256)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, fmt.Sprintf("%s/%d/%v/%v", m.Name, m.Status, m.IsReply, m.RTT > 0))
+	}
+	// the request ends after its body, which the client sends once 100 Continue came
+	want := "POST /up/100/true/false POST /up/0/false/false POST /up/201/true/true GET /ws/0/false/false GET /ws/101/true/true"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
 func TestPathTemplate(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"/users/42", "/users/{id}"},

@@ -237,6 +237,9 @@ func (st *textStream) finish() {
 		m.IsReply = true
 		if st.noPair {
 			m.Name = c.peekName()
+			if o := c.text[3-st.dir]; m.Name == "" && o != nil && o.open && !o.isReply {
+				m.Name = o.name // a request still sending its body (HTTP's Expect: 100-continue)
+			}
 		} else if q, ok := c.pairs.reply(0); ok {
 			m.Name, m.ReqTS, m.ReqEnd, m.RTT, m.Answered = q.name, q.ts, q.end, m.End-q.ts, 1
 		} else {
