@@ -22,7 +22,7 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 	if s == nil {
 		return fmt.Errorf("render html: no summary")
 	}
-	d := htmlPage{S: s, Charts: summaryCharts(s), InShort: answer(s)}
+	d := htmlPage{S: s, Charts: summaryCharts(s), InShort: answer(s), UnitRows: htmlUnits(s)}
 	d.Conns, d.ConnsMore = s.Connections, 0
 	if n := len(s.Connections); n > htmlMaxConns {
 		d.Conns, d.ConnsMore = s.Connections[:htmlMaxConns], n-htmlMaxConns
@@ -44,10 +44,11 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 }
 
 type htmlPage struct {
-	S       *analyzers.Summary
-	InShort []string // the table's "In short" lines
-	Charts  []chart
-	Notices []string
+	S        *analyzers.Summary
+	InShort  []string // the table's "In short" lines
+	UnitRows []htmlUnit
+	Charts   []chart
+	Notices  []string
 	// Long tables are cut to their first rows; the JSON output has them all.
 	Conns       []analyzers.ConnStats
 	ConnsMore   int
@@ -495,7 +496,43 @@ var htmlFuncs = template.FuncMap{
 	},
 }
 
-var htmlTmpl = template.Must(template.New("page").Funcs(htmlFuncs).Parse(htmlPageText))
+var htmlTmpl = template.Must(template.Must(template.New("page").Funcs(htmlFuncs).Parse(htmlPageText)).Parse(htmlUnitRow))
+
+// htmlUnitRow is one row of the units table: the steady-state units and, apart, the others
+// (warmup, other shapes), requests and replies counted apart.
+const htmlUnitRow = `{{define "unitrow"}}<tr><td class="l">{{.Label}}</td>{{with .U}}<td class="l">{{if .Shape}}{{.Shape}}{{else}}–{{end}}</td><td>{{int .Count}}</td>` +
+	`<td>{{num .RequestsPerUnit}}</td><td>{{num .RepliesPerUnit}}</td><td>{{num .RoundTripsPerUnit}}</td><td>{{num .BytesSentPerUnit}}</td><td>{{num .BytesRecvPerUnit}}</td>` +
+	`<td>{{num .UnitTimeUS}}</td><td>{{num .NetWaitUS}}</td><td>{{if .ServerTimeUS}}{{num .ServerTimeUS}}{{else}}–{{end}}</td><td>{{num .UnitsPerS}}</td><td>{{if .MaxSpeedup}}{{num .MaxSpeedup}}×{{else}}–{{end}}</td>{{end}}</tr>
+{{end}}`
+
+// htmlUnit is a row of the units table: the unit, labelled with its trace when several were
+// analysed.
+type htmlUnit struct {
+	Label string
+	U     analyzers.UnitStats
+}
+
+// htmlUnits lists the per-unit figures (the steady state, or all units) and then the units
+// reported apart (warmup, other shapes).
+func htmlUnits(s *analyzers.Summary) []htmlUnit {
+	var out []htmlUnit
+	add := func(u analyzers.UnitStats) {
+		label := u.Name
+		if len(s.Traces) > 1 && u.Trace != "" {
+			label = u.Trace + ": " + u.Name
+		}
+		out = append(out, htmlUnit{label, u})
+	}
+	for _, u := range s.Units {
+		add(u)
+	}
+	for _, u := range s.UnitShapes {
+		if u.Shape != "steady" && u.Shape != "all" {
+			add(u)
+		}
+	}
+	return out
+}
 
 // htmlPageText is the page. It loads nothing: the CSS is inline and there is no script.
 const htmlPageText = `<!DOCTYPE html>
@@ -593,9 +630,9 @@ figcaption{font-size:.85em;color:#555}
 
 <h2>Units of work</h2>
 {{if .S.Units}}<table id="units">
-<tr><th class="l">unit</th><th>count</th><th>messages/unit</th><th>round trips/unit</th><th>bytes sent/unit</th><th>bytes recv/unit</th><th>unit time µs</th><th>network wait µs</th><th>units/s</th><th>max speedup</th></tr>
-{{range .S.Units}}<tr><td class="l">{{.Name}}</td><td>{{int .Count}}</td><td>{{num .MessagesPerUnit}}</td><td>{{num .RoundTripsPerUnit}}</td><td>{{num .BytesSentPerUnit}}</td><td>{{num .BytesRecvPerUnit}}</td><td>{{num .UnitTimeUS}}</td><td>{{num .NetWaitUS}}</td><td>{{num .UnitsPerS}}</td><td>{{num .MaxSpeedup}}×</td></tr>
-{{end}}</table>{{else}}<p class="muted">No units of work (no token markers).</p>{{end}}
+<tr><th class="l">unit</th><th class="l">shape</th><th>count</th><th>requests/unit</th><th>replies/unit</th><th>round trips/unit</th><th>bytes sent/unit</th><th>bytes recv/unit</th><th>unit time µs</th><th>network wait µs</th><th>server time µs</th><th>units/s</th><th>max speedup</th></tr>
+{{range .UnitRows}}{{template "unitrow" .}}{{end}}</table>
+{{range .S.Units}}{{if .SpeedupAssumes}}<p class="muted">{{.Name}}: max speedup assumes {{.SpeedupAssumes}}</p>{{end}}{{end}}{{else}}<p class="muted">No units of work (no token markers).</p>{{end}}
 {{if .S.Phases}}<table id="phases">
 <tr><th class="l">phase</th><th>start s</th><th>duration s</th><th>messages</th><th>bytes</th></tr>
 {{range .S.Phases}}<tr><td class="l">{{.Name}}</td><td>{{num .StartS}}</td><td>{{num .DurationS}}</td><td>{{int .Messages}}</td><td>{{int .Bytes}}</td></tr>

@@ -384,6 +384,9 @@ func TestHTMLServerTrace(t *testing.T) {
 					t.Errorf("page lacks %q", want)
 				}
 			}
+			if strings.Contains(path, "llamacpp") && !(strings.Contains(page, "<th>requests/unit</th><th>replies/unit</th>") && strings.Contains(page, ">steady<")) {
+				t.Error("the units table does not count requests and replies apart in the steady state")
+			}
 			if i, j := strings.Index(page, `id="in-short"`), strings.Index(page, `<h2>Charts</h2>`); i < 0 || j < i {
 				t.Error(`"In short" is not above the charts`)
 			}
