@@ -22,6 +22,10 @@ type section struct {
 	notes  []string // lines printed under the table
 }
 
+// maxConnRows bounds the connections listed by the table and markdown reports, as
+// htmlMaxConns does for HTML.
+const maxConnRows = htmlMaxConns
+
 // maxCommandRows bounds the commands listed; the rest are summed in one row.
 const maxCommandRows = 30
 
@@ -61,7 +65,14 @@ func sections(s *analyzers.Summary) []section {
 		if multi {
 			c.header = append([]string{"trace"}, c.header...)
 		}
-		for _, x := range s.Connections {
+		conns := s.Connections
+		if len(conns) > maxConnRows {
+			// A server with many clients: a table of every connection is no report (and costs
+			// seconds to lay out); the JSON lists them all.
+			c.notes = append(c.notes, fmt.Sprintf("%d more connections not shown (the first %d in the trace are); --format json lists them all", len(conns)-maxConnRows, maxConnRows))
+			conns = conns[:maxConnRows]
+		}
+		for _, x := range conns {
 			c.rows = append(c.rows, withTrace(multi, x.Trace, []string{u64(x.ID), x.Family, orDash(x.Local), orDash(x.Remote), u64(uint64(x.PID)),
 				u64(x.Send.Calls), u64(x.Send.Bytes), tnum(x.Send.LatencyUS.P50), tnum(x.Send.LatencyUS.P99),
 				u64(x.Recv.Calls), u64(x.Recv.Bytes), tnum(x.Recv.LatencyUS.P50), tnum(x.Recv.LatencyUS.P99)}))
