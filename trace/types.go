@@ -198,6 +198,28 @@ type Meta struct {
 	PayloadBytes int               `json:"payload_bytes"`    // payload head size asked for
 	Protocol     string            `json:"protocol,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"` // --label K=V
+	// Clocks is set on a trace merged from several hosts' recordings (perflab merge): one entry
+	// per input, in input order, saying how its timestamps were moved onto this trace's timeline.
+	Clocks []Clock `json:"clocks,omitempty"`
+}
+
+// Clock says how a merged trace placed one input recording on its timeline: an input timestamp
+// t (ns) became t + OffsetNS + DriftPPM·1e-6·(t − RefNS). The first input is the reference
+// (zero offset and drift). The true offset and drift lie in [OffsetLoNS, OffsetHiNS] and
+// [DriftLoPPM, DriftHiPPM] as far as one-way delays cannot be negative.
+type Clock struct {
+	Input      string  `json:"input"`        // the input file as given
+	Host       string  `json:"host"`         // the input's Meta.Host
+	ConnBase   uint64  `json:"conn_base"`    // added to the input's connection ids in the merged trace
+	RefNS      int64   `json:"ref_ns"`       // input-clock instant the drift is taken around, ns
+	OffsetNS   int64   `json:"offset_ns"`    // estimate, ns
+	OffsetLoNS int64   `json:"offset_lo_ns"` // lower bound, ns
+	OffsetHiNS int64   `json:"offset_hi_ns"` // upper bound, ns
+	DriftPPM   float64 `json:"drift_ppm"`    // estimate, parts per million
+	DriftLoPPM float64 `json:"drift_lo_ppm"` // lower bound, ppm
+	DriftHiPPM float64 `json:"drift_hi_ppm"` // upper bound, ppm
+	Messages   int     `json:"messages"`     // message ends matched against already-placed inputs
+	Peer       int     `json:"peer"`         // index of the input it was estimated against (-1 for the reference)
 }
 
 // Footer closes a cleanly finished file with totals; a cut file has none.

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"analyzers":  {"trace", "models"},
 	"reports":    {"trace", "models", "analyzers"},
 	"fixtures":   {"trace"},
+	"merge":      {"trace"},
 	"lab":        {"trace", "models", "analyzers", "reports", "venusd"},
 	"e2e":        {"trace", "models", "analyzers", "reports", "venusd", "fixtures"},
 }
