@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
 	"sort"
@@ -17,42 +19,54 @@ import (
 // tracer trace (as two hosts would record them), and returns the client's and the server's.
 func recordTwoHosts(t *testing.T) (clientPath, serverPath string) {
 	t.Helper()
+	paths := recordHosts(t, 1, 1500*time.Millisecond)
+	return paths[0], paths[1]
+}
+
+// recordHosts runs n venusd servers and one client that pings each in turn for d over loopback
+// TCP, every process with its own tracer trace, and returns the client's trace then the servers'.
+func recordHosts(t *testing.T, n int, d time.Duration) []string {
+	t.Helper()
 	dir := t.TempDir()
-	clientPath, serverPath = filepath.Join(dir, "client.plt"), filepath.Join(dir, "server.plt")
-	sw, err := trace.Create(serverPath, venusd.TraceMeta([]string{"perflab", "venus", "serve", "--trace", serverPath}, 64), nil)
+	paths := []string{filepath.Join(dir, "client.plt")}
+	cw, err := trace.Create(paths[0], venusd.TraceMeta([]string{"perflab", "venus", "run", "--trace", paths[0]}, 64), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0", Trace: sw, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	cw, err := trace.Create(clientPath, venusd.TraceMeta([]string{"perflab", "venus", "run", "--trace", clientPath}, 64), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer rcancel()
-	_, err = venusd.RunWorkload(rctx, venusd.ClientConfig{Connect: s.Addr(), Workload: "ping",
-		Ping:  venusd.PingConfig{Duration: 1500 * time.Millisecond, Warmup: 10, RequestBytes: 64, ReplyBytes: 64},
-		Trace: cw, NoVerify: true, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatalf("venus run: %v", err)
+	for i := 0; i < n; i++ {
+		sp := filepath.Join(dir, fmt.Sprintf("server%d.plt", i))
+		paths = append(paths, sp)
+		sw, err := trace.Create(sp, venusd.TraceMeta([]string{"perflab", "venus", "serve", "--trace", sp}, 64), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0", Trace: sw, Getenv: func(string) string { return "" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx) }()
+		rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err = venusd.RunWorkload(rctx, venusd.ClientConfig{Connect: s.Addr(), Workload: "ping",
+			Ping:  venusd.PingConfig{Duration: d, Warmup: 10, RequestBytes: 64, ReplyBytes: 64},
+			Trace: cw, NoVerify: true, Getenv: func(string) string { return "" }})
+		rcancel()
+		cancel()
+		if serr := <-done; serr != nil {
+			t.Errorf("serve: %v", serr)
+		}
+		if err != nil {
+			t.Fatalf("venus run: %v", err)
+		}
+		if err := sw.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := cw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("serve: %v", err)
-	}
-	if err := sw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return clientPath, serverPath
+	return paths
 }
 
 // shiftTrace writes a copy of the trace at in whose clock reads t + offset + drift·(t − pivot)
@@ -240,5 +254,55 @@ func TestMergeRefuses(t *testing.T) {
 	code, _, stderr := runCLI(t, "merge", "-o", filepath.Join(dir, "x.plt"), clientPath)
 	if code != 2 || !strings.Contains(stderr, "at least two traces") {
 		t.Errorf("one trace: exit %d, %q", code, stderr)
+	}
+}
+
+// TestMergeThreeHosts merges one client's recording with the recordings of the two servers it
+// talked to, each server's clock shifted differently: both are placed against the client, and
+// each placement's bounds contain its shift.
+func TestMergeThreeHosts(t *testing.T) {
+	paths := recordHosts(t, 2, time.Second)
+	dir := t.TempDir()
+	shifts := []struct{ offset, drift float64 }{{1.25e9, 40e-6}, {-0.5e9, -60e-6}}
+	args := []string{"merge", "--json", "-o", filepath.Join(dir, "all.plt"), paths[0]}
+	var pivots []int64
+	for i, sh := range shifts {
+		f, err := trace.ReadFile(paths[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pivots = append(pivots, f.Meta.StartMono)
+		p := filepath.Join(dir, fmt.Sprintf("shifted%d.plt", i))
+		shiftTrace(t, paths[i+1], p, sh.offset, sh.drift, f.Meta.StartMono)
+		args = append(args, p)
+	}
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Clocks []trace.Clock `json:"clocks"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	if len(res.Clocks) != 3 || res.Clocks[0].Peer != -1 {
+		t.Fatalf("clocks: %+v", res.Clocks)
+	}
+	for i, sh := range shifts {
+		k := res.Clocks[i+1]
+		ref, pivot := float64(k.RefNS), float64(pivots[i])
+		theta := pivot + (ref-sh.offset-pivot)/(1+sh.drift) - ref
+		delta := (1/(1+sh.drift) - 1) * 1e6
+		t.Logf("server %d: offset %d [%d, %d] ns (true %.0f), drift %.3f [%.3f, %.3f] ppm (true %.3f), peer %d", i, k.OffsetNS, k.OffsetLoNS, k.OffsetHiNS, theta, k.DriftPPM, k.DriftLoPPM, k.DriftHiPPM, delta, k.Peer)
+		if k.Peer != 0 {
+			t.Errorf("server %d placed against input %d, want the client (0)", i, k.Peer)
+		}
+		if theta < float64(k.OffsetLoNS)-2 || theta > float64(k.OffsetHiNS)+2 {
+			t.Errorf("server %d: true offset %.0f ns outside [%d, %d]", i, theta, k.OffsetLoNS, k.OffsetHiNS)
+		}
+		if delta < k.DriftLoPPM-0.01 || delta > k.DriftHiPPM+0.01 {
+			t.Errorf("server %d: true drift %.3f ppm outside [%.3f, %.3f]", i, delta, k.DriftLoPPM, k.DriftHiPPM)
+		}
 	}
 }
