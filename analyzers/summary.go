@@ -247,7 +247,7 @@ type InFlight struct {
 	// or "service" (a server's requests between their arrival and their reply).
 	Of     string      `json:"of,omitempty"`
 	Mean   float64     `json:"mean"`
-	Max    int         `json:"max"`
+	Max    int         `json:"max"` // the most at once in one process (Mean sums all processes)
 	Series []TimePoint `json:"series,omitempty"`
 }
 

@@ -268,7 +268,7 @@ func batchChart(s *analyzers.Summary) template.HTML {
 		if s.RoundTrips.Count > 0 {
 			why = "no data: the batch model needs round trips at two or more numbers in flight"
 			if s.InFlight != nil {
-				why += fmt.Sprintf(" (this trace had at most %d)", s.InFlight.Max)
+				why += fmt.Sprintf(" (this trace had at most %d at once in one process)", s.InFlight.Max)
 			}
 		}
 		return noData(name, title, why)

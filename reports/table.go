@@ -210,7 +210,7 @@ func sections(s *analyzers.Summary) []section {
 		}
 		l.notes = append(l.notes, "W measured is the mean response time, as the law has it; the median is shown apart")
 		if s.InFlight != nil {
-			l.notes = append(l.notes, fmt.Sprintf("requests in flight: mean %s, max %d", tnum(s.InFlight.Mean), s.InFlight.Max))
+			l.notes = append(l.notes, fmt.Sprintf("requests in flight: mean %s over all processes, at most %d at once in one process", tnum(s.InFlight.Mean), s.InFlight.Max))
 		}
 		out = append(out, l)
 	}
@@ -308,7 +308,7 @@ func answer(s *analyzers.Summary) []string {
 	if rt := s.RoundTrips; rt.Client > 0 || rt.Count > 0 && rt.Served == 0 {
 		line := fmt.Sprintf("%d round trips: median %s µs, p99 %s µs", rt.Client, tnum(rt.RTTUS.P50), tnum(rt.RTTUS.P99))
 		if s.InFlight != nil {
-			line += fmt.Sprintf(", %s requests in flight on average (at most %d)", tnum(s.InFlight.Mean), s.InFlight.Max)
+			line += fmt.Sprintf(", %s requests in flight on average (at most %d at once in one process)", tnum(s.InFlight.Mean), s.InFlight.Max)
 		}
 		out = append(out, line+".")
 	}
