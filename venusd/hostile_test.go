@@ -472,16 +472,24 @@ func TestHostileBatchNonReaders(t *testing.T) {
 		return d
 	}
 	run() // warm up
-	var alone, beside []float64
-	for r := 0; r < rounds; r++ {
-		alone = append(alone, float64(run()))
-		closeAll := nonReaders(t, s.Addr(), 40, 20, 1<<20)
-		settle(s) // their first replies are made; they are stuck
-		beside = append(beside, float64(run()))
-		closeAll()
+	measure := func() (ratio float64, alone, beside []float64) {
+		for r := 0; r < rounds; r++ {
+			alone = append(alone, float64(run()))
+			closeAll := nonReaders(t, s.Addr(), 40, 20, 1<<20)
+			settle(s) // their first replies are made; they are stuck
+			beside = append(beside, float64(run()))
+			closeAll()
+		}
+		ratio = median(beside) / median(alone)
+		t.Logf("normal run alone %v, beside 40 non-readers %v (×%.2f)", time.Duration(median(alone)), time.Duration(median(beside)), ratio)
+		return ratio, alone, beside
 	}
-	ratio := median(beside) / median(alone)
-	t.Logf("normal run alone %v, beside 40 non-readers %v (×%.2f)", time.Duration(median(alone)), time.Duration(median(beside)), ratio)
+	// A machine busy with other work can slow one set of rounds; a stall caused by the
+	// non-readers shows in every set, so a second set decides.
+	ratio, alone, beside := measure()
+	if ratio > 2 && !raceEnabled {
+		ratio, alone, beside = measure()
+	}
 	if ratio > 2 && !raceEnabled {
 		t.Errorf("a normal run took %.2f× as long beside 40 non-readers as alone (runs alone %v, beside %v)", ratio, alone, beside)
 	}
