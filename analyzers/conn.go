@@ -42,14 +42,14 @@ type connDecoder struct {
 	byID    map[uint64]pendingReq // a tracer's requests by id
 	dropped uint64                // a tracer's requests dropped from byID
 
-	raw         rawBurst       // the burst being gathered, for protocols without a decoder
+	raw         *rawBurst      // the burst being gathered, for protocols without a decoder; made on the first call
 	ev          *trace.Event   // the event being decoded
 	tracer      bool           // frames come from an in-process tracer
 	variantDone bool           // venus: whether the frames are venusd's or real Venus was decided
 	text        [3]*textStream // text protocols (http, line): one stream per direction
 	data        int64          // bytes the connection's data events moved
 	explained   int64          // of them, bytes of messages decoded (binary, resp, tracer frames)
-	resp        [3]respStream  // resp: one stream per direction
+	resp        *[3]respStream // resp: one stream per direction; made on the first call
 }
 
 func (c *connDecoder) setup(ev *trace.Event) {
@@ -71,6 +71,7 @@ func (c *connDecoder) initFramers() {
 		}
 		c.framers[c.reqDir] = newFramer(c.spec, c.spec.Request, nil)
 		c.framers[other] = newFramer(c.spec, c.spec.Reply, c.spec.VersionField)
+		c.framers[c.reqDir].out, c.framers[other].out = &c.d.frame, &c.d.frame
 	}
 }
 

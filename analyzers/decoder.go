@@ -35,6 +35,7 @@ type decoder struct {
 	protos   map[string]bool  // protocols seen
 	chosen   map[uint64]*Spec // auto: the protocol chosen for each connection by trial decoding
 	batch    Batch            // Message.Batch's storage
+	frame    frameInfo        // the frame being emitted, shared by every framer of the trace
 }
 
 func resolveSpec(opt Options) (*Spec, error) {

@@ -63,7 +63,7 @@ type framer struct {
 	lost      uint64 // times sync was lost
 	lostBytes int64  // bytes not decoded: skipped while sync was lost
 	seenBytes int64  // bytes fed
-	out       frameInfo
+	out       *frameInfo // the frame being emitted: shared by the framers of a trace, made on first use when not
 }
 
 // peekBufs recycles the framers' capture buffers.
@@ -262,7 +262,10 @@ func (f *framer) reset() {
 }
 
 func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
-	o := &f.out
+	if f.out == nil {
+		f.out = new(frameInfo)
+	}
+	o := f.out
 	var peek []byte
 	if f.buf != nil {
 		peek = f.buf[:f.have]

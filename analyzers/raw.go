@@ -26,7 +26,10 @@ type rawBurst struct {
 
 // rawCall gathers one call of a connection of unknown protocol.
 func (c *connDecoder) rawCall(ev *trace.Event) {
-	b := &c.raw
+	if c.raw == nil {
+		c.raw = new(rawBurst)
+	}
+	b := c.raw
 	other := trace.DirSend
 	if ev.Dir == trace.DirSend {
 		other = trace.DirRecv
@@ -55,8 +58,8 @@ func (c *connDecoder) rawCall(ev *trace.Event) {
 // connection's requesting direction (the side that spoke first), else the reply to the
 // request before it.
 func (c *connDecoder) flushRaw() {
-	b := &c.raw
-	if !b.active {
+	b := c.raw
+	if b == nil || !b.active {
 		return
 	}
 	b.active = false
@@ -80,7 +83,7 @@ func (c *connDecoder) flushRaw() {
 // directions overlapped (full-duplex: exchanges not inferable) and the exchanges inferred.
 func (d *decoder) rawStats() (conns, unsafe, exchanges uint64, unsafeIDs map[uint64]bool) {
 	for k, c := range d.conns {
-		if c.spec == nil || c.spec.Kind != "raw" || c.reqDir == trace.DirNone {
+		if c.spec == nil || c.spec.Kind != "raw" || c.reqDir == trace.DirNone || c.raw == nil {
 			continue
 		}
 		conns++

@@ -120,6 +120,9 @@ func respInt(b []byte) (int64, bool) {
 
 // respCall decodes one call of a RESP connection. Every request gets a reply, in order.
 func (c *connDecoder) respCall(ev *trace.Event) {
+	if c.resp == nil {
+		c.resp = new([3]respStream)
+	}
 	st := &c.resp[ev.Dir]
 	head := ev.Payload
 	if int64(len(head)) > ev.Bytes {
@@ -218,6 +221,9 @@ func (c *connDecoder) respFinish(st *respStream, dir trace.Dir) {
 // respFlush ends the streams: a message delimited by calls completes; one cut short is
 // delivered truncated.
 func (c *connDecoder) respFlush() {
+	if c.resp == nil {
+		return
+	}
 	for dir := range c.resp {
 		st := &c.resp[dir]
 		if !st.open {

@@ -49,7 +49,7 @@ func (t *textAgg) end(d *decoder) {
 			p.Bytes += uint64(c.data)
 			p.DecodedBytes += uint64(c.decoded())
 		}
-		if c.spec != nil && c.spec.Kind == "resp" && len(t.atLeast) < 16 {
+		if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil && len(t.atLeast) < 16 {
 			for dir := range c.resp {
 				if st := &c.resp[dir]; st.atLeast > 0 {
 					what := "commands"
