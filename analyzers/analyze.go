@@ -84,8 +84,11 @@ type connAgg struct {
 	trace   int
 	id      uint64
 	info    trace.Connection
-	dirs    [3]dirAgg
+	dirs    [2]dirAgg // by direction: dirs[d-1] for trace.DirSend and trace.DirRecv
 }
+
+// dir returns the aggregate of direction d, which must be trace.DirSend or trace.DirRecv.
+func (c *connAgg) dir(d trace.Dir) *dirAgg { return &c.dirs[d-1] }
 
 type cmdKey struct {
 	proto, name string
@@ -366,7 +369,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	t.Calls++
 	t.Bytes += uint64(ev.Bytes)
 	c := a.connAgg(ev.Conn, ev.PID)
-	d := &c.dirs[ev.Dir]
+	d := c.dir(ev.Dir)
 	d.calls++
 	d.bytes += uint64(ev.Bytes)
 	d.lat.Add(ev.Dur)
@@ -464,7 +467,9 @@ func (a *analyzer) message(m *Message) {
 		a.truncated++
 	}
 	c := a.connAgg(m.Conn, m.PID)
-	c.dirs[m.Dir].frames++
+	if m.Dir == trace.DirSend || m.Dir == trace.DirRecv {
+		c.dir(m.Dir).frames++
+	}
 	if c.side < 0 || c.sidePID != m.PID {
 		c.side, c.sidePID = int(a.sideIndex(m.PID, m.Conn)), m.PID
 	}

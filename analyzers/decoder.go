@@ -121,13 +121,15 @@ func (d *decoder) deliver(m *Message) { d.out.message(m) }
 
 // flush ends every connection: frames in progress come out truncated.
 func (d *decoder) flush() {
+	ev := new(trace.Event) // one for every framer: a trace of many connections would make one each
 	for _, c := range d.conns {
 		c.flushRaw()
 		for dir, f := range c.framers {
 			if f == nil {
 				continue
 			}
-			c.ev = &trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
+			*ev = trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
+			c.ev = ev
 			f.flush(f.ts, c.frame)
 		}
 		for _, st := range c.text {

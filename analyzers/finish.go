@@ -13,12 +13,17 @@ const minCISamples = 6
 func (a *analyzer) finish() {
 	s := a.s
 	s.Duration = secs(a.durNS)
+	a.processes()
 	// Sized once: a trace of many connections would otherwise copy the list at every growth.
+	// Each connection's aggregate is let go once its row is made, so that the two need not be
+	// held whole at once.
 	s.Connections = make([]ConnStats, 0, len(a.connList))
-	for _, c := range a.connList {
+	a.curConns, a.lastConn = nil, nil
+	for i, c := range a.connList {
+		a.connList[i] = nil
 		cs := ConnStats{Trace: a.traceLabel(c.trace), ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
-			ag := &c.dirs[d]
+			ag := c.dir(d)
 			ds := DirStats{Calls: ag.calls, Bytes: ag.bytes, Frames: ag.frames, LatencyUS: ag.lat.latency(a.conf)}
 			if d == trace.DirSend {
 				cs.Send = ds
@@ -31,7 +36,7 @@ func (a *analyzer) finish() {
 		}
 		s.Connections = append(s.Connections, cs)
 	}
-	a.processes()
+	a.connList = nil
 	for k, c := range a.cmds {
 		kind := "request"
 		if k.reply {
@@ -230,7 +235,7 @@ func (a *analyzer) processes() {
 		return &out[i]
 	}
 	for _, c := range a.connList {
-		if c.dirs[trace.DirSend].calls+c.dirs[trace.DirRecv].calls+c.dirs[trace.DirSend].frames+c.dirs[trace.DirRecv].frames == 0 {
+		if c.dir(trace.DirSend).calls+c.dir(trace.DirRecv).calls+c.dir(trace.DirSend).frames+c.dir(trace.DirRecv).frames == 0 {
 			continue
 		}
 		p := get(key{c.trace, c.info.PID})
@@ -240,9 +245,9 @@ func (a *analyzer) processes() {
 			if d == trace.DirRecv {
 				t = &p.Recv
 			}
-			t.Calls += c.dirs[d].calls
-			t.Bytes += c.dirs[d].bytes
-			t.Frames += c.dirs[d].frames
+			t.Calls += c.dir(d).calls
+			t.Bytes += c.dir(d).bytes
+			t.Frames += c.dir(d).frames
 		}
 	}
 	for k, pa := range a.procs {

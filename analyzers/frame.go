@@ -60,9 +60,9 @@ type framer struct {
 	lastCall uint64
 	lostNext bool // the next frame follows a loss of sync
 
-	lost      uint64 // times sync was lost
-	lostBytes int64  // bytes not decoded: skipped while sync was lost
-	seenBytes int64  // bytes fed
+	lost      uint64     // times sync was lost
+	lostBytes int64      // bytes not decoded: skipped while sync was lost
+	seenBytes int64      // bytes fed
 	out       *frameInfo // the frame being emitted: shared by the framers of a trace, made on first use when not
 }
 

@@ -1,7 +1,10 @@
 package reports
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/perflab/perflab/analyzers"
@@ -34,7 +37,45 @@ func JSON(w io.Writer, s *analyzers.Summary) error {
 	if c.Warnings == nil {
 		c.Warnings = []string{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(&c)
+	conns := c.Connections
+	if len(conns) == 0 {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(&c)
+	}
+	// A trace of many connections makes a document of about 650 bytes per connection: encoded
+	// whole, it would be held two or three times over (encoded, indented, grown). The rest is
+	// encoded with an empty list, and the connections are written one by one in its place,
+	// indented as the whole would be.
+	c.Connections = []analyzers.ConnStats{}
+	doc, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode summary: %w", err)
+	}
+	const slot = "\n  \"connections\": []"
+	at := bytes.Index(doc, []byte(slot))
+	if at < 0 {
+		return fmt.Errorf("encode summary: no connections list")
+	}
+	at += len(slot) - 1 // at the closing bracket
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(doc[:at])
+	for i := range conns {
+		row, err := json.MarshalIndent(&conns[i], "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("encode connection %d: %w", conns[i].ID, err)
+		}
+		bw.WriteString("\n    ")
+		bw.Write(row)
+		if i < len(conns)-1 {
+			bw.WriteByte(',')
+		}
+	}
+	bw.WriteString("\n  ")
+	bw.Write(doc[at:])
+	bw.WriteByte('\n')
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
 }
