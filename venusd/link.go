@@ -74,7 +74,42 @@ type linkFrames struct {
 	txDone chan struct{}
 	rxDone chan struct{}
 	stop   chan struct{}
-	rxErr  error // sticky; touched only by the one reader
+	rxErr  error  // sticky; touched only by the one reader
+	rxPrev []byte // the frame readFrame returned last, recycled at the next call
+
+	// free holds frame copies for reuse: a fresh multi-megabyte copy per frame costs page
+	// faults and garbage collections that delay the sender past its deadline at 1-10 Gbit/s.
+	freeTx, freeRx chan []byte
+}
+
+// Link buffer recycling: at most linkFreeBuffers copies of at most linkFreeMaxBytes each are
+// kept per link, so that a large frame does not keep its memory.
+const (
+	linkFreeBuffers  = 4
+	linkFreeMaxBytes = 4 << 20
+)
+
+// getBuf returns a buffer of n bytes, taken from free when one there is large enough.
+func getBuf(free chan []byte, n int) []byte {
+	select {
+	case b := <-free:
+		if cap(b) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	return make([]byte, n)
+}
+
+// putBuf hands b back to free for reuse.
+func putBuf(free chan []byte, b []byte) {
+	if b == nil || cap(b) > linkFreeMaxBytes {
+		return
+	}
+	select {
+	case free <- b:
+	default:
+	}
 }
 
 type linkItem struct {
@@ -85,7 +120,7 @@ type linkItem struct {
 
 func newLinkFrames(d *directFrames, delay, jitter time.Duration, bw float64, seed uint64) *linkFrames {
 	l := &linkFrames{d: d, delay: delay, jitter: jitter, bw: bw, rng: rand.New(rand.NewPCG(seed, 0x5656)),
-		tx: make(chan linkItem, 4096), rx: make(chan linkItem, 4096), txDone: make(chan struct{}), rxDone: make(chan struct{}), stop: make(chan struct{})}
+		tx: make(chan linkItem, 4096), rx: make(chan linkItem, 4096), txDone: make(chan struct{}), rxDone: make(chan struct{}), stop: make(chan struct{}), freeTx: make(chan []byte, linkFreeBuffers), freeRx: make(chan []byte, linkFreeBuffers)}
 	go l.sender()
 	go l.receiver()
 	return l
@@ -128,7 +163,7 @@ func (l *linkFrames) writeFrame(frame []byte) error {
 	}
 	at := l.arrival(len(frame), &l.txBusy, &l.txLast)
 	l.mu.Unlock()
-	b := make([]byte, len(frame))
+	b := getBuf(l.freeTx, len(frame))
 	copy(b, frame)
 	l.tx <- linkItem{b: b, release: at}
 	return nil
@@ -239,6 +274,7 @@ func (l *linkFrames) sender() {
 			l.txErr = err
 			l.mu.Unlock()
 		}
+		putBuf(l.freeTx, it.b)
 	}
 }
 
@@ -254,7 +290,7 @@ func (l *linkFrames) receiver() {
 			}
 			return
 		}
-		c := make([]byte, len(b))
+		c := getBuf(l.freeRx, len(b))
 		copy(c, b)
 		l.mu.Lock()
 		at := l.arrival(len(c), &busy, &last)
@@ -268,6 +304,8 @@ func (l *linkFrames) receiver() {
 }
 
 func (l *linkFrames) readFrame() ([]byte, error) {
+	putBuf(l.freeRx, l.rxPrev) // the caller is done with it
+	l.rxPrev = nil
 	if l.rxErr != nil {
 		return nil, l.rxErr
 	}
@@ -286,6 +324,7 @@ func (l *linkFrames) readFrame() ([]byte, error) {
 		return nil, it.err
 	}
 	sleepUntil(it.release)
+	l.rxPrev = it.b
 	return it.b, nil
 }
 
