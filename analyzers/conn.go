@@ -33,8 +33,8 @@ type connDecoder struct {
 	id      uint64
 	pid     uint32
 	spec    *Spec
-	reqDir  trace.Dir // direction of requests, DirNone until the first data
-	framers [3]*framer
+	reqDir  trace.Dir  // direction of requests, DirNone until the first data
+	framers [3]*framer // by direction; nil while both are idle (releaseFramers)
 	version [3]int
 	seq     uint64
 
@@ -45,11 +45,17 @@ type connDecoder struct {
 	raw         *rawBurst      // the burst being gathered, for protocols without a decoder; made on the first call
 	ev          *trace.Event   // the event being decoded
 	tracer      bool           // frames come from an in-process tracer
+	framed      bool           // the framers were made (a binary protocol)
 	variantDone bool           // venus: whether the frames are venusd's or real Venus was decided
 	text        [3]*textStream // text protocols (http, line): one stream per direction
 	data        int64          // bytes the connection's data events moved
 	explained   int64          // of them, bytes of messages decoded (binary, resp, tracer frames)
 	resp        *[3]respStream // resp: one stream per direction; made on the first call
+
+	// what the released framers counted (framer.lost, lostBytes, seenBytes)
+	lostSync  uint64
+	lostBytes int64
+	seenBytes int64
 }
 
 func (c *connDecoder) setup(ev *trace.Event) {
@@ -64,15 +70,44 @@ func (c *connDecoder) setup(ev *trace.Event) {
 
 // initFramers makes the framers of a binary protocol, once the request direction is known.
 func (c *connDecoder) initFramers() {
-	if c.spec.Kind == "binary" && c.framers[trace.DirSend] == nil {
-		other := trace.DirSend
-		if c.reqDir == trace.DirSend {
-			other = trace.DirRecv
-		}
-		c.framers[c.reqDir] = newFramer(c.spec, c.spec.Request, nil)
-		c.framers[other] = newFramer(c.spec, c.spec.Reply, c.spec.VersionField)
-		c.framers[c.reqDir].out, c.framers[other].out = &c.d.frame, &c.d.frame
+	if c.spec.Kind == "binary" && !c.framed {
+		c.framed = true
+		c.makeFramers()
 	}
+}
+
+// replyDir is the direction opposite the requests'.
+func (c *connDecoder) replyDir() trace.Dir {
+	if c.reqDir == trace.DirSend {
+		return trace.DirRecv
+	}
+	return trace.DirSend
+}
+
+// makeFramers makes fresh framers for both directions, from the trace's spares when it has any.
+func (c *connDecoder) makeFramers() {
+	c.framers[c.reqDir] = c.d.framer(c.spec, c.spec.Request, nil)
+	c.framers[c.replyDir()] = c.d.framer(c.spec, c.spec.Reply, c.spec.VersionField)
+}
+
+// releaseFramers gives the framers back to the trace's spares when neither holds part of a
+// frame and both are still what makeFramers would make, keeping what they counted: a trace of
+// many connections then keeps framers only for the connections in the middle of a frame. The
+// next call makes them afresh, and decodes exactly as the released ones would have.
+func (c *connDecoder) releaseFramers() {
+	req, rep := c.framers[c.reqDir], c.framers[c.replyDir()]
+	if req == nil || rep == nil || !req.idle() || !rep.idle() ||
+		req.spec != c.spec || rep.spec != c.spec || req.hdr != c.spec.Request || rep.hdr != c.spec.Reply ||
+		req.peekEnd != peekEndOf(c.spec, c.spec.Request, nil) || rep.peekEnd != peekEndOf(c.spec, c.spec.Reply, c.spec.VersionField) {
+		return
+	}
+	for _, f := range [...]*framer{req, rep} {
+		c.lostSync += f.lost
+		c.lostBytes += f.lostBytes
+		c.seenBytes += f.seenBytes
+	}
+	c.d.spare = append(c.d.spare, req, rep)
+	c.framers[trace.DirSend], c.framers[trace.DirRecv] = nil, nil
 }
 
 // event decodes one data event of this connection.
@@ -89,13 +124,17 @@ func (c *connDecoder) event(ev *trace.Event) {
 	}
 	if c.reqDir == trace.DirNone {
 		c.setup(ev)
-	} else if c.framers[trace.DirSend] == nil {
+	} else if !c.framed {
 		c.initFramers() // the connection began with tracer frames
 	}
 	c.seq++
 	switch c.spec.Kind {
 	case "binary":
+		if c.framers[ev.Dir] == nil {
+			c.makeFramers()
+		}
 		c.framers[ev.Dir].call(c.seq, ev.TS, ev.TS+ev.Dur, ev.Bytes, ev.Payload, c.frame)
+		c.releaseFramers()
 	case "resp":
 		c.respCall(ev)
 	case "http", "line":

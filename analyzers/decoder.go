@@ -36,6 +36,7 @@ type decoder struct {
 	chosen   map[uint64]*Spec // auto: the protocol chosen for each connection by trial decoding
 	batch    Batch            // Message.Batch's storage
 	frame    frameInfo        // the frame being emitted, shared by every framer of the trace
+	spare    []*framer        // framers released by idle connections, for reuse
 }
 
 func resolveSpec(opt Options) (*Spec, error) {
@@ -119,6 +120,19 @@ func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
 
 func (d *decoder) deliver(m *Message) { d.out.message(m) }
 
+// framer returns a fresh framer of hdr's frames, a spare one when there is any.
+func (d *decoder) framer(spec *Spec, hdr *Header, extra *Field) *framer {
+	var f *framer
+	if n := len(d.spare); n > 0 {
+		f, d.spare = d.spare[n-1], d.spare[:n-1]
+		f.init(spec, hdr, extra)
+	} else {
+		f = newFramer(spec, hdr, extra)
+	}
+	f.out = &d.frame
+	return f
+}
+
 // flush ends every connection: frames in progress come out truncated.
 func (d *decoder) flush() {
 	ev := new(trace.Event) // one for every framer: a trace of many connections would make one each
@@ -150,6 +164,7 @@ func (d *decoder) stats() (lostSync, dropped, waiting uint64) {
 		if !c.tracer && c.reqDir == trace.DirSend { // a client's requests
 			waiting += c.pairs.waiting()
 		}
+		lostSync += c.lostSync
 		for _, f := range c.framers {
 			if f != nil {
 				lostSync += f.lost

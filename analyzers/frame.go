@@ -85,23 +85,41 @@ func (f *framer) drop() {
 }
 
 func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
-	f := &framer{spec: spec, hdr: hdr, order: binary.LittleEndian}
+	f := new(framer)
+	f.init(spec, hdr, extra)
+	return f
+}
+
+// init makes f a fresh framer of hdr's frames.
+func (f *framer) init(spec *Spec, hdr *Header, extra *Field) {
+	*f = framer{spec: spec, hdr: hdr, order: binary.LittleEndian}
 	if spec.Endian == "big" {
 		f.order = binary.BigEndian
 	}
-	f.peekEnd = hdr.Bytes
+	f.peekEnd = peekEndOf(spec, hdr, extra)
+}
+
+// peekEndOf returns how many leading bytes of each frame a framer of hdr's frames captures.
+func peekEndOf(spec *Spec, hdr *Header, extra *Field) int {
+	end := hdr.Bytes
 	if spec.Records != nil || spec.Stream != "" {
-		f.peekEnd = framePeek // walk the records in the head
+		end = framePeek // walk the records in the head
 	}
-	for _, fl := range []*Field{hdr.Command, hdr.Flags, hdr.ReqID, extra} {
-		if fl != nil && fl.Offset+fl.Size > f.peekEnd {
-			f.peekEnd = fl.Offset + fl.Size
+	for _, fl := range [...]*Field{hdr.Command, hdr.Flags, hdr.ReqID, extra} {
+		if fl != nil && fl.Offset+fl.Size > end {
+			end = fl.Offset + fl.Size
 		}
 	}
-	if extra != nil && extra.Offset+3 > f.peekEnd && extra.Offset+3 <= framePeek {
-		f.peekEnd = extra.Offset + 3 // major, minor, patch
+	if extra != nil && extra.Offset+3 > end && extra.Offset+3 <= framePeek {
+		end = extra.Offset + 3 // major, minor, patch
 	}
-	return f
+	return end
+}
+
+// idle reports whether f holds no part of a frame and no loss of sync: a fresh framer of the
+// same frames would go on exactly as f does.
+func (f *framer) idle() bool {
+	return f.state == stHeader && f.have == 0 && f.consumed == 0 && !f.lostNext && f.buf == nil
 }
 
 func (f *framer) field(fl *Field) (uint64, bool) {

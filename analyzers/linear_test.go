@@ -87,3 +87,42 @@ func BenchmarkAnalyzeConnections(b *testing.B) {
 		}
 	}
 }
+
+// endSink keeps the decoder a scan ends with.
+type endSink struct {
+	msgSink
+	d *decoder
+}
+
+func (s *endSink) end(_ int, _ trace.Recovery, d *decoder) { s.d = d }
+
+// TestFramersReleased: the framers of connections between frames go back to the trace's
+// spares, so a trace of many short connections ends with none held by a connection and only
+// the few that were in use at once made, and what they counted is kept.
+func TestFramersReleased(t *testing.T) {
+	const n = 3000
+	path := connectionsTrace(t, t.TempDir(), n, true)
+	msgs := 0
+	s := &endSink{msgSink: msgSink{fn: func(*Message) error { msgs++; return nil }}}
+	if err := scan([]string{path}, Options{}, s); err != nil {
+		t.Fatal(err)
+	}
+	if msgs != 2*n {
+		t.Fatalf("%d messages, want %d", msgs, 2*n)
+	}
+	held := 0
+	for _, c := range s.d.conns {
+		for _, f := range c.framers {
+			if f != nil {
+				held++
+			}
+		}
+	}
+	if held != 0 || len(s.d.spare) > 4 {
+		t.Errorf("%d framers held by connections, %d spare: want 0 and at most 4", held, len(s.d.spare))
+	}
+	lost, seen := s.d.undecoded()
+	if want := int64(2 * n * (fixtures.FrameHeaderSize + 16)); seen != want || lost != 0 {
+		t.Errorf("framers saw %d bytes (%d undecoded), want %d (0)", seen, lost, want)
+	}
+}

@@ -161,6 +161,8 @@ func (d *decoder) pairing() (paired, unpaired, overridden uint64) {
 // undecoded sums the bytes the trace's framers could not decode, and all bytes they saw.
 func (d *decoder) undecoded() (lost, seen int64) {
 	for _, c := range d.conns {
+		lost += c.lostBytes
+		seen += c.seenBytes
 		for _, f := range c.framers {
 			if f != nil {
 				lost += f.lostBytes

@@ -60,13 +60,16 @@ func JSON(w io.Writer, s *analyzers.Summary) error {
 	at += len(slot) - 1 // at the closing bracket
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.Write(doc[:at])
+	var row bytes.Buffer // one connection, reused: the encoder keeps its own buffers too
+	enc := json.NewEncoder(&row)
+	enc.SetIndent("    ", "  ")
 	for i := range conns {
-		row, err := json.MarshalIndent(&conns[i], "    ", "  ")
-		if err != nil {
+		row.Reset()
+		if err := enc.Encode(&conns[i]); err != nil {
 			return fmt.Errorf("encode connection %d: %w", conns[i].ID, err)
 		}
 		bw.WriteString("\n    ")
-		bw.Write(row)
+		bw.Write(bytes.TrimSuffix(row.Bytes(), []byte("\n")))
 		if i < len(conns)-1 {
 			bw.WriteByte(',')
 		}
