@@ -88,6 +88,9 @@ func (c *connDecoder) replyDir() trace.Dir {
 func (c *connDecoder) makeFramers() {
 	c.framers[c.reqDir] = c.d.framer(c.spec, c.spec.Request, nil)
 	c.framers[c.replyDir()] = c.d.framer(c.spec, c.spec.Reply, c.spec.VersionField)
+	if n := len(c.d.spareQ); c.pairs.q == nil && n > 0 {
+		c.pairs.q, c.d.spareQ = c.d.spareQ[n-1], c.d.spareQ[:n-1]
+	}
 }
 
 // releaseFramers gives the framers back to the trace's spares when neither holds part of a
@@ -108,7 +111,17 @@ func (c *connDecoder) releaseFramers() {
 	}
 	c.d.spare = append(c.d.spare, req, rep)
 	c.framers[trace.DirSend], c.framers[trace.DirRecv] = nil, nil
+	if len(c.pairs.q) == 0 && cap(c.pairs.q) > 0 { // no request waits: the queue's storage goes too
+		if cap(c.pairs.q) <= maxSpareQueue {
+			c.d.spareQ = append(c.d.spareQ, c.pairs.q[:0])
+		}
+		c.pairs.q = nil
+	}
 }
+
+// maxSpareQueue is the largest request queue (in requests) kept for reuse by releaseFramers;
+// larger ones are left to the collector.
+const maxSpareQueue = 64
 
 // event decodes one data event of this connection.
 func (c *connDecoder) event(ev *trace.Event) {

@@ -37,6 +37,7 @@ type decoder struct {
 	batch    Batch            // Message.Batch's storage
 	frame    frameInfo        // the frame being emitted, shared by every framer of the trace
 	spare    []*framer        // framers released by idle connections, for reuse
+	spareQ   [][]pendingReq   // their request queues' storage, empty, for reuse
 }
 
 func resolveSpec(opt Options) (*Spec, error) {

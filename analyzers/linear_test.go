@@ -97,8 +97,8 @@ type endSink struct {
 func (s *endSink) end(_ int, _ trace.Recovery, d *decoder) { s.d = d }
 
 // TestFramersReleased: the framers of connections between frames go back to the trace's
-// spares, so a trace of many short connections ends with none held by a connection and only
-// the few that were in use at once made, and what they counted is kept.
+// spares with their request queues, so a trace of many short connections ends with none held
+// by a connection and only the few that were in use at once made, and what they counted is kept.
 func TestFramersReleased(t *testing.T) {
 	const n = 3000
 	path := connectionsTrace(t, t.TempDir(), n, true)
@@ -110,16 +110,22 @@ func TestFramersReleased(t *testing.T) {
 	if msgs != 2*n {
 		t.Fatalf("%d messages, want %d", msgs, 2*n)
 	}
-	held := 0
+	held, queues := 0, 0
 	for _, c := range s.d.conns {
 		for _, f := range c.framers {
 			if f != nil {
 				held++
 			}
 		}
+		if c.pairs.q != nil {
+			queues++
+		}
 	}
 	if held != 0 || len(s.d.spare) > 4 {
 		t.Errorf("%d framers held by connections, %d spare: want 0 and at most 4", held, len(s.d.spare))
+	}
+	if queues != 0 || len(s.d.spareQ) > 2 {
+		t.Errorf("%d request queues held by connections, %d spare: want 0 and at most 2", queues, len(s.d.spareQ))
 	}
 	lost, seen := s.d.undecoded()
 	if want := int64(2 * n * (fixtures.FrameHeaderSize + 16)); seen != want || lost != 0 {
