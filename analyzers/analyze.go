@@ -79,12 +79,11 @@ type dirAgg struct {
 }
 
 type connAgg struct {
-	side    int // index in analyzer.sides of (its pid, it), -1 until known
+	side    int32 // index in analyzer.sides of (its pid, it), -1 until known
 	sidePID uint32
-	trace   int
-	id      uint64
-	info    trace.Connection
-	dirs    [2]dirAgg // by direction: dirs[d-1] for trace.DirSend and trace.DirRecv
+	trace   int32            // index of its trace
+	info    trace.Connection // its ID is the connection's
+	dirs    [2]dirAgg        // by direction: dirs[d-1] for trace.DirSend and trace.DirRecv
 }
 
 // dir returns the aggregate of direction d, which must be trace.DirSend or trace.DirRecv.
@@ -413,7 +412,7 @@ func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
 	}
 	c := a.curConns[key]
 	if c == nil {
-		c = &connAgg{trace: a.cur, id: id, side: -1}
+		c = &connAgg{trace: int32(a.cur), side: -1}
 		c.info.ID, c.info.PID = id, pid
 		a.curConns[key] = c
 		a.connList = append(a.connList, c)
@@ -471,7 +470,7 @@ func (a *analyzer) message(m *Message) {
 		c.dir(m.Dir).frames++
 	}
 	if c.side < 0 || c.sidePID != m.PID {
-		c.side, c.sidePID = int(a.sideIndex(m.PID, m.Conn)), m.PID
+		c.side, c.sidePID = int32(a.sideIndex(m.PID, m.Conn)), m.PID
 	}
 	a.tl.add(m.TS, 1)
 	if isVenusFamily(m.Protocol) {

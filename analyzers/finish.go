@@ -21,7 +21,7 @@ func (a *analyzer) finish() {
 	a.curConns, a.lastConn = nil, nil
 	for i, c := range a.connList {
 		a.connList[i] = nil
-		cs := ConnStats{Trace: a.traceLabel(c.trace), ID: c.id, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
+		cs := ConnStats{Trace: a.traceLabel(int(c.trace)), ID: c.info.ID, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			ag := c.dir(d)
 			ds := DirStats{Calls: ag.calls, Bytes: ag.bytes, Frames: ag.frames, LatencyUS: ag.lat.latency(a.conf)}
@@ -238,7 +238,7 @@ func (a *analyzer) processes() {
 		if c.dir(trace.DirSend).calls+c.dir(trace.DirRecv).calls+c.dir(trace.DirSend).frames+c.dir(trace.DirRecv).frames == 0 {
 			continue
 		}
-		p := get(key{c.trace, c.info.PID})
+		p := get(key{int(c.trace), c.info.PID})
 		p.Connections++
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			t := &p.Send
