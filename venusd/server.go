@@ -444,7 +444,14 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			if timed {
 				ts = Monotonic()
 			}
-			held := int64(cap(rep.b))
+			// Only a reply with memory of its own counts, as a frame does (above
+			// keepFrameBytes): a small one lives in the buffer the connection keeps anyway,
+			// and counting it would let a client that already has its reply find the budget
+			// still held for a moment.
+			held := int64(0)
+			if cap(rep.b) > keepFrameBytes {
+				held = int64(cap(rep.b))
+			}
 			s.live.bytes.Add(held)
 			s.setWriteDeadline(c)
 			_, err := c.Write(frame)
