@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/perflab/perflab/trace"
 )
@@ -137,7 +139,10 @@ func (d *decoder) framer(spec *Spec, hdr *Header, extra *Field) *framer {
 // flush ends every connection: frames in progress come out truncated.
 func (d *decoder) flush() {
 	ev := new(trace.Event) // one for every framer: a trace of many connections would make one each
-	for _, c := range d.conns {
+	// In connection order, not the map's: what the flush delivers feeds order-dependent
+	// aggregates (a process's blocked time), and the same trace must give the same report.
+	for _, id := range slices.Sorted(maps.Keys(d.conns)) {
+		c := d.conns[id]
 		c.flushRaw()
 		for dir, f := range c.framers {
 			if f == nil {
