@@ -228,18 +228,7 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 	if name == "" {
 		name = "unit"
 	}
-	wait := func(from, to int64) int64 {
-		var w int64
-		for _, blk := range a.blocks.blocks {
-			for _, b := range blk {
-				lo, hi := max(b.from, from), min(b.to, to)
-				if hi > lo {
-					w += hi - lo
-				}
-			}
-		}
-		return w
-	}
+	wait := a.blockedIn
 	type shape struct {
 		n         int
 		acc       unitAcc

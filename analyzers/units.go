@@ -202,18 +202,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	if detected {
 		a.warnf("%s: no phase markers; phases detected from the first unit of work", a.s.Traces[i])
 	}
-	wait := func(from, to int64) int64 {
-		var w int64
-		for _, blk := range a.blocks.blocks {
-			for _, b := range blk {
-				lo, hi := max(b.from, from), min(b.to, to)
-				if hi > lo {
-					w += hi - lo
-				}
-			}
-		}
-		return w
-	}
+	wait := a.blockedIn
 	var u UnitStats
 	var svcMarked int64
 	svcN := 0
@@ -285,4 +274,19 @@ func allInstants(ms []trace.Marker) bool {
 		}
 	}
 	return true
+}
+
+// blockedIn returns the time, in ns, that the trace's processes spent blocked on round trips
+// between from and to (the overlap of their blocked intervals with [from, to)).
+func (a *analyzer) blockedIn(from, to int64) int64 {
+	var w int64
+	for _, blk := range a.blocks.blocks {
+		for _, b := range blk {
+			lo, hi := max(b.from, from), min(b.to, to)
+			if hi > lo {
+				w += hi - lo
+			}
+		}
+	}
+	return w
 }
