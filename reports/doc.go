@@ -1,2 +1,3 @@
-// Package reports renders analyzer results as tables, markdown, JSON, HTML, pprof and Perfetto timelines. It never computes.
+// Package reports renders analyzer results as tables, markdown, JSON and HTML. It never computes
+// and never reads traces; the exports of traces to other tools' formats live in package export.
 package reports

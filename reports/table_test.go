@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,6 +215,28 @@ func TestMarkdownEscapes(t *testing.T) {
 	for _, bad := range []string{"<script>", "a|b", "\n# x", "[link]"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("markdown holds %q unescaped:\n%s", bad, out)
+		}
+	}
+}
+
+// TestTableConnectionRows: the table and markdown reports list at most maxConnRows connections
+// and say how many they left out.
+func TestTableConnectionRows(t *testing.T) {
+	s := &analyzers.Summary{Traces: []string{"x.plt"}}
+	for i := 0; i < maxConnRows+50; i++ {
+		s.Connections = append(s.Connections, analyzers.ConnStats{ID: uint64(i + 1), Family: "tcp", Local: "127.0.0.1:" + strconv.Itoa(10000+i), Remote: "127.0.0.1:5556", PID: 7})
+	}
+	for name, render := range map[string]func(io.Writer, *analyzers.Summary) error{"table": Table, "markdown": Markdown} {
+		var b strings.Builder
+		if err := render(&b, s); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if !strings.Contains(out, "50 more connections not shown") {
+			t.Errorf("%s: no note of the 50 connections left out", name)
+		}
+		if !strings.Contains(out, "127.0.0.1:"+strconv.Itoa(10000+maxConnRows-1)) || strings.Contains(out, "127.0.0.1:"+strconv.Itoa(10000+maxConnRows)) {
+			t.Errorf("%s: want exactly the first %d connections listed", name, maxConnRows)
 		}
 	}
 }

@@ -25,10 +25,11 @@ var allowed = map[string][]string{
 	"venusd":     {"trace"},
 	"analyzers":  {"trace", "models"},
 	"reports":    {"trace", "models", "analyzers"},
+	"export":     {"trace", "analyzers"},
 	"fixtures":   {"trace"},
 	"merge":      {"trace"},
 	"lab":        {"trace", "models", "analyzers", "reports", "venusd"},
-	"e2e":        {"trace", "models", "analyzers", "reports", "venusd", "fixtures"},
+	"e2e":        {"trace", "models", "analyzers", "reports", "export", "venusd", "fixtures"},
 }
 
 // owners names the only perflab packages that may import a heavy dependency.
@@ -36,8 +37,8 @@ var owners = map[string][]string{
 	"github.com/cilium/ebpf":            {"probes"},
 	"gonum.org/v1/gonum":                {"analyzers", "models"},
 	"github.com/olekukonko/tablewriter": {"reports"},
-	"github.com/google/pprof":           {"reports"},
-	"github.com/parquet-go/parquet-go":  {"reports"},
+	"github.com/google/pprof":           {"export"},
+	"github.com/parquet-go/parquet-go":  {"export"},
 }
 
 func root(t *testing.T) string {

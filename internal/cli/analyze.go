@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/export"
 	"github.com/perflab/perflab/reports"
 )
 
@@ -26,8 +27,8 @@ var analyzeFormats = map[string]analyzeFormat{
 	"markdown": {summary: reports.Markdown},
 	"json":     {summary: reports.JSON},
 	"html":     {summary: reports.HTML},
-	"pprof":    {traces: reports.Pprof},
-	"perfetto": {traces: reports.Perfetto},
+	"pprof":    {traces: export.Pprof},
+	"perfetto": {traces: export.Perfetto},
 }
 
 // protocolNames are the values of --protocol.

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/perflab/perflab/reports"
+	"github.com/perflab/perflab/export"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -60,8 +60,8 @@ func exportNames() string {
 }
 
 func init() {
-	registerExport("jsonl", streamExport(reports.JSONL))
-	registerExport("csv", streamExport(reports.CSV))
+	registerExport("jsonl", streamExport(export.JSONL))
+	registerExport("csv", streamExport(export.CSV))
 	c := &Command{
 		Name:    "export",
 		Summary: "write a trace's records as JSON lines or CSV (docs/trace-format.md), or another registered format (docs/export.md)",

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/perflab/perflab/analyzers"
-	"github.com/perflab/perflab/reports"
+	"github.com/perflab/perflab/export"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -14,8 +14,8 @@ import (
 // the analyzers' defaults (detection); `perflab analyze --format perfetto|pprof` takes
 // --protocol for the rest.
 func init() {
-	registerExport("perfetto", analyzedExport(reports.PerfettoTrace))
-	registerExport("pprof", analyzedExport(reports.PprofTrace))
+	registerExport("perfetto", analyzedExport(export.PerfettoTrace))
+	registerExport("pprof", analyzedExport(export.PprofTrace))
 }
 
 // analyzedExport adapts a one-trace writer of the reports package to an exportFunc. It hands

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/perflab/perflab/analyzers"
-	"github.com/perflab/perflab/reports"
+	"github.com/perflab/perflab/export"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -28,7 +28,7 @@ type dirExportOptions struct {
 
 func init() {
 	dirExportFormats["parquet"] = func(dir string, paths []string, o dirExportOptions) ([]trace.Recovery, error) {
-		return reports.Parquet(dir, paths, reports.ParquetOptions{Labels: o.labels, Analyzers: analyzers.Options{
+		return export.Parquet(dir, paths, export.ParquetOptions{Labels: o.labels, Analyzers: analyzers.Options{
 			Protocol: o.protocol, Spec: o.spec, Unit: o.unit, UnitCommands: o.unitCmds}})
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perflab/perflab/reports"
+	"github.com/perflab/perflab/export"
 )
 
 // TestExportParquet writes the tables of two traces into a new directory, and refuses what it
@@ -26,7 +26,7 @@ func TestExportParquet(t *testing.T) {
 	if code != 0 || stdout != "" || stderr != "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	for _, name := range reports.ParquetTables {
+	for _, name := range export.ParquetTables {
 		st, err := os.Stat(filepath.Join(out, name, "part-00000.parquet"))
 		if err != nil || st.Size() < 100 {
 			t.Fatalf("%s.parquet: %v", name, err)

@@ -1,6 +1,6 @@
 //go:build race
 
-package reports
+package export
 
 // raceEnabled: the race detector multiplies a process's memory, so RSS bounds do not apply.
 const raceEnabled = true

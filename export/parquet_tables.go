@@ -1,4 +1,4 @@
-package reports
+package export
 
 // The rows of the Parquet tables that `perflab export --format parquet` writes, one Go type
 // per table; docs/sql.md documents every column. Conventions: times are nanoseconds of the
