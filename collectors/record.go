@@ -37,6 +37,20 @@ type Options struct {
 	ProgressEvery time.Duration
 	// Busiest is how many connections progress lines name (default 3).
 	Busiest int
+	// Tap, when set, sees every record before it is written (perflab top's live view). It
+	// must not keep rec.
+	Tap func(rec *trace.Record)
+}
+
+// NewTrace starts a trace on out: it stamps meta's start (wall clock and trace clock, the same
+// instant) and writes the header.
+func NewTrace(out io.Writer, meta trace.Meta, opt *trace.WriterOptions) (*trace.Writer, error) {
+	trace.StampStart(&meta)
+	w, err := trace.NewWriter(out, meta, opt)
+	if err != nil {
+		return nil, fmt.Errorf("start trace: %w", err)
+	}
+	return w, nil
 }
 
 // DirStats counts the system calls (or tracer operations) of one direction.
@@ -80,7 +94,8 @@ func (r *Result) LostTotal() uint64 {
 // recorder is the emit side of Record: it writes each record and keeps the counters that
 // progress and the summary show.
 type recorder struct {
-	w *trace.Writer
+	w   *trace.Writer
+	tap func(*trace.Record)
 
 	mu    sync.Mutex
 	res   Result
@@ -88,6 +103,9 @@ type recorder struct {
 }
 
 func (r *recorder) emit(rec *trace.Record) error {
+	if r.tap != nil {
+		r.tap(rec)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch rec.Kind {
@@ -182,7 +200,7 @@ func Record(ctx context.Context, src Source, w *trace.Writer, opt Options) (*Res
 	if opt.Busiest <= 0 {
 		opt.Busiest = 3
 	}
-	r := &recorder{w: w, index: map[uint64]int{}, res: Result{Lost: map[string]uint64{}}}
+	r := &recorder{w: w, tap: opt.Tap, index: map[uint64]int{}, res: Result{Lost: map[string]uint64{}}}
 	start := time.Now()
 
 	var wg sync.WaitGroup

@@ -83,15 +83,18 @@ var _ Stater = (*synth)(nil)
 func TestRecordRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	meta := trace.Meta{Version: "test", Source: "ebpf", PayloadBytes: 64}
-	StampStart(&meta)
-	w, err := trace.NewWriter(&buf, meta, nil)
+	w, err := NewTrace(&buf, meta, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := &synth{n: 5000}
-	res, err := Record(context.Background(), src, w, Options{})
+	tapped := map[trace.Kind]int{}
+	res, err := Record(context.Background(), src, w, Options{Tap: func(r *trace.Record) { tapped[r.Kind]++ }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := map[trace.Kind]int{trace.KindConnection: 2, trace.KindEvent: 5000, trace.KindLost: 5}; !cmp.Equal(tapped, want) {
+		t.Errorf("the tap saw %v, want %v", tapped, want)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

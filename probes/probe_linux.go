@@ -32,6 +32,11 @@ type Probe struct {
 
 	cost cost // what the probes cost, measured (cost_linux.go)
 
+	// Objects loaded on top of the base one (loadObject), closed by Close.
+	extra []*ebpf.Collection
+	// Decoders of the ring-buffer record kinds other objects write (registerKind).
+	kinds map[uint8]kindDecoder
+
 	// Connection ids: socket cookie -> state, in first-seen order.
 	conns map[uint64]*connState
 	order []*connState
@@ -87,8 +92,7 @@ func Open(cfg Config) (*Probe, error) {
 			p.Close()
 			return nil, fmt.Errorf("attach %s to %s: %w", pr.name, ps.SectionName, err)
 		}
-		p.links = append(p.links, l)
-		p.hooks = append(p.hooks, ps.SectionName)
+		p.addLink(l, ps.SectionName)
 	}
 	p.reader, err = ringbuf.NewReader(p.objs.PerflabEvents)
 	if err != nil {
@@ -97,6 +101,70 @@ func Open(cfg Config) (*Probe, error) {
 	}
 	p.calibrate()
 	return p, nil
+}
+
+// sharedMaps are the base object's maps that every other object uses in place of its own of the
+// same name (bpf/common.h).
+func (p *Probe) sharedMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"perflab_events":  p.objs.PerflabEvents,
+		"perflab_targets": p.objs.PerflabTargets,
+		"perflab_counts":  p.objs.PerflabCounts,
+	}
+}
+
+// loadObject loads another BPF object (a part switched on by its flag, built from its own
+// source file) with the base object's shared maps in place of its own, sets its wakeup_bytes
+// like the base object's, and attaches its BTF tracepoint and tracing programs. It returns the
+// collection, which Close frees; programs of other types are the caller's to attach (their
+// links then go in p.links through p.addLink).
+func (p *Probe) loadObject(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) {
+	repl := map[string]*ebpf.Map{}
+	for name, m := range p.sharedMaps() {
+		if _, ok := spec.Maps[name]; ok {
+			repl[name] = m
+		}
+	}
+	if v, ok := spec.Variables["wakeup_bytes"]; ok {
+		if err := v.Set(uint64(p.cfg.WakeupBytes)); err != nil {
+			return nil, fmt.Errorf("set wakeup bytes: %w", err)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return nil, fmt.Errorf("load probes: %w", err)
+	}
+	p.extra = append(p.extra, coll)
+	for name, ps := range spec.Programs {
+		switch ps.Type {
+		case ebpf.Tracing:
+			l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name], AttachType: ps.AttachType})
+			if err != nil {
+				return nil, fmt.Errorf("attach %s to %s: %w", name, ps.SectionName, err)
+			}
+			p.addLink(l, ps.SectionName)
+		}
+	}
+	return coll, nil
+}
+
+// addLink keeps an attached program's link, closed when recording stops, and names its hook
+// in the trace metadata.
+func (p *Probe) addLink(l link.Link, hook string) {
+	p.links = append(p.links, l)
+	p.hooks = append(p.hooks, hook)
+}
+
+// kindDecoder turns a ring-buffer record of a kind another object writes into trace records
+// through emit.
+type kindDecoder func(b []byte, out *trace.Record, emit func(*trace.Record) error) error
+
+// registerKind makes handle pass records of kind (enum kind of bpf/common.h) to dec.
+func (p *Probe) registerKind(kind uint8, dec kindDecoder) {
+	if p.kinds == nil {
+		p.kinds = map[uint8]kindDecoder{}
+	}
+	p.kinds[kind] = dec
 }
 
 // namedProg is one of the probe's programs.
@@ -357,6 +425,9 @@ func (p *Probe) handle(b []byte, out *trace.Record, emit func(*trace.Record) err
 		toEvent(&re, cs.conn.ID, &out.Event)
 		return emit(out)
 	}
+	if dec := p.kinds[kind]; dec != nil {
+		return dec(b, out, emit)
+	}
 	p.bad++ // a kind this version does not know
 	return nil
 }
@@ -389,6 +460,10 @@ func (p *Probe) Close() error {
 		errs = append(errs, p.stats.Close())
 		p.stats = nil
 	}
+	for _, c := range p.extra {
+		c.Close()
+	}
+	p.extra = nil
 	errs = append(errs, p.objs.Close())
 	p.objs = recordObjects{}
 	return errors.Join(errs...)

@@ -359,3 +359,55 @@ func holdProbes() error {
 	time.Sleep(time.Minute)
 	return errors.New("not killed")
 }
+
+// TestLoadObjectSharesMaps loads a second object the way a part switched on by its flag is
+// loaded (here the base object's empty program on its own): it gets the base object's ring
+// buffer, targets and counters, not copies, its tracepoint program is attached and detached
+// with the others, and records of a kind it registers reach its decoder.
+func TestLoadObjectSharesMaps(t *testing.T) {
+	p := requireProbes(t, Config{PayloadBytes: -1})
+	spec, err := loadRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range spec.Programs {
+		if name != "perflab_nop" {
+			delete(spec.Programs, name)
+		}
+	}
+	links := len(p.links)
+	coll, err := p.loadObject(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.links) != links+1 || p.hooks[len(p.hooks)-1] != "tp_btf/sock_send_length" {
+		t.Errorf("links %d → %d, hooks %v: the part's program is not attached", links, len(p.links), p.hooks)
+	}
+	for name, base := range p.sharedMaps() {
+		bi, err := base.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pi, err := coll.Maps[name].Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bid, _ := bi.ID()
+		pid, _ := pi.ID()
+		if bid != pid {
+			t.Errorf("%s: the part has map %d, the base object %d", name, pid, bid)
+		}
+	}
+	var got []byte
+	p.registerKind(200, func(b []byte, out *trace.Record, emit func(*trace.Record) error) error {
+		got = b
+		return nil
+	})
+	var out trace.Record
+	if err := p.handle([]byte{200, 1, 2}, &out, func(*trace.Record) error { return nil }); err != nil || len(got) != 3 || p.bad != 0 {
+		t.Errorf("a registered kind: decoder saw %v, err %v, %d bad records", got, err, p.bad)
+	}
+	if err := p.handle([]byte{201}, &out, func(*trace.Record) error { return nil }); err != nil || p.bad != 1 {
+		t.Errorf("an unknown kind: err %v, %d bad records, want 1", err, p.bad)
+	}
+}

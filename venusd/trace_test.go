@@ -184,19 +184,3 @@ func TestSocketBufferVariable(t *testing.T) {
 		t.Errorf("TCP_NODELAY %d, %v", got, err)
 	}
 }
-
-// TestMonotonicMatchesKernelClock checks that the tracer's clock agrees with CLOCK_MONOTONIC
-// (the clock of eBPF timestamps): a kernel reading bracketed by two tracer readings falls
-// between them, give or take 2 µs, in at least one of 100 tries.
-func TestMonotonicMatchesKernelClock(t *testing.T) {
-	for i := 0; i < 100; i++ {
-		a := Monotonic()
-		c := clockMonotonic()
-		b := Monotonic()
-		if c >= a-2000 && c <= b+2000 {
-			return
-		}
-	}
-	a, c := Monotonic(), clockMonotonic()
-	t.Errorf("tracer clock %d ns, kernel clock %d ns: %d ns apart", a, c, c-a)
-}

@@ -7,9 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/perflab/perflab/trace"
 )
@@ -18,67 +16,23 @@ import (
 // transport included, which no system-call probe can see), one per completed round trip, and
 // VENUS_TRACE_NET's per-100 summaries.
 
-var (
-	monoStart, monoStartBase = calibrateMonotonic()
-	nextConnID               atomic.Uint64
-)
+var nextConnID atomic.Uint64
 
-// calibrateMonotonic pairs a Go time with a CLOCK_MONOTONIC reading of the same instant. It
-// brackets the system call with two Go readings, keeps the tightest of several tries and takes
-// its midpoint, so that the tracer's clock and the kernel's (eBPF timestamps) agree to within
-// half a system call (well under a µs), not the few µs a single cold pair can be apart.
-func calibrateMonotonic() (time.Time, int64) {
-	var best time.Duration = -1
-	var start time.Time
-	var base int64
-	for i := 0; i < 16; i++ {
-		t0 := time.Now()
-		c := clockMonotonic()
-		gap := time.Since(t0)
-		if best < 0 || gap < best {
-			best, start, base = gap, t0.Add(gap/2), c
-		}
-	}
-	return start, base
-}
-
-// clockMonotonic reads CLOCK_MONOTONIC in ns, the clock of eBPF timestamps, so that tracer and
-// probe events of one machine share a time base.
-func clockMonotonic() int64 {
-	var ts syscall.Timespec
-	const clockMonotonicID = 1
-	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
-		return 0
-	}
-	return ts.Nano()
-}
-
-// Monotonic returns the tracer's clock: CLOCK_MONOTONIC in ns, read through Go's monotonic
-// clock (no system call).
-func Monotonic() int64 { return monoStartBase + int64(time.Since(monoStart)) }
+// Monotonic returns the tracer's clock: the trace clock (CLOCK_MONOTONIC in ns, the clock of
+// eBPF timestamps), with no system call.
+func Monotonic() int64 { return trace.Monotonic() }
 
 // TraceMeta returns a trace.Meta for a venusd tracer recording: Start and StartMono describe
 // the same instant, Source is "tracer", Protocol "venus".
 func TraceMeta(command []string, payloadBytes int) trace.Meta {
 	host, _ := os.Hostname()
-	var u syscall.Utsname
-	kernel := ""
-	if syscall.Uname(&u) == nil {
-		b := make([]byte, 0, len(u.Release))
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		kernel = string(b)
-	}
-	now := time.Now()
-	return trace.Meta{
-		Host: host, Kernel: kernel, Start: now, StartMono: Monotonic(),
+	m := trace.Meta{
+		Host: host, Kernel: trace.KernelRelease(),
 		Command: command, PIDs: []uint32{uint32(os.Getpid())}, Source: "tracer",
 		PayloadBytes: payloadBytes, Protocol: "venus",
 	}
+	trace.StampStart(&m)
+	return m
 }
 
 // netSummary is VENUS_TRACE_NET's per-100 summary of one direction.

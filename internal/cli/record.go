@@ -185,37 +185,98 @@ func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {
 	return recordWith(ctx, env, a)
 }
 
+// recording is one run of perflab record (or top), put together step by step by recordWith.
+type recording struct {
+	env   *Env
+	a     *recordArgs
+	self  uint32         // perflab's own pid, never recorded
+	cmd   *exec.Cmd      // the command to start; nil with -p
+	probe *probes.Probe  // the loaded and attached probes
+	file  io.WriteCloser // the trace file (a discarding one without -o)
+	w     *trace.Writer  // the trace, once its header is written
+}
+
 // recordWith records as a says: to a.out (nowhere when it is ""), with a live view when
-// a.live is set (perflab top).
+// a.live is set (perflab top). Every step that can fail on bad input does so before the
+// probes are loaded or the command started.
 func recordWith(ctx context.Context, env *Env, a *recordArgs) error {
-	for _, pid := range a.pids {
+	r := &recording{env: env, a: a, self: uint32(os.Getpid())}
+	if err := r.checkTargets(); err != nil {
+		return err
+	}
+	if err := r.prepareCommand(); err != nil {
+		return err
+	}
+	if err := r.openProbes(); err != nil {
+		return err
+	}
+	defer r.probe.Close()
+	if err := r.addTargets(); err != nil {
+		return err
+	}
+	if err := r.createFile(); err != nil {
+		return err
+	}
+	defer r.file.Close()
+	if err := r.startCommand(); err != nil {
+		return err
+	}
+	if err := r.startTrace(); err != nil {
+		return err
+	}
+	res, targetsGone, recErr := r.run(ctx)
+	status := r.reapCommand(!targetsGone)
+	r.notes(res, targetsGone)
+	if err := r.closeTrace(recErr); err != nil {
+		return err
+	}
+	if err := r.summary(res); err != nil {
+		return err
+	}
+	if status != 0 {
+		return Exit(status)
+	}
+	return nil
+}
+
+// checkTargets refuses -p pids that do not exist or that would make perflab record itself.
+func (r *recording) checkTargets() error {
+	for _, pid := range r.a.pids {
 		if !processExists(pid) {
 			return BadInput("-p: no process %d", pid)
 		}
 	}
-	self := uint32(os.Getpid())
-	if err := checkTargets(a.pids, self, a.wholeSystem); err != nil {
-		return err
+	return checkTargets(r.a.pids, r.self, r.a.wholeSystem)
+}
+
+// prepareCommand finds the command to record, without starting it.
+func (r *recording) prepareCommand() error {
+	a := r.a
+	if len(a.command) == 0 {
+		return nil
 	}
-	var cmd *exec.Cmd
-	if len(a.command) > 0 {
-		path, err := exec.LookPath(a.command[0])
-		if err != nil {
-			return BadInput("cannot start %q: %v", a.command[0], err)
-		}
-		cmd = exec.Command(path, a.command[1:]...)
-		cmd.Args[0] = a.command[0]
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-		if a.live != nil && a.live.tty {
-			// perflab top owns the terminal: its keys and its screen.
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
-		}
+	path, err := exec.LookPath(a.command[0])
+	if err != nil {
+		return BadInput("cannot start %q: %v", a.command[0], err)
 	}
-	// Privileges are checked before anything is loaded, attached or created.
+	cmd := exec.Command(path, a.command[1:]...)
+	cmd.Args[0] = a.command[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.env.Stdin, r.env.Stdout, r.env.Stderr
+	if a.live != nil && a.live.tty {
+		// perflab top owns the terminal: its keys and its screen.
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+	}
+	r.cmd = cmd
+	return nil
+}
+
+// openProbes checks privileges before anything is loaded, attached or created, then loads and
+// attaches the probes.
+func (r *recording) openProbes() error {
 	if err := probes.CheckPrivileges(); err != nil {
 		return BadInput("%v", err)
 	}
-	probe, err := probes.Open(probes.Config{PayloadBytes: a.payload, RingBytes: a.ring})
+	probe, err := probes.Open(probes.Config{PayloadBytes: r.a.payload, RingBytes: r.a.ring})
 	if err != nil {
 		var pe *probes.PrivilegeError
 		if errors.As(err, &pe) || errors.Is(err, probes.ErrUnsupported) {
@@ -223,96 +284,125 @@ func recordWith(ctx context.Context, env *Env, a *recordArgs) error {
 		}
 		return fmt.Errorf("open probes: %w", err)
 	}
-	defer probe.Close()
+	r.probe = probe
 	// Loading parsed the kernel's BTF: collect that garbage now rather than while recording.
 	runtime.GC()
+	return nil
+}
 
-	meta := trace.Meta{
-		Version:      BuildVersion(),
-		Kernel:       kernelRelease(),
-		Command:      a.command,
-		PIDs:         a.pids,
-		Probes:       probe.Probes(),
-		Source:       trace.SourceEBPF.String(),
-		PayloadBytes: a.payload,
-		Labels:       a.labels,
-	}
-	meta.Host, _ = os.Hostname()
-	if len(a.labels) == 0 {
-		meta.Labels = nil
-	}
-	for _, pid := range a.pids {
-		if err := probe.AddPID(pid); err != nil {
+// addTargets makes the -p processes and their existing children targets; the children they
+// fork from now on are followed by the probes.
+func (r *recording) addTargets() error {
+	for _, pid := range r.a.pids {
+		if err := r.probe.AddPID(pid); err != nil {
 			return err
 		}
 		if !processExists(pid) {
 			return BadInput("-p: process %d exited", pid)
 		}
 	}
-	// Children forked from now on are followed by the probes; the ones that exist already
-	// are added here.
-	for _, pid := range probes.Descendants(a.pids) {
-		if pid == self {
+	for _, pid := range probes.Descendants(r.a.pids) {
+		if pid == r.self {
 			continue // perflab never records itself (--whole-system)
 		}
-		if err := probe.AddPID(pid); err != nil {
+		if err := r.probe.AddPID(pid); err != nil {
 			return err
 		}
 		if !processExists(pid) { // gone before the probes could see it exit
-			if err := probe.RemovePID(pid); err != nil {
+			if err := r.probe.RemovePID(pid); err != nil {
 				return err
 			}
 		}
 	}
-	// The file is created before the command starts, so that a bad -o starts nothing; the
-	// header is written once the command's pid is known (its events wait in the ring).
-	var f io.WriteCloser = nopCloser{io.Discard}
-	if a.out != "" {
-		file, err := os.Create(a.out)
-		if err != nil {
-			return BadInput("-o: %v", err)
-		}
-		defer file.Close()
-		f = file
-	}
+	return nil
+}
 
-	if cmd != nil {
-		// The command is forked while perflab's children are followed, so the probes see it
-		// from its first instruction; the probes trace the new process, never perflab.
-		stop, err := probe.FollowChildren(uint32(os.Getpid()))
-		if err != nil {
-			return err
-		}
-		err = cmd.Start()
-		if serr := stop(); serr != nil && err == nil {
-			err = serr
-		}
-		if err != nil {
-			return BadInput("cannot start %q: %v", a.command[0], err)
-		}
-		if err := probe.AddPID(uint32(cmd.Process.Pid)); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return err
-		}
-		meta.PIDs = []uint32{uint32(cmd.Process.Pid)}
+// createFile creates the trace file before the command starts, so that a bad -o starts
+// nothing; the header is written once the command's pid is known (its events wait in the
+// ring).
+func (r *recording) createFile() error {
+	r.file = nopCloser{io.Discard}
+	if r.a.out == "" {
+		return nil
 	}
-	collectors.StampStart(&meta)
-	w, err := trace.NewWriter(f, meta, nil)
+	f, err := os.Create(r.a.out)
 	if err != nil {
-		if cmd != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		return fmt.Errorf("-o %s: %w", a.out, err)
+		return BadInput("-o: %v", err)
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			w.Close()
-		}
-	}()
+	r.file = f
+	return nil
+}
 
+// startCommand starts the command while perflab's children are followed, so the probes see it
+// from its first instruction; the probes trace the new process, never perflab.
+func (r *recording) startCommand() error {
+	if r.cmd == nil {
+		return nil
+	}
+	stop, err := r.probe.FollowChildren(r.self)
+	if err != nil {
+		return err
+	}
+	err = r.cmd.Start()
+	if serr := stop(); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return BadInput("cannot start %q: %v", r.a.command[0], err)
+	}
+	if err := r.probe.AddPID(uint32(r.cmd.Process.Pid)); err != nil {
+		r.killCommand()
+		return err
+	}
+	return nil
+}
+
+// killCommand ends a command perflab started, after a failure.
+func (r *recording) killCommand() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+	}
+}
+
+// meta is the trace metadata of this recording.
+func (r *recording) meta() trace.Meta {
+	a := r.a
+	m := trace.Meta{
+		Version:      BuildVersion(),
+		Kernel:       trace.KernelRelease(),
+		Command:      a.command,
+		PIDs:         a.pids,
+		Probes:       r.probe.Probes(),
+		Source:       trace.SourceEBPF.String(),
+		PayloadBytes: a.payload,
+		Labels:       a.labels,
+	}
+	m.Host, _ = os.Hostname()
+	if len(a.labels) == 0 {
+		m.Labels = nil
+	}
+	if r.cmd != nil {
+		m.PIDs = []uint32{uint32(r.cmd.Process.Pid)}
+	}
+	return m
+}
+
+// startTrace writes the trace header.
+func (r *recording) startTrace() error {
+	w, err := collectors.NewTrace(r.file, r.meta(), nil)
+	if err != nil {
+		r.killCommand()
+		return fmt.Errorf("-o %s: %w", r.a.out, err)
+	}
+	r.w = w
+	return nil
+}
+
+// run drains the probes into the trace until the context is done, --duration has passed, the
+// live view quits, or every recorded process has exited (targetsGone).
+func (r *recording) run(ctx context.Context) (res *collectors.Result, targetsGone bool, err error) {
+	a := r.a
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if a.duration > 0 {
@@ -327,71 +417,84 @@ func recordWith(ctx context.Context, env *Env, a *recordArgs) error {
 			signal.Reset(os.Interrupt, syscall.SIGTERM)
 		}
 	}()
-
 	opt := collectors.Options{}
-	var src collectors.Source = probe
 	liveDone := make(chan struct{})
 	if a.live != nil {
 		// perflab top: every record also feeds the live view, which stops the recording on q.
-		src = tapSource{probe, a.live.add}
+		opt.Tap = a.live.add
 		go func() {
 			defer close(liveDone)
 			a.live.run(rctx, cancel)
 		}()
 	} else {
 		close(liveDone)
-		if a.progress || isTerminal(env.Stderr) {
-			opt.Progress = env.Stderr
+		if a.progress || isTerminal(r.env.Stderr) {
+			opt.Progress = r.env.Stderr
 		}
 	}
-	res, recErr := collectors.Record(rctx, src, w, opt)
-	targetsGone := recErr == nil && rctx.Err() == nil
+	res, err = collectors.Record(rctx, r.probe, r.w, opt)
+	targetsGone = err == nil && rctx.Err() == nil
 	cancel()
 	<-liveDone
-	status := 0 // the command's exit status, as a shell gives it
-	if cmd != nil {
-		werr := waitCommand(cmd, !targetsGone)
-		status = commandStatus(cmd.ProcessState, !targetsGone)
-		switch {
-		case cmd.ProcessState == nil:
-			fmt.Fprintf(env.Stderr, "perflab record: note: %s: %v\n", a.command[0], werr)
-		case status != 0:
-			fmt.Fprintf(env.Stderr, "perflab record: note: %s %s\n", a.command[0], describeExit(cmd.ProcessState))
-		}
+	return res, targetsGone, err
+}
+
+// reapCommand waits for the command perflab started (asking it to stop first when it is
+// still expected to run) and returns its exit status as a shell gives it, 0 with -p.
+func (r *recording) reapCommand(stop bool) int {
+	if r.cmd == nil {
+		return 0
 	}
+	werr := waitCommand(r.cmd, stop)
+	status := commandStatus(r.cmd.ProcessState, stop)
+	switch {
+	case r.cmd.ProcessState == nil:
+		fmt.Fprintf(r.env.Stderr, "perflab record: note: %s: %v\n", r.a.command[0], werr)
+	case status != 0:
+		fmt.Fprintf(r.env.Stderr, "perflab record: note: %s %s\n", r.a.command[0], describeExit(r.cmd.ProcessState))
+	}
+	return status
+}
+
+// notes says why the recording stopped and what it lost.
+func (r *recording) notes(res *collectors.Result, targetsGone bool) {
 	if targetsGone {
-		fmt.Fprintln(env.Stderr, "perflab record: note: the recorded processes exited; recording stopped")
+		fmt.Fprintln(r.env.Stderr, "perflab record: note: the recorded processes exited; recording stopped")
 	}
 	if n := res.LostTotal(); n > 0 {
-		fmt.Fprintf(env.Stderr, "perflab record: warning: %d events lost (the ring buffer was full); a larger --ring-bytes keeps more\n", n)
+		fmt.Fprintf(r.env.Stderr, "perflab record: warning: %d events lost (the ring buffer was full); a larger --ring-bytes keeps more\n", n)
 	}
-	closed = true
-	cerr := w.Close()
-	if err := f.Close(); err != nil && cerr == nil {
+}
+
+// closeTrace writes the footer and closes the file, then detaches the probes.
+func (r *recording) closeTrace(recErr error) error {
+	cerr := r.w.Close()
+	if err := r.file.Close(); err != nil && cerr == nil {
 		cerr = err
 	}
 	if recErr != nil {
-		return Failed("%v (trace %s is readable up to the failure)", recErr, a.out)
+		return Failed("%v (trace %s is readable up to the failure)", recErr, r.a.out)
 	}
 	if cerr != nil {
-		return Failed("close trace %s: %v", a.out, cerr)
+		return Failed("close trace %s: %v", r.a.out, cerr)
 	}
-	if err := probe.Close(); err != nil {
-		fmt.Fprintf(env.Stderr, "perflab record: note: detach probes: %v\n", err)
+	if err := r.probe.Close(); err != nil {
+		fmt.Fprintf(r.env.Stderr, "perflab record: note: detach probes: %v\n", err)
 	}
-	// Like perf record and strace, everything perflab says goes to stderr: the recorded
-	// command's stdout stays its own (record -- prog --json > out.json).
-	if a.live == nil {
-		if err := res.WriteSummary(env.Stderr, 10); err != nil {
+	return nil
+}
+
+// summary prints what was recorded. Like perf record and strace, everything perflab says goes
+// to stderr: the recorded command's stdout stays its own (record -- prog --json > out.json).
+func (r *recording) summary(res *collectors.Result) error {
+	if r.a.live == nil {
+		if err := res.WriteSummary(r.env.Stderr, 10); err != nil {
 			return err
 		}
-		fmt.Fprintln(env.Stderr)
+		fmt.Fprintln(r.env.Stderr)
 	}
-	if a.out != "" {
-		fmt.Fprintf(env.Stderr, "trace written to %s\n", a.out)
-	}
-	if status != 0 {
-		return Exit(status)
+	if r.a.out != "" {
+		fmt.Fprintf(r.env.Stderr, "trace written to %s\n", r.a.out)
 	}
 	return nil
 }
@@ -431,22 +534,6 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
-// tapSource is a Source whose records also go to tap before they are written.
-type tapSource struct {
-	src *probes.Probe
-	tap func(*trace.Record)
-}
-
-func (t tapSource) Run(ctx context.Context, emit func(*trace.Record) error) error {
-	return t.src.Run(ctx, func(r *trace.Record) error {
-		t.tap(r)
-		return emit(r)
-	})
-}
-
-// Stats passes the probes' counters and costs on to the footer.
-func (t tapSource) Stats() map[string]int64 { return t.src.Stats() }
-
 // waitCommand reaps a command perflab started. With stop it first asks the command to stop
 // (SIGTERM) and kills it after 2 s.
 func waitCommand(cmd *exec.Cmd, stop bool) error {
@@ -463,15 +550,6 @@ func waitCommand(cmd *exec.Cmd, stop bool) error {
 		cmd.Process.Kill()
 		return <-done
 	}
-}
-
-// kernelRelease returns the running kernel's release, or "" when unknown.
-func kernelRelease() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -40,65 +40,12 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-char LICENSE[] SEC("license") = "Dual MIT/GPL";
+#include "common.h"
 
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
-
-#define MAX_PAYLOAD 256
 #define MAX_IOV 8
 #define UNIX_PATH 108
 
-// Operations: the same numbers as trace.Op.
-enum op {
-	OP_NONE = 0,
-	OP_SENDTO = 1,
-	OP_SENDMSG = 2,
-	OP_SENDMMSG = 3,
-	OP_RECVFROM = 4,
-	OP_RECVMSG = 5,
-	OP_RECVMMSG = 6,
-	OP_READ = 7,
-	OP_WRITE = 8,
-	OP_READV = 9,
-	OP_WRITEV = 10,
-};
-
-// Record kinds.
-enum kind {
-	KIND_EVENT = 1,
-	KIND_CONN = 2,
-};
-
-// Lost and produced counters (per-CPU array slots).
-enum counter {
-	CNT_LOST_EVENTS = 0, // event records that found no room in the ring
-	CNT_LOST_CONNS = 1,  // connection records that found no room (retried on the next event)
-	CNT_EVENTS = 2,      // event records produced (written + lost)
-	CNT_OTHER = 3,       // socket hook runs for threads of other processes (the cost's split)
-	CNT_SWITCH = 4,      // sched_switch runs that found a target thread
-	CNT_TARGET_NS = 5,   // ns the programs spent on target threads while measuring
-	CNT_TARGET_RUNS = 6, // the runs timed in CNT_TARGET_NS
-	CNT_MAX = 8,
-};
-
-// event is one system call on a socket. Followed by payload_len bytes of data.
-struct event {
-	__u8 kind;
-	__u8 op;
-	__u16 family;
-	__u16 payload_len;
-	__u16 nmsgs; // messages moved (sendmmsg/recvmmsg), 1 otherwise
-	__u32 pid;
-	__u32 tid;
-	__u64 ts;     // CLOCK_MONOTONIC ns at entry
-	__u64 dur;    // ns from entry to exit
-	__u64 cookie; // socket cookie
-	__s64 ret;    // bytes moved, or -errno
-	__u32 fd;
-	__u32 _pad;
-};
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 // conn is the identity of a socket, sent once per socket cookie.
 struct conn {
@@ -164,24 +111,10 @@ struct iovec_u {
 
 // Set by the loader before the programs are loaded.
 const volatile __u32 payload_bytes = 64;   // bytes of data per event, <= MAX_PAYLOAD
-const volatile __u64 wakeup_bytes = 1 << 20; // force a wakeup when the ring holds this much
 
 // Set by perflab while a statistics window is open: the programs then time their own work on
 // threads of target processes (two more clock reads a run) into CNT_TARGET_NS.
 volatile __u32 measuring;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
-} perflab_events SEC(".maps");
-
-// Target processes (tgid -> 1).
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} perflab_targets SEC(".maps");
 
 // Processes whose new children become targets (perflab itself while it starts a command).
 struct {
@@ -206,20 +139,6 @@ struct {
 	__type(value, struct task);
 } perflab_tasks SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} perflab_counts SEC(".maps");
-
-static __always_inline void count(__u32 slot)
-{
-	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
-	if (c)
-		*c += 1;
-}
-
 static __always_inline void add_target_ns(__u64 t0)
 {
 	if (!t0)
@@ -229,13 +148,6 @@ static __always_inline void add_target_ns(__u64 t0)
 	if (c)
 		*c += bpf_ktime_get_ns() - t0;
 	count(CNT_TARGET_RUNS);
-}
-
-static __always_inline __u64 ring_flags(void)
-{
-	if (bpf_ringbuf_query(&perflab_events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
 }
 
 // op_of maps an x86-64 system call number to an op.
@@ -450,8 +362,7 @@ static __always_inline struct task *task_of(struct task_struct *cur)
 	struct task *t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
 	if (t)
 		return t;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&perflab_targets, &tgid)) {
+	if (!is_target_tgid()) {
 		count(CNT_OTHER);
 		return 0;
 	}

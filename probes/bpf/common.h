@@ -1,0 +1,122 @@
+// common.h: what perflab's BPF objects share.
+//
+// record.bpf.c is the base object: it owns the maps below. Every other object (its own source
+// file, its own bpf2go line in probes/gen.go, loaded only when its part is switched on)
+// includes this header and is loaded with the base object's maps in place of its own of the
+// same name (ebpf.CollectionOptions.MapReplacements, done by Probe.loadObject): one ring
+// buffer, one set of target processes, one set of counters. A replaced map must be declared
+// exactly as here.
+//
+// Record kinds and counter slots are appended at the end, never renumbered: user space
+// decodes them by number (probes/decode.go, probes.Counts).
+
+#ifndef PERFLAB_COMMON_H
+#define PERFLAB_COMMON_H
+
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+
+#define MAX_PAYLOAD 256
+
+// Operations: the same numbers as trace.Op.
+enum op {
+	OP_NONE = 0,
+	OP_SENDTO = 1,
+	OP_SENDMSG = 2,
+	OP_SENDMMSG = 3,
+	OP_RECVFROM = 4,
+	OP_RECVMSG = 5,
+	OP_RECVMMSG = 6,
+	OP_READ = 7,
+	OP_WRITE = 8,
+	OP_READV = 9,
+	OP_WRITEV = 10,
+};
+
+// Record kinds: the first byte of every ring-buffer record.
+enum kind {
+	KIND_EVENT = 1, // struct event
+	KIND_CONN = 2,  // struct conn (record.bpf.c)
+};
+
+// Counters (slots of perflab_counts, per CPU).
+enum counter {
+	CNT_LOST_EVENTS = 0, // event records that found no room in the ring
+	CNT_LOST_CONNS = 1,  // connection records that found no room (retried on the next event)
+	CNT_EVENTS = 2,      // event records produced (written + lost)
+	CNT_OTHER = 3,       // socket hook runs for threads of other processes (the cost's split)
+	CNT_SWITCH = 4,      // sched_switch runs that found a target thread
+	CNT_TARGET_NS = 5,   // ns the programs spent on target threads while measuring
+	CNT_TARGET_RUNS = 6, // the runs timed in CNT_TARGET_NS
+	CNT_MAX = 16,        // room for more
+};
+
+// event is one system call on a socket. Followed by payload_len bytes of data.
+struct event {
+	__u8 kind;
+	__u8 op;
+	__u16 family;
+	__u16 payload_len;
+	__u16 nmsgs; // messages moved (sendmmsg/recvmmsg), 1 otherwise
+	__u32 pid;
+	__u32 tid;
+	__u64 ts;     // CLOCK_MONOTONIC ns at entry
+	__u64 dur;    // ns from entry to exit
+	__u64 cookie; // socket cookie
+	__s64 ret;    // bytes moved, or -errno
+	__u32 fd;
+	__u32 _pad;
+};
+
+// Set by the loader: a record that finds the ring holding this many bytes wakes the reader
+// (records are otherwise submitted without a wakeup; user space drains on a timer).
+const volatile __u64 wakeup_bytes = 1 << 20;
+
+// The ring buffer every record goes through (its size is set by the loader).
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} perflab_events SEC(".maps");
+
+// Target processes (tgid -> 1).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} perflab_targets SEC(".maps");
+
+// Counters, per CPU (enum counter).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} perflab_counts SEC(".maps");
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
+	if (c)
+		*c += 1;
+}
+
+// ring_flags is the flags argument of a ring-buffer submit: no wakeup, unless the ring holds
+// wakeup_bytes or more.
+static __always_inline __u64 ring_flags(void)
+{
+	if (bpf_ringbuf_query(&perflab_events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+// is_target_tgid reports whether the current process is a target (one hash lookup; the base
+// object's socket hooks use per-thread task storage first).
+static __always_inline bool is_target_tgid(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	return bpf_map_lookup_elem(&perflab_targets, &tgid) != 0;
+}
+
+#endif
