@@ -113,7 +113,14 @@ func probeCost(st map[string]int64) string {
 		if hasSwitch {
 			fmt.Fprintf(&b, "%d ns per context switch, ", sw)
 		}
-		b.WriteString("nothing on their other system calls")
+		switch st["probe_waits"] {
+		case 0:
+			b.WriteString("nothing on their other system calls")
+		case 1:
+			b.WriteString("and, for the wait-call tracepoints (--waits), the kernel's slower path on every other system call (about 50 ns each, docs/record.md)")
+		default:
+			b.WriteString("and, for the raw wait-call hooks (--waits), the kernel's slower path and a target test on every other system call (about 150 ns each, docs/record.md)")
+		}
 	}
 	return b.String()
 }

@@ -188,10 +188,19 @@ func (p *Probe) sampleStats() {
 //     clock reads), measured with an empty program at Open and taken out of the figures above;
 //   - probe_runs, probe_run_ns, probe_<program>_runs, probe_<program>_ns: the statistics;
 //   - probe_stats_errno: when the statistics could not be enabled, the errno the kernel gave
-//     (the ns figures are then absent).
+//     (the ns figures are then absent);
+//   - probe_waits: the loop probe was on, attached to the syscall tracepoints (1) or to the
+//     raw sys_enter/sys_exit (2): every system call of every process then takes the kernel's
+//     slower path.
 func (p *Probe) Stats() map[string]int64 {
 	p.closeStats()
 	st := map[string]int64{}
+	if p.cfg.Waits {
+		st["probe_waits"] = 1
+		if waitHook(p.cfg) == WaitHookBTF {
+			st["probe_waits"] = 2
+		}
+	}
 	if c, err := p.Counts(); err == nil {
 		st["probe_events"] = int64(c.Produced)
 		st["probe_lost_events"] = int64(c.LostEvents)

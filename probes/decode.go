@@ -13,6 +13,7 @@ import (
 const (
 	kindEvent = 1
 	kindConn  = 2
+	kindWait  = 3 // bpf/loop.bpf.c: a struct event of a wait call
 )
 
 // Sizes of the fixed parts of the records (struct event and struct conn in bpf/record.bpf.c).
@@ -76,12 +77,26 @@ func decodeKind(b []byte) (uint8, error) {
 }
 
 // decodeEvent decodes an event record. The payload aliases b.
-func decodeEvent(b []byte, e *rawEvent) error {
+func decodeEvent(b []byte, e *rawEvent) error { return decodeEventKind(b, kindEvent, e) }
+
+// decodeWait decodes a wait-call record of the loop probe: an event record of kind kindWait,
+// with a wait op and no payload.
+func decodeWait(b []byte, e *rawEvent) error {
+	if err := decodeEventKind(b, kindWait, e); err != nil {
+		return err
+	}
+	if !trace.Op(e.Op).IsWait() || len(e.Payload) != 0 {
+		return fmt.Errorf("decode wait: op %d with %d payload bytes", e.Op, len(e.Payload))
+	}
+	return nil
+}
+
+func decodeEventKind(b []byte, kind uint8, e *rawEvent) error {
 	if len(b) < eventHeaderSize {
 		return fmt.Errorf("decode event: %w (%d bytes)", errShort, len(b))
 	}
 	le := binary.LittleEndian
-	if b[0] != kindEvent {
+	if b[0] != kind {
 		return fmt.Errorf("decode event: kind %d", b[0])
 	}
 	e.Op = b[1]
@@ -145,7 +160,7 @@ func opDir(op trace.Op) trace.Dir {
 // toEvent converts a raw event into a trace event for connection id conn. The payload aliases r.
 func toEvent(r *rawEvent, conn uint64, e *trace.Event) {
 	op := trace.Op(r.Op)
-	if op < trace.OpSendto || op > trace.OpWritev {
+	if (op < trace.OpSendto || op > trace.OpWritev) && !op.IsWait() {
 		op = trace.OpUnknown
 	}
 	*e = trace.Event{

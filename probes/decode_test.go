@@ -149,6 +149,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(connBytes(afUnix, 0, sockStream, nil, nil, 0, 0, "/tmp/x.sock", "\x00abstract"))
 	f.Add([]byte{})
 	f.Add([]byte{kindEvent})
+	w := eventBytes(uint8(trace.OpEpollWait), 0, 3, "")
+	w[0] = kindWait
+	f.Add(w)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		kind, err := decodeKind(b)
 		if err != nil {
@@ -165,6 +168,15 @@ func FuzzDecodeRecord(f *testing.F) {
 				toEvent(&r, 1, &e)
 				if e.Errno != 0 && e.Bytes != 0 {
 					t.Fatalf("failed call with bytes: %+v", e)
+				}
+			}
+		case kindWait:
+			var r rawEvent
+			if decodeWait(b, &r) == nil {
+				var e trace.Event
+				toEvent(&r, 0, &e)
+				if !e.Op.IsWait() || e.Dir != trace.DirNone || len(e.Payload) != 0 {
+					t.Fatalf("wait record decoded as %+v", e)
 				}
 			}
 		case kindConn:

@@ -5,3 +5,4 @@ package probes
 // The probes read x86-64 system call registers, so only the amd64 object is built.
 
 //go:generate go tool bpf2go -tags linux -target amd64 -type event -type conn record bpf/record.bpf.c -- -O2 -g -Wall
+//go:generate go tool bpf2go -tags linux -target amd64 loop bpf/loop.bpf.c -- -O2 -g -Wall

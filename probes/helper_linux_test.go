@@ -50,6 +50,8 @@ func runHelper(mode, arg string) error {
 		return holdProbes()
 	case "ops":
 		err = helperOps(&c)
+	case "waits":
+		err = helperWaits(&c)
 	case "burst":
 		n, _ := strconv.Atoi(arg)
 		err = helperBurst(&c, n)

@@ -41,7 +41,23 @@ type Config struct {
 	WakeupBytes int
 	// DrainEvery is how often the ring is drained without a wakeup (DefaultDrainEvery when 0).
 	DrainEvery time.Duration
+	// Waits adds the loop probe (bpf/loop.bpf.c): one event per wait call of a recorded thread
+	// (epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select, pselect6, io_uring_enter).
+	Waits bool
+	// WaitHook is how the loop probe attaches: WaitHookTracepoint, WaitHookBTF, or "" for
+	// the tracepoints when tracefs is mounted and the BTF hooks otherwise.
+	WaitHook string
 }
+
+// Ways the loop probe attaches (Config.WaitHook).
+const (
+	// WaitHookTracepoint attaches to the syscall tracepoints of the eight wait calls
+	// (syscalls:sys_enter_epoll_wait, ...): only those calls run a program. Needs tracefs.
+	WaitHookTracepoint = "tracepoint"
+	// WaitHookBTF attaches to the raw sys_enter and sys_exit tracepoints: every system call
+	// of every process runs the program's first test. Needs only BTF.
+	WaitHookBTF = "tp_btf"
+)
 
 func (c Config) withDefaults() (Config, error) {
 	if c.PayloadBytes < 0 {
@@ -58,6 +74,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.WakeupBytes <= 0 {
 		c.WakeupBytes = c.RingBytes / 4
+	}
+	if c.WaitHook != "" && c.WaitHook != WaitHookTracepoint && c.WaitHook != WaitHookBTF {
+		return c, fmt.Errorf("wait hook %q: want %s or %s", c.WaitHook, WaitHookTracepoint, WaitHookBTF)
 	}
 	if c.DrainEvery <= 0 {
 		c.DrainEvery = DefaultDrainEvery

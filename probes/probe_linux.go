@@ -94,6 +94,12 @@ func Open(cfg Config) (*Probe, error) {
 		}
 		p.addLink(l, ps.SectionName)
 	}
+	if cfg.Waits {
+		if err := p.openLoop(); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
 	p.reader, err = ringbuf.NewReader(p.objs.PerflabEvents)
 	if err != nil {
 		p.Close()

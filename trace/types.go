@@ -46,6 +46,17 @@ const (
 	OpFrameRecv // tracer: one protocol frame read from a transport
 	OpRoundTrip // tracer: a request sent and its reply received (Dur is the RTT)
 	OpCall      // tracer: an API call as the application sees it (Dur is its blocking time)
+	// Wait calls of an event loop (perflab record's loop probe): Dir is DirNone, Conn 0, Dur
+	// the time in the call, Bytes its result (ready descriptors, or completions for
+	// io_uring_enter), Errno set when it failed (EINTR = 4).
+	OpEpollWait
+	OpEpollPwait
+	OpEpollPwait2
+	OpPoll
+	OpPpoll
+	OpSelect
+	OpPselect6
+	OpIoUringEnter
 	opCount
 )
 
@@ -65,6 +76,15 @@ var opNames = [...]string{
 	OpFrameRecv: "frame_recv",
 	OpRoundTrip: "round_trip",
 	OpCall:      "call",
+
+	OpEpollWait:    "epoll_wait",
+	OpEpollPwait:   "epoll_pwait",
+	OpEpollPwait2:  "epoll_pwait2",
+	OpPoll:         "poll",
+	OpPpoll:        "ppoll",
+	OpSelect:       "select",
+	OpPselect6:     "pselect6",
+	OpIoUringEnter: "io_uring_enter",
 }
 
 // String returns the operation's name, e.g. "sendto" or "frame_send".
@@ -74,6 +94,10 @@ func (o Op) String() string {
 	}
 	return fmt.Sprintf("op%d", uint8(o))
 }
+
+// IsWait reports whether o is the wait call of an event loop (epoll_wait, poll, select,
+// io_uring_enter and their variants).
+func (o Op) IsWait() bool { return o >= OpEpollWait && o <= OpIoUringEnter }
 
 // ParseOp returns the Op named s, and false when s names none.
 func ParseOp(s string) (Op, bool) {

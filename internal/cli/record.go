@@ -23,7 +23,7 @@ func init() {
 	c := &Command{
 		Name:    "record",
 		Summary: "capture every socket message of running processes or of a command, with eBPF",
-		Usage:   "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] (-p PID[,PID...] | -- COMMAND [ARG...])",
+		Usage:   "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] (-p PID[,PID...] | -- COMMAND [ARG...])",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runRecord(ctx, env, c, args) }
 	Register(c)
@@ -53,6 +53,7 @@ type recordArgs struct {
 	pids     []uint32
 	command  []string
 	progress bool
+	waits    bool      // the loop probe: wait calls of the recorded threads
 	live     *liveView // perflab top's view; nil for record
 	// wholeSystem allows -p to name init or an ancestor of perflab, whose descendants are
 	// (nearly) every process.
@@ -69,6 +70,8 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	fs.Var(labelFlag(a.labels), "label", "add a `K=V` label to the trace metadata (repeatable)")
 	pids := fs.String("p", "", "record the processes `PID[,PID...]` (all their threads and the children they fork)")
 	fs.BoolVar(&a.progress, "progress", false, "print live progress even when stderr is not a terminal")
+	fs.BoolVar(&a.waits, "waits", false, "also record the wait calls of event loops (epoll_wait, poll, select, io_uring_enter, ...): "+
+		"the cycles analyze's loop section needs; every process's system calls then take the kernel's slower path (docs/record.md)")
 	fs.BoolVar(&a.wholeSystem, "whole-system", false, "allow -p to name pid 1 or an ancestor of perflab, recording nearly every process (perflab itself is always left out)")
 
 	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
@@ -276,7 +279,7 @@ func (r *recording) openProbes() error {
 	if err := probes.CheckPrivileges(); err != nil {
 		return BadInput("%v", err)
 	}
-	probe, err := probes.Open(probes.Config{PayloadBytes: r.a.payload, RingBytes: r.a.ring})
+	probe, err := probes.Open(probes.Config{PayloadBytes: r.a.payload, RingBytes: r.a.ring, Waits: r.a.waits})
 	if err != nil {
 		var pe *probes.PrivilegeError
 		if errors.As(err, &pe) || errors.Is(err, probes.ErrUnsupported) {

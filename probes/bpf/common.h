@@ -32,12 +32,22 @@ enum op {
 	OP_WRITE = 8,
 	OP_READV = 9,
 	OP_WRITEV = 10,
+	// Wait calls of an event loop (loop.bpf.c).
+	OP_EPOLL_WAIT = 15,
+	OP_EPOLL_PWAIT = 16,
+	OP_EPOLL_PWAIT2 = 17,
+	OP_POLL = 18,
+	OP_PPOLL = 19,
+	OP_SELECT = 20,
+	OP_PSELECT6 = 21,
+	OP_IO_URING_ENTER = 22,
 };
 
 // Record kinds: the first byte of every ring-buffer record.
 enum kind {
 	KIND_EVENT = 1, // struct event
 	KIND_CONN = 2,  // struct conn (record.bpf.c)
+	KIND_WAIT = 3,  // struct event of a wait call: no socket, no payload (loop.bpf.c)
 };
 
 // Counters (slots of perflab_counts, per CPU).
