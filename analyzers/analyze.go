@@ -7,10 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+
 	"strings"
 	"syscall"
 
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -196,15 +197,15 @@ type analyzer struct {
 	lost              map[string]uint64
 	lostSync, dropped uint64
 	truncated         uint64
-	specs             map[string]*Spec     // by name: the built-ins and the chosen spec
-	recs              chunked[msgRec]      // this trace's messages, for units and phases
-	lastRecP          *msgRec              // the last message's record
-	marks             []trace.Marker       // this trace's phase and unit markers
-	blocks            chunked[interval]    // this trace's intervals with a client blocked on a reply
-	srvRecv           chunked[interval]    // this trace's time a traced server spent in receive calls for requests (waiting included)
-	unitSpec          string               // unit name of the spec unit commands seen
-	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
-	sidePID           []uint32             // the pid of each side
+	specs             map[string]*protocol.Spec // by name: the built-ins and the chosen spec
+	recs              chunked[msgRec]           // this trace's messages, for units and phases
+	lastRecP          *msgRec                   // the last message's record
+	marks             []trace.Marker            // this trace's phase and unit markers
+	blocks            chunked[interval]         // this trace's intervals with a client blocked on a reply
+	srvRecv           chunked[interval]         // this trace's time a traced server spent in receive calls for requests (waiting included)
+	unitSpec          string                    // unit name of the spec unit commands seen
+	sides             map[[2]uint64]uint16      // this trace's (pid, connection) pairs, numbered for msgRec.proc
+	sidePID           []uint32                  // the pid of each side
 	tracerUnanswered  uint64
 	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
 	rtEventsSeen      uint64        // this trace's tracer round-trip events
@@ -219,7 +220,7 @@ type analyzer struct {
 	lastProc          *procAgg            // cache of proc's last answer
 	lastProcKey       uint64
 	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
-	specIdx           map[*Spec]uint64
+	specIdx           map[*protocol.Spec]uint64
 	cmdIdx            map[*cmdAgg]uint32 // commands numbered for msgRec.cmd, from 1
 	cmdNames          []string           // their names, by number-1
 	unitCmds          map[string]bool    // Options.UnitCommands
@@ -243,7 +244,7 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	if err := scan(paths, a.opt, a); err != nil {
+	if err := protocol.Scan(paths, a.opt.Spec, sink{a}); err != nil {
 		return nil, err
 	}
 	a.finish()
@@ -254,12 +255,12 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 func (a *analyzer) loadMarkers(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return &ReadError{path, unwrapPath(err)}
+		return protocol.NewReadError(path, err)
 	}
 	defer f.Close()
 	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
-		return &ReadError{path, err}
+		return &protocol.ReadError{Path: path, Err: err}
 	}
 	var rec trace.Record
 	for {
@@ -268,7 +269,7 @@ func (a *analyzer) loadMarkers(path string) error {
 			return nil
 		}
 		if err != nil {
-			return &ReadError{path, err}
+			return &protocol.ReadError{Path: path, Err: err}
 		}
 		if rec.Kind == trace.KindMarker && len(a.extraMarks) < maxExtraMarkers {
 			a.extraMarks = append(a.extraMarks, rec.Marker)
@@ -287,8 +288,8 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 	}
 	a.infl.useMax = true
 	a.svcInfl.useMax = true
-	a.specs = map[string]*Spec{}
-	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*Spec]uint64{}
+	a.specs = map[string]*protocol.Spec{}
+	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*protocol.Spec]uint64{}
 	if opt.UnitCommands != "" {
 		a.unitCmds = map[string]bool{}
 		for _, n := range strings.Split(opt.UnitCommands, ",") {
@@ -297,12 +298,12 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 			}
 		}
 	}
-	for _, n := range Builtins() {
-		if sp, err := BuiltinSpec(n); err == nil {
+	for _, n := range protocol.Builtins() {
+		if sp, err := protocol.BuiltinSpec(n); err == nil {
 			a.specs[n] = sp
 		}
 	}
-	if sp, err := resolveSpec(opt); err != nil {
+	if sp, err := protocol.Resolve(opt.Protocol, opt.SpecFile, opt.Spec); err != nil {
 		return nil, err
 	} else if sp != nil {
 		a.specs[sp.Name] = sp
@@ -455,7 +456,7 @@ func isLoadPhase(name string) bool {
 
 func (a *analyzer) lostCount(l *trace.Lost) { a.lost[l.Source] = l.Count }
 
-func (a *analyzer) message(m *Message) {
+func (a *analyzer) message(m *protocol.Message) {
 	t := &a.s.Totals.Send
 	if m.Dir == trace.DirRecv {
 		t = &a.s.Totals.Recv
@@ -495,7 +496,7 @@ func (a *analyzer) message(m *Message) {
 		rec.kind |= recReply
 	}
 	if !m.IsReply {
-		if sp := m.spec; sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
+		if sp := m.Spec(); sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
 			if m.Dir == trace.DirSend {
 				rec.kind |= recUnit
 			} else {
@@ -534,7 +535,7 @@ func (a *analyzer) message(m *Message) {
 		return
 	}
 	switch {
-	case m.IsReply && m.RTT > 0 && m.spec != nil && m.spec.Kind == "raw":
+	case m.IsReply && m.RTT > 0 && m.Spec() != nil && m.Spec().Kind == "raw":
 		// an exchange inferred from bursts: counted at the trace's end unless its connection
 		// turned out to be full-duplex
 		if len(a.rawPairs) < maxTracerPairs {
@@ -606,9 +607,9 @@ func (a *analyzer) proc(pid uint32) *procAgg {
 
 // cmdFor returns the aggregate of m's command and direction. Commands of a binary spec are
 // found by number (their name follows from it); others by name.
-func (a *analyzer) cmdFor(m *Message) *cmdAgg {
+func (a *analyzer) cmdFor(m *protocol.Message) *cmdAgg {
 	var fk uint64
-	if sp := m.spec; sp != nil && sp.Kind == "binary" && m.Command < 1<<51 && (m.Name != "" || m.Command != 0) {
+	if sp := m.Spec(); sp != nil && sp.Kind == "binary" && m.Command < 1<<51 && (m.Name != "" || m.Command != 0) {
 		si, ok := a.specIdx[sp]
 		if !ok {
 			si = uint64(len(a.specIdx) + 1)
@@ -662,7 +663,7 @@ func (a *analyzer) cmdIndex(ca *cmdAgg) uint32 {
 
 // answered counts a further request answered by the reply m (its first one is m itself);
 // it comes after m.
-func (a *analyzer) answered(m *Message, req Answered) {
+func (a *analyzer) answered(m *protocol.Message, req protocol.Answered) {
 	reqTS, cmd, name := req.ReqTS, req.Command, req.Name
 	if m.Source == trace.SourceTracer || a.lastRecP == nil {
 		return
@@ -799,10 +800,10 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 	return i
 }
 
-func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
+func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 	a.text.end(d)
-	ls, dr, w := d.stats()
-	_, up, ov := d.pairing()
+	ls, dr, w := d.Stats()
+	_, up, ov := d.Pairing()
 	a.unpaired += up
 	a.overridden += ov
 	if up > 0 {
@@ -812,16 +813,16 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		a.warnf("%s: %d replies answered requests that the decoder thought wanted none; paired by the conversation's order", a.s.Traces[i], ov)
 	}
 	a.lostSync += ls
-	if d.fixed != nil && a.s.Totals.Send.Frames+a.s.Totals.Recv.Frames == a.framesBefore && a.s.Totals.Send.Calls+a.s.Totals.Recv.Calls > a.callsBefore {
-		a.warnf("%s: no message decoded under the protocol asked for (%s): is it the right one? try --protocol auto", a.s.Traces[i], d.fixed.Name)
+	if d.Fixed() != nil && a.s.Totals.Send.Frames+a.s.Totals.Recv.Frames == a.framesBefore && a.s.Totals.Send.Calls+a.s.Totals.Recv.Calls > a.callsBefore {
+		a.warnf("%s: no message decoded under the protocol asked for (%s): is it the right one? try --protocol auto", a.s.Traces[i], d.Fixed().Name)
 	}
 	a.framesBefore, a.callsBefore = a.s.Totals.Send.Frames+a.s.Totals.Recv.Frames, a.s.Totals.Send.Calls+a.s.Totals.Recv.Calls
-	if lost, seen := d.undecoded(); lost > 0 && seen > 0 {
+	if lost, seen := d.Undecoded(); lost > 0 && seen > 0 {
 		a.s.UndecodedBytes += uint64(lost)
 		share := float64(lost) / float64(seen)
-		a.warnf("%s: %d of %d bytes (%.1f%%) did not decode as %s; they count in the totals but in no message", a.s.Traces[i], lost, seen, 100*share, strings.Join(sortedKeys(d.protos), ","))
-		if d.fixed != nil && share > 0.5 {
-			a.warnf("%s: most bytes fail to decode under the protocol asked for (%s): is it the right one? try --protocol auto", a.s.Traces[i], d.fixed.Name)
+		a.warnf("%s: %d of %d bytes (%.1f%%) did not decode as %s; they count in the totals but in no message", a.s.Traces[i], lost, seen, 100*share, strings.Join(d.Protocols(), ","))
+		if d.Fixed() != nil && share > 0.5 {
+			a.warnf("%s: most bytes fail to decode under the protocol asked for (%s): is it the right one? try --protocol auto", a.s.Traces[i], d.Fixed().Name)
 		}
 	}
 	a.dropped += dr
@@ -860,11 +861,7 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 		}
 	}
 	a.phasesAndUnits(i)
-	var protos []string
-	for p := range d.protos {
-		protos = append(protos, p)
-	}
-	sort.Strings(protos)
+	protos := d.Protocols()
 	if a.s.Protocol == "" {
 		a.s.Protocol = strings.Join(protos, ",")
 	} else if j := strings.Join(protos, ","); j != "" && j != a.s.Protocol {
@@ -875,15 +872,6 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *decoder) {
 // isVenusFamily reports whether proto is Venus's (venusd's or real Venus's), where the
 // per-100-message summaries of VENUS_TRACE_NET mean something.
 func isVenusFamily(proto string) bool { return strings.HasPrefix(proto, "venus") }
-
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 func errnoName(e uint32) string {
 	if e == 11 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -175,7 +176,7 @@ func TestAnalyzeBadPaths(t *testing.T) {
 	dir := t.TempDir()
 	for _, p := range []string{filepath.Join(dir, "none.plt"), dir} {
 		_, err := Analyze([]string{p}, Options{})
-		var re *ReadError
+		var re *protocol.ReadError
 		if !errors.As(err, &re) || re.Path != p {
 			t.Errorf("%s: error %v, want a ReadError naming it", p, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -113,7 +114,7 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		}
 		return -1
 	}
-	err = Messages([]string{path}, opt, func(m *Message) error {
+	err = Messages([]string{path}, opt, func(m *protocol.Message) error {
 		if m.Truncated {
 			return nil
 		}

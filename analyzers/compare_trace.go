@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -30,7 +31,7 @@ func LoadTrace(path string, opt Options) (Run, error) {
 			r.Samples[k] = append(r.Samples[k], v)
 		}
 	}
-	err = Messages([]string{path}, opt, func(m *Message) error {
+	err = Messages([]string{path}, opt, func(m *protocol.Message) error {
 		if m.Truncated {
 			return nil
 		}

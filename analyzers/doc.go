@@ -1,2 +1,2 @@
-// Package analyzers turns traces into answers: protocol decoders, request/response pairing, in-flight tracking, statistics, phase and population detection, model fits and before/after statistics. Results carry their caveats as warnings.
+// Package analyzers turns the messages protocol/ decodes from traces into answers: in-flight tracking, statistics, units of work, phase and population detection, model fits and before/after statistics. Results carry their caveats as warnings.
 package analyzers

@@ -1,6 +1,6 @@
 package analyzers
 
-import "github.com/perflab/perflab/trace"
+import "github.com/perflab/perflab/protocol"
 
 // DefaultConfidence is the confidence level of every interval the analyzers report (medians,
 // fitted parameters): 0.95.
@@ -20,7 +20,7 @@ type Options struct {
 	// SpecFile is a protocol spec (JSON, docs/protocol-spec.md) to load instead of a built-in.
 	SpecFile string
 	// Spec is an already loaded protocol spec; it wins over SpecFile and Protocol.
-	Spec *Spec
+	Spec *protocol.Spec
 	// Unit names the unit of work to count per ("token"); "" means: the "token" markers when the
 	// trace has them, else the spec's unit command.
 	Unit string
@@ -39,54 +39,28 @@ type Options struct {
 	WindowCalls int
 }
 
-// Message is one protocol message (a frame) decoded from a trace: rebuilt from system calls for
-// an eBPF trace, or taken from a tracer's frame events.
-type Message struct {
-	Trace    int       // index of the trace in the paths given
-	Conn     uint64    // connection id in its trace
-	Dir      trace.Dir // send or recv, as seen by the traced process
-	TS       int64     // start of the first call that carried the frame, monotonic ns
-	End      int64     // end of the last call that carried the frame, monotonic ns
-	PID      uint32
-	TID      uint32
-	Source   trace.Source
-	Protocol string // decoder that produced it: venus, ggml-rpc, resp, raw, or a spec's name
-	Command  uint64 // command id (VkCommandTypeEXT, ggml-rpc command byte); 0 for a reply without one
-	Name     string // command name, "" when the id is unknown to the spec; replies carry their request's name
-	Size     int64  // bytes of the frame, header included
-	Status   int    // a reply's status, when the protocol has one (HTTP's 200, 404); 0 otherwise
-	Calls    int    // system calls (or tracer events) that carried part of the frame
-
-	WantsReply bool   // a request that the protocol answers
-	IsReply    bool   // a reply to an earlier request
-	ReqID      uint64 // request id when the protocol (or tracer) has one, 0 otherwise
-	// RTT is, on a reply paired with its request, the time from the start of the request to the
-	// end of the reply, ns; 0 when unknown. ReqTS is the request's start.
-	RTT   int64
-	ReqTS int64
-	// ReqEnd is, on a paired reply, the end of the request's last call: when a server had
-	// received all of it. A server's service time runs from ReqEnd to TS (the reply's first
-	// byte sent) or End (its last).
-	ReqEnd int64
-	// FirstEnd is the end of the first call that carried the frame: on a received reply, when
-	// its first bytes were in (time to first byte = FirstEnd - ReqTS). 0 when unknown.
-	FirstEnd int64
-	// CallNS is the time spent inside the calls that carried the frame, ns: on a server's
-	// received request, the blocking read's wait for it included.
-	CallNS int64
-	// Answered is how many requests a reply answered: 1 usually, more when a server batches
-	// the replies to several requests (records) into one frame; RTT is the first one's.
-	Answered int
-
-	// Batch lists, on a request frame of a protocol whose frames carry several commands
-	// (venus-mesa), the commands found in it; nil otherwise.
-	Batch *Batch
-
-	Truncated bool // the frame's end was not seen (the trace or connection ended inside it)
-	LostSync  bool // the decoder lost the frame boundaries before this frame and resynchronised here
-
-	spec *Spec // the decoder's spec
+// ResolveSpec returns the protocol spec that o asks for: o.Spec, else the one in o.SpecFile,
+// else the built-in o.Protocol; nil for "auto", which detects each connection's protocol.
+func (o Options) ResolveSpec() (*protocol.Spec, error) {
+	return protocol.Resolve(o.Protocol, o.SpecFile, o.Spec)
 }
 
-// Duration returns End - TS in ns.
-func (m *Message) Duration() int64 { return m.End - m.TS }
+// Messages decodes the protocol messages of the traces at paths as opt asks, in each trace's
+// order, and calls fn for each (protocol.Messages); with no paths it only checks opt's protocol.
+func Messages(paths []string, opt Options, fn func(*protocol.Message) error) error {
+	spec, err := opt.ResolveSpec()
+	if err != nil {
+		return err
+	}
+	return protocol.Messages(paths, spec, fn)
+}
+
+// Visit reads the traces at paths once, in order, and hands v every record and every message
+// decoded as opt asks (protocol.Visit).
+func Visit(paths []string, opt Options, v protocol.Visitor) error {
+	spec, err := opt.ResolveSpec()
+	if err != nil {
+		return err
+	}
+	return protocol.Visit(paths, spec, v)
+}

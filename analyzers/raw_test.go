@@ -145,31 +145,3 @@ func TestTracerServerService(t *testing.T) {
 		t.Errorf("round trips %+v, want 20 served in 5 µs (7 to the last byte)", rt)
 	}
 }
-
-// FuzzDecodeRaw cuts arbitrary bytes into calls of both directions: every byte lands in
-// exactly one message, and an exchange's times are ordered.
-func FuzzDecodeRaw(f *testing.F) {
-	spec, err := BuiltinSpec("raw")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add([]byte("GET / HTTP/1.1\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"), []byte{0x10, 0x90, 0x05}, uint8(64))
-	f.Add([]byte("ping pong ping pong"), []byte{0x04, 0x84}, uint8(2))
-	f.Fuzz(func(t *testing.T, data, cuts []byte, head uint8) {
-		if len(data) > 1<<16 {
-			return
-		}
-		msgs := feed(t, spec, data, cuts, int(head))
-		checkMessages(t, data, msgs)
-		var total int64
-		for _, m := range msgs {
-			total += m.Size
-			if m.IsReply && m.RTT > 0 && (m.ReqTS > m.TS || m.ReqEnd > m.TS || m.FirstEnd > m.End) {
-				t.Fatalf("exchange out of order: %+v", m)
-			}
-		}
-		if total != int64(len(data)) {
-			t.Fatalf("messages hold %d bytes, the calls moved %d", total, len(data))
-		}
-	})
-}

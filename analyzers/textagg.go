@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -23,7 +24,7 @@ type statusKey struct {
 	code  int
 }
 
-func (t *textAgg) message(m *Message) {
+func (t *textAgg) message(m *protocol.Message) {
 	if m.Status == 0 || !m.IsReply {
 		return
 	}
@@ -34,40 +35,36 @@ func (t *textAgg) message(m *Message) {
 }
 
 // end takes the counts of a trace's decoder.
-func (t *textAgg) end(d *decoder) {
+func (t *textAgg) end(d *protocol.Decoder) {
 	if t.shares == nil {
 		t.shares = map[string]*ProtocolShare{}
 	}
-	for _, c := range d.conns {
-		if c.spec != nil && c.data > 0 {
-			p := t.shares[c.spec.Name]
+	d.Conns(func(c *protocol.ConnInfo) {
+		if c.Spec != nil && c.Data > 0 {
+			p := t.shares[c.Spec.Name]
 			if p == nil {
-				p = &ProtocolShare{Name: c.spec.Name}
-				t.shares[c.spec.Name] = p
+				p = &ProtocolShare{Name: c.Spec.Name}
+				t.shares[c.Spec.Name] = p
 			}
 			p.Connections++
-			p.Bytes += uint64(c.data)
-			p.DecodedBytes += uint64(c.decoded())
+			p.Bytes += uint64(c.Data)
+			p.DecodedBytes += uint64(c.Decoded)
 		}
-		if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil && len(t.atLeast) < 16 {
-			for dir := range c.resp {
-				if st := &c.resp[dir]; st.atLeast > 0 {
+		if c.RESP != nil && len(t.atLeast) < 16 {
+			for dir := range c.RESP {
+				if st := &c.RESP[dir]; st.AtLeast > 0 {
 					what := "commands"
-					if trace.Dir(dir) != c.reqDir {
+					if trace.Dir(dir) != c.ReqDir {
 						what = "replies"
 					}
 					t.atLeast = append(t.atLeast, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; record with --payload-bytes 256 to see more)",
-						c.id, c.pid, trace.Dir(dir), what, st.count+st.atLeast, st.count, st.atLeast, what))
+						c.ID, c.PID, trace.Dir(dir), what, st.Count+st.AtLeast, st.Count, st.AtLeast, what))
 				}
 			}
 		}
-		for _, st := range c.text {
-			if st != nil {
-				t.blind += st.blindSpells
-				t.rejected += st.rejected
-			}
-		}
-	}
+		t.blind += c.Blind
+		t.rejected += c.Rejected
+	})
 }
 
 func (t *textAgg) finish(a *analyzer) {

@@ -16,6 +16,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -48,7 +49,7 @@ const parquetBatch = 1024
 // carries its trace's trace_id, a hash of the trace's metadata, so that the tables of several
 // exports can be read together. The export streams: memory holds the row groups being
 // written, the connections and the requests awaiting a reply, not the traces. It returns the
-// Recovery of each trace read. A trace that cannot be read gives a *analyzers.ReadError, and
+// Recovery of each trace read. A trace that cannot be read gives a *protocol.ReadError, and
 // no file is left in dir.
 func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, error) {
 	if len(paths) == 0 {
@@ -59,7 +60,7 @@ func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, 
 			return nil, err
 		}
 	}
-	if err := analyzers.Messages(nil, opt.Analyzers, func(*analyzers.Message) error { return nil }); err != nil {
+	if err := analyzers.Messages(nil, opt.Analyzers, func(*protocol.Message) error { return nil }); err != nil {
 		return nil, fmt.Errorf("write parquet: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -90,7 +91,7 @@ func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, 
 	}
 	if err != nil {
 		pw.abort()
-		var re *analyzers.ReadError
+		var re *protocol.ReadError
 		if errors.As(err, &re) {
 			return pw.recs, err
 		}
@@ -191,7 +192,7 @@ func (t *table[T]) close() error {
 	return err
 }
 
-// parquetWriter is the analyzers.Visitor that fills the tables. The first error sticks in err.
+// parquetWriter is the protocol.Visitor that fills the tables. The first error sticks in err.
 type parquetWriter struct {
 	opt      ParquetOptions
 	unit     string          // unit marker name
@@ -220,7 +221,7 @@ type parquetWriter struct {
 	cmdUnits [3]*unitRow // the last unit-opening request of each direction, awaiting its end
 	cmdIdx   [3]int64
 	rtProto  string // protocol of the tracer's round-trip events
-	rtSpec   *analyzers.Spec
+	rtSpec   *protocol.Spec
 }
 
 func (pw *parquetWriter) open(dir string) error {
@@ -348,16 +349,16 @@ func (pw *parquetWriter) Begin(i int, path string, meta trace.Meta) {
 	if sp := pw.opt.Analyzers.Spec; sp != nil {
 		pw.rtProto, pw.rtSpec = sp.Name, sp
 	} else if pw.opt.Analyzers.SpecFile != "" {
-		if sp, err := analyzers.LoadSpec(pw.opt.Analyzers.SpecFile); err == nil {
+		if sp, err := protocol.LoadSpec(pw.opt.Analyzers.SpecFile); err == nil {
 			pw.rtProto, pw.rtSpec = sp.Name, sp
 		}
 	} else if p := pw.opt.Analyzers.Protocol; p != "" && p != "auto" {
-		if sp, err := analyzers.BuiltinSpec(p); err == nil {
+		if sp, err := protocol.BuiltinSpec(p); err == nil {
 			pw.rtProto, pw.rtSpec = sp.Name, sp
 		}
 	}
 	if pw.rtSpec == nil {
-		pw.rtSpec, _ = analyzers.BuiltinSpec("venus")
+		pw.rtSpec, _ = protocol.BuiltinSpec("venus")
 	}
 }
 
@@ -427,7 +428,7 @@ func (pw *parquetWriter) Record(rec *trace.Record) {
 }
 
 // cmdName names m's command as analyze's commands[] do.
-func cmdName(m *analyzers.Message) string {
+func cmdName(m *protocol.Message) string {
 	switch {
 	case m.Name != "":
 		return m.Name
@@ -440,7 +441,7 @@ func cmdName(m *analyzers.Message) string {
 }
 
 // Message takes one decoded message.
-func (pw *parquetWriter) Message(m *analyzers.Message) {
+func (pw *parquetWriter) Message(m *protocol.Message) {
 	if pw.err != nil {
 		return
 	}
@@ -490,7 +491,7 @@ func (pw *parquetWriter) Message(m *analyzers.Message) {
 }
 
 // Answered takes a further request answered by the reply m.
-func (pw *parquetWriter) Answered(m *analyzers.Message, req analyzers.Answered) {
+func (pw *parquetWriter) Answered(m *protocol.Message, req protocol.Answered) {
 	reqTS, cmd, name := req.ReqTS, req.Command, req.Name
 	if pw.err != nil || m.Source == trace.SourceTracer {
 		return // analyze counts a tracer's round trips from its own events

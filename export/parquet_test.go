@@ -9,6 +9,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -173,7 +174,7 @@ func TestParquetBadTrace(t *testing.T) {
 	}
 	out := filepath.Join(dir, "tables")
 	_, err := Parquet(out, []string{pingpongTrace(t, dir), bad}, ParquetOptions{})
-	var re *analyzers.ReadError
+	var re *protocol.ReadError
 	if !errors.As(err, &re) || re.Path != bad {
 		t.Fatalf("err = %v, want a ReadError naming %s", err, bad)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -59,7 +60,7 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 	}
 	// Check the decoder options (a protocol spec file, say) before writing anything: with no
 	// paths, Messages only resolves them.
-	if err := analyzers.Messages(nil, opt, func(*analyzers.Message) error { return nil }); err != nil {
+	if err := analyzers.Messages(nil, opt, func(*protocol.Message) error { return nil }); err != nil {
 		return nil, fmt.Errorf("write perfetto: %w", err)
 	}
 	pw := &perfettoWriter{w: bufio.NewWriterSize(w, 64<<10), procs: map[uint32]bool{},
@@ -107,12 +108,12 @@ func checkTrace(path string) error {
 	return r.Close()
 }
 
-// openTrace opens the trace at path. Its errors are *analyzers.ReadError naming the file, with
+// openTrace opens the trace at path. Its errors are *protocol.ReadError naming the file, with
 // the reader's *trace.FormatError (the offset) or the *os.PathError of opening it inside.
 func openTrace(path string) (*trace.Reader, error) {
 	r, err := trace.Open(path)
 	if err != nil {
-		return nil, &analyzers.ReadError{Path: path, Err: err}
+		return nil, &protocol.ReadError{Path: path, Err: err}
 	}
 	return r, nil
 }
@@ -243,7 +244,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 			break
 		}
 		if err != nil {
-			return "", trace.Recovery{}, &analyzers.ReadError{Path: path, Err: err}
+			return "", trace.Recovery{}, &protocol.ReadError{Path: path, Err: err}
 		}
 		switch rec.Kind {
 		case trace.KindConnection:
@@ -523,7 +524,7 @@ func (pw *perfettoWriter) marker(m *trace.Marker) {
 func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) error {
 	counters := map[[2]uint64]*inflight{}
 	var last *inflight
-	err := analyzers.Messages(paths, opt, func(m *analyzers.Message) error {
+	err := analyzers.Messages(paths, opt, func(m *protocol.Message) error {
 		k := [2]uint64{uint64(m.Trace), uint64(m.PID)}
 		c := last
 		if c == nil || c.key != k {

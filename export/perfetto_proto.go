@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -46,7 +47,7 @@ func PerfettoProto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.
 			return nil, err
 		}
 	}
-	if err := analyzers.Messages(nil, opt, func(*analyzers.Message) error { return nil }); err != nil {
+	if err := analyzers.Messages(nil, opt, func(*protocol.Message) error { return nil }); err != nil {
 		return nil, fmt.Errorf("write perfetto-proto: %w", err)
 	}
 	pp := newProtoWriter(w)
@@ -61,7 +62,7 @@ func PerfettoProto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.
 		}
 	}
 	if err != nil {
-		var re *analyzers.ReadError
+		var re *protocol.ReadError
 		if errors.As(err, &re) {
 			return pp.recs, err
 		}
@@ -214,7 +215,7 @@ type protoLane struct {
 // protoMaxLanes bounds the lanes of one thread or connection; slices beyond share the last.
 const protoMaxLanes = 16
 
-// protoWriter is the analyzers.Visitor that writes the packets. The first error sticks in err.
+// protoWriter is the protocol.Visitor that writes the packets. The first error sticks in err.
 type protoWriter struct {
 	w    *bufio.Writer
 	err  error
@@ -248,7 +249,7 @@ type protoWriter struct {
 	meta    trace.Meta
 	pending *protoEvent // the latest event's slice begin, open to flows until the next record
 	pendEnd int64
-	spec    *analyzers.Spec // names the tracer's round-trip commands
+	spec    *protocol.Spec // names the tracer's round-trip commands
 	opt     analyzers.Options
 }
 
@@ -625,13 +626,13 @@ func (pp *protoWriter) Begin(i int, path string, meta trace.Meta) {
 	pp.now = math.MinInt64
 	pp.spec = pp.opt.Spec
 	if pp.spec == nil && pp.opt.SpecFile != "" {
-		pp.spec, _ = analyzers.LoadSpec(pp.opt.SpecFile)
+		pp.spec, _ = protocol.LoadSpec(pp.opt.SpecFile)
 	}
 	if p := pp.opt.Protocol; pp.spec == nil && p != "" && p != "auto" {
-		pp.spec, _ = analyzers.BuiltinSpec(p)
+		pp.spec, _ = protocol.BuiltinSpec(p)
 	}
 	if pp.spec == nil {
-		pp.spec, _ = analyzers.BuiltinSpec("venus") // the tracer that writes round-trip events
+		pp.spec, _ = protocol.BuiltinSpec("venus") // the tracer that writes round-trip events
 	}
 }
 
@@ -707,7 +708,7 @@ func (pp *protoWriter) slowDown(rtt int64) {
 
 // Message takes a decoded message: flows to and from the system call that completed it, and
 // for a reply its round trip and the in-flight counter.
-func (pp *protoWriter) Message(m *analyzers.Message) {
+func (pp *protoWriter) Message(m *protocol.Message) {
 	if pp.err != nil {
 		return
 	}
@@ -733,7 +734,7 @@ func (pp *protoWriter) Message(m *analyzers.Message) {
 }
 
 // Answered takes a further request answered by a batched reply: its flow ends there too.
-func (pp *protoWriter) Answered(m *analyzers.Message, req analyzers.Answered) {
+func (pp *protoWriter) Answered(m *protocol.Message, req protocol.Answered) {
 	if id := pp.endFlow(m.Conn, req.ReqTS); id != 0 && pp.pending != nil {
 		pp.pending.terms = append(pp.pending.terms, id)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -352,7 +353,7 @@ func TestPerfettoProto(t *testing.T) {
 				conns[c.ID] = true
 			}
 			var replies, requests int
-			err = analyzers.Messages([]string{path}, analyzers.Options{}, func(m *analyzers.Message) error {
+			err = analyzers.Messages([]string{path}, analyzers.Options{}, func(m *protocol.Message) error {
 				if m.IsReply && m.RTT > 0 {
 					replies++
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -301,9 +302,9 @@ func TestPerfettoBadInput(t *testing.T) {
 			if buf.Len() != 0 {
 				t.Errorf("wrote %d bytes before failing", buf.Len())
 			}
-			var re *analyzers.ReadError
+			var re *protocol.ReadError
 			if len(tc.paths) > 0 && tc.opt == (analyzers.Options{}) && (!errors.As(err, &re) || re.Path != tc.paths[0]) {
-				t.Errorf("error %v does not name the trace as an *analyzers.ReadError", err)
+				t.Errorf("error %v does not name the trace as an *protocol.ReadError", err)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -102,10 +103,10 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*t
 			a[i] += v[i]
 		}
 	}
-	var protocol string
+	var proto string
 	rtts := false
-	err := analyzers.Messages(paths, opt, func(m *analyzers.Message) error {
-		protocol = m.Protocol
+	err := analyzers.Messages(paths, opt, func(m *protocol.Message) error {
+		proto = m.Protocol
 		name := m.Name
 		if name == "" {
 			name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
@@ -138,8 +139,8 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*t
 	first, end := int64(0), int64(0)
 	for i, ti := range infos {
 		p.Comments = append(p.Comments, "trace "+ti.name)
-		if protocol != "" && i == 0 {
-			p.Comments = append(p.Comments, "protocol "+protocol)
+		if proto != "" && i == 0 {
+			p.Comments = append(p.Comments, "protocol "+proto)
 		}
 		if i == 0 {
 			if !ti.meta.Start.IsZero() {
@@ -234,7 +235,7 @@ func readTraceInfo(path string) (*traceInfo, error) {
 			break
 		}
 		if err != nil {
-			return nil, &analyzers.ReadError{Path: path, Err: err}
+			return nil, &protocol.ReadError{Path: path, Err: err}
 		}
 		switch rec.Kind {
 		case trace.KindConnection:

@@ -11,7 +11,7 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// Venus command ids used by the synthetic traces (analyzers/protocols/venus.json).
+// Venus command ids used by the synthetic traces (protocol/protocols/venus.json).
 const (
 	vkAllocateMemory          = 21
 	vkQueueSubmit             = 18

@@ -23,13 +23,14 @@ var allowed = map[string][]string{
 	"probes":     {"trace"},
 	"collectors": {"trace"},
 	"venusd":     {"trace"},
-	"analyzers":  {"trace", "models"},
-	"reports":    {"trace", "models", "analyzers"},
-	"export":     {"trace", "analyzers"},
+	"protocol":   {"trace"},
+	"analyzers":  {"trace", "models", "protocol"},
+	"reports":    {"trace", "models", "protocol", "analyzers"},
+	"export":     {"trace", "protocol", "analyzers"},
 	"fixtures":   {"trace"},
 	"merge":      {"trace"},
-	"lab":        {"trace", "models", "analyzers", "reports", "venusd"},
-	"e2e":        {"trace", "models", "analyzers", "reports", "export", "venusd", "fixtures"},
+	"lab":        {"trace", "models", "protocol", "analyzers", "reports", "venusd"},
+	"e2e":        {"trace", "models", "protocol", "analyzers", "reports", "export", "venusd", "fixtures"},
 }
 
 // owners names the only perflab packages that may import a heavy dependency.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/export"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/reports"
 )
 
@@ -32,7 +33,7 @@ var analyzeFormats = map[string]analyzeFormat{
 }
 
 // protocolNames are the values of --protocol.
-var protocolNames = append([]string{"auto"}, analyzers.Builtins()...)
+var protocolNames = append([]string{"auto"}, protocol.Builtins()...)
 
 func formatNames() string {
 	var names []string
@@ -79,13 +80,13 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	}
 	opt := analyzers.Options{Protocol: *proto, Unit: *unit, UnitCommands: *unitCmd, Markers: *markers}
 	if *spec != "" {
-		s, err := analyzers.LoadSpec(*spec)
+		s, err := protocol.LoadSpec(*spec)
 		if err != nil {
 			return BadInput("--protocol-spec: %v", err)
 		}
 		opt.Spec = s
 	} else if *proto != "auto" && *proto != "" {
-		if _, err := analyzers.BuiltinSpec(*proto); err != nil {
+		if _, err := protocol.BuiltinSpec(*proto); err != nil {
 			return BadInput("--protocol: %v", err)
 		}
 	}
@@ -130,7 +131,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 		}
 	}
 	if err != nil {
-		var re *analyzers.ReadError
+		var re *protocol.ReadError
 		if errors.As(err, &re) {
 			return analyzeError(err)
 		}
@@ -140,7 +141,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 }
 
 func analyzeError(err error) error {
-	var re *analyzers.ReadError
+	var re *protocol.ReadError
 	if errors.As(err, &re) {
 		return BadInput("%v", re)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/perflab/perflab/internal/ggmlpeer"
 	"github.com/perflab/perflab/internal/testutil"
 	"github.com/perflab/perflab/probes"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -183,7 +184,7 @@ func TestAnalyzeRecordedGGMLRPC(t *testing.T) {
 		t.Fatalf("record: %v\n%s", err, b)
 	}
 	names := map[string]bool{}
-	err := analyzers.Messages([]string{out}, analyzers.Options{}, func(m *analyzers.Message) error {
+	err := analyzers.Messages([]string{out}, analyzers.Options{}, func(m *protocol.Message) error {
 		if m.Protocol == "ggml-rpc" && !m.IsReply {
 			names[m.Name] = true
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/export"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -23,7 +24,7 @@ var dirExportFormats = map[string]dirExportFunc{}
 type dirExportOptions struct {
 	protocol, specFile, unit, unitCmds string
 	labels                             map[string]string
-	spec                               *analyzers.Spec // loaded from specFile
+	spec                               *protocol.Spec // loaded from specFile
 }
 
 func init() {
@@ -46,7 +47,7 @@ func dirExportFlags(fs *flag.FlagSet) *dirExportOptions {
 
 func joinBuiltins() string {
 	s := ""
-	for i, n := range analyzers.Builtins() {
+	for i, n := range protocol.Builtins() {
 		if i > 0 {
 			s += ", "
 		}
@@ -72,13 +73,13 @@ func runDirExport(env *Env, c *Command, fn dirExportFunc, dir string, paths []st
 		return BadInput("want at least one trace (usage: perflab export %s)", c.Usage)
 	}
 	if o.specFile != "" {
-		s, err := analyzers.LoadSpec(o.specFile)
+		s, err := protocol.LoadSpec(o.specFile)
 		if err != nil {
 			return BadInput("--protocol-spec: %v", err)
 		}
 		o.spec = s
 	} else if o.protocol != "auto" {
-		if _, err := analyzers.BuiltinSpec(o.protocol); err != nil {
+		if _, err := protocol.BuiltinSpec(o.protocol); err != nil {
 			return BadInput("--protocol: %v", err)
 		}
 	}
@@ -87,7 +88,7 @@ func runDirExport(env *Env, c *Command, fn dirExportFunc, dir string, paths []st
 	}
 	recs, err := fn(dir, paths, *o)
 	if err != nil {
-		var re *analyzers.ReadError
+		var re *protocol.ReadError
 		if errors.As(err, &re) {
 			return exportReadError(re.Path, re.Err)
 		}

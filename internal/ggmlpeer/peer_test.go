@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -156,7 +157,7 @@ func TestDecodeRecordedSession(t *testing.T) {
 			path := record(t, tc.v, tokens, 64)
 			seen := map[string]int{}
 			replies, requests := 0, 0
-			err := analyzers.Messages([]string{path}, analyzers.Options{}, func(m *analyzers.Message) error {
+			err := analyzers.Messages([]string{path}, analyzers.Options{}, func(m *protocol.Message) error {
 				if m.Protocol != "ggml-rpc" {
 					t.Errorf("connection %d decoded as %q", m.Conn, m.Protocol)
 				}

@@ -4,7 +4,7 @@
 // (VK_EXT_command_serialization.xml, VK_MESA_venus_protocol.xml), and the command names of
 // VkCommandTypeEXT from the published enum (vn_protocol_driver_defines.h).
 //
-//	go run ./internal/cmd/venusgen -xml DIR -defines FILE -o analyzers/protocols
+//	go run ./internal/cmd/venusgen -xml DIR -defines FILE -o protocol/protocols
 //
 // DIR holds vk.xml and the two Venus XML files (venus-protocol's xmls/ folder). It writes
 // venus-mesa.layout and the commands of venus-mesa.json. docs/protocol-spec.md, "venus-mesa",
@@ -21,7 +21,7 @@ import (
 func main() {
 	xmlDir := flag.String("xml", "", "folder with vk.xml, VK_EXT_command_serialization.xml and VK_MESA_venus_protocol.xml")
 	defines := flag.String("defines", "", "vn_protocol_driver_defines.h, or an excerpt holding its VkCommandTypeEXT enum")
-	out := flag.String("o", "analyzers/protocols", "output folder")
+	out := flag.String("o", "protocol/protocols", "output folder")
 	flag.Parse()
 	if *xmlDir == "" || *defines == "" {
 		fmt.Fprintln(os.Stderr, "venusgen: -xml and -defines are required")

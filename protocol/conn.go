@@ -1,4 +1,4 @@
-package analyzers
+package protocol
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ type pendingReq struct {
 // connDecoder decodes one connection: it picks the protocol (auto), learns which direction
 // carries requests (the side that speaks first), rebuilds frames, and pairs replies.
 type connDecoder struct {
-	d       *decoder
+	d       *Decoder
 	id      uint64
 	pid     uint32
 	spec    *Spec
@@ -245,7 +245,7 @@ func (c *connDecoder) moreReplies(m *Message, ri *recordInfo, paired bool) {
 	m.Answered += n
 	c.d.deliver(m)
 	for k := 0; k < n; k++ {
-		c.d.out.answered(m, Answered{ReqTS: more[k].ts, ReqEnd: more[k].end, Command: more[k].cmd, Name: more[k].name})
+		c.d.out.Answered(m, Answered{ReqTS: more[k].ts, ReqEnd: more[k].end, Command: more[k].cmd, Name: more[k].name})
 	}
 }
 

@@ -1,4 +1,4 @@
-package analyzers
+package protocol
 
 import "github.com/perflab/perflab/trace"
 
@@ -22,11 +22,11 @@ type Visitor interface {
 }
 
 // Visit reads the traces at paths once, in order, streaming, and hands v every record and
-// every decoded message. Memory grows with the connections and the requests awaiting a reply,
+// every message decoded with spec (nil: detect each connection's protocol). Memory grows with the connections and the requests awaiting a reply,
 // not with the length of the traces. A trace that cannot be read gives a *ReadError naming
 // the file (and the offset, for a bad format); the traces before it have been visited.
-func Visit(paths []string, opt Options, v Visitor) error {
-	return scan(paths, opt, &visitSink{v: v})
+func Visit(paths []string, spec *Spec, v Visitor) error {
+	return Scan(paths, spec, visitSink{v})
 }
 
 // OpensUnit reports whether m is a request that opens a unit of work by its protocol's spec
@@ -51,29 +51,7 @@ func (m *Message) UnitName() string {
 	return m.spec.UnitName
 }
 
-// visitSink adapts a Visitor to the scan's sink.
-type visitSink struct {
-	v   Visitor
-	rec trace.Record
-}
+// visitSink adapts a Visitor to the scan's Sink.
+type visitSink struct{ Visitor }
 
-func (s *visitSink) begin(i int, path string, meta trace.Meta) { s.v.Begin(i, path, meta) }
-func (s *visitSink) event(ev *trace.Event) {
-	s.rec.Kind, s.rec.Event = trace.KindEvent, *ev
-	s.v.Record(&s.rec)
-}
-func (s *visitSink) connection(c *trace.Connection) {
-	s.rec.Kind, s.rec.Conn = trace.KindConnection, *c
-	s.v.Record(&s.rec)
-}
-func (s *visitSink) marker(m *trace.Marker) {
-	s.rec.Kind, s.rec.Marker = trace.KindMarker, *m
-	s.v.Record(&s.rec)
-}
-func (s *visitSink) lostCount(l *trace.Lost) {
-	s.rec.Kind, s.rec.Lost = trace.KindLost, *l
-	s.v.Record(&s.rec)
-}
-func (s *visitSink) message(m *Message)                        { s.v.Message(m) }
-func (s *visitSink) answered(m *Message, req Answered)         { s.v.Answered(m, req) }
-func (s *visitSink) end(i int, rec trace.Recovery, _ *decoder) { s.v.End(i, rec) }
+func (s visitSink) End(i int, rec trace.Recovery, _ *Decoder) { s.Visitor.End(i, rec) }

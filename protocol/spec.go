@@ -1,4 +1,4 @@
-package analyzers
+package protocol
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // Spec describes a wire protocol as data: header layout and endianness, magic, which field is
 // the size and what it counts, where the command id is and the commands' names, which commands
 // are answered (per protocol version), and which command opens a unit of work. The built-in
-// protocols are specs too (analyzers/protocols/*.json); docs/protocol-spec.md documents the format.
+// protocols are specs too (protocol/protocols/*.json); docs/protocol-spec.md documents the format.
 type Spec struct {
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"` // protocol version the spec describes ("5.0")

@@ -1,4 +1,4 @@
-package analyzers
+package protocol
 
 // hint is what a decoder believes of a request: that it wants a reply, that it does not, or
 // that it cannot tell (its records lay past the captured head). It is only a hint: pairing
@@ -148,8 +148,8 @@ type Answered struct {
 	Name          string
 }
 
-// pairing sums the pairing counts of the trace's connections.
-func (d *decoder) pairing() (paired, unpaired, overridden uint64) {
+// Pairing sums the pairing counts of the trace's connections.
+func (d *Decoder) Pairing() (paired, unpaired, overridden uint64) {
 	for _, c := range d.conns {
 		paired += c.pairs.paired
 		unpaired += c.pairs.unpaired
@@ -158,8 +158,8 @@ func (d *decoder) pairing() (paired, unpaired, overridden uint64) {
 	return
 }
 
-// undecoded sums the bytes the trace's framers could not decode, and all bytes they saw.
-func (d *decoder) undecoded() (lost, seen int64) {
+// Undecoded sums the bytes the trace's framers could not decode, and all bytes they saw.
+func (d *Decoder) Undecoded() (lost, seen int64) {
 	for _, c := range d.conns {
 		lost += c.lostBytes
 		seen += c.seenBytes

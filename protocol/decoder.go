@@ -1,4 +1,4 @@
-package analyzers
+package protocol
 
 import (
 	"bufio"
@@ -12,28 +12,29 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// sink receives what a scan of traces yields, in file order.
-type sink interface {
-	begin(i int, path string, meta trace.Meta)
-	event(ev *trace.Event)
-	connection(c *trace.Connection)
-	marker(m *trace.Marker)
-	lostCount(l *trace.Lost)
-	message(m *Message)
-	// answered reports, after m, a further request that the reply m answered
-	answered(m *Message, req Answered)
-	end(i int, rec trace.Recovery, d *decoder)
+// Sink receives what a scan of traces yields, in file order: each record before the decoder
+// sees it, and the messages the decoder rebuilds, each right after the event that completed it.
+// Pointers passed to a Sink are reused after the call returns.
+type Sink interface {
+	Begin(i int, path string, meta trace.Meta)
+	// Record is one record of the trace: an event, a connection, a marker or a lost count.
+	Record(rec *trace.Record)
+	Message(m *Message)
+	// Answered reports, after m, a further request that the reply m answered.
+	Answered(m *Message, req Answered)
+	// End closes trace i with what its reader recovered and the decoder that decoded it.
+	End(i int, rec trace.Recovery, d *Decoder)
 }
 
-// decoder decodes the messages of one trace.
-type decoder struct {
+// Decoder decodes the messages of one trace; after the trace, its methods say what it saw.
+type Decoder struct {
 	trace    int
 	fixed    *Spec // the spec chosen by Options; nil for auto
 	builtins map[string]*Spec
 	conns    map[uint64]*connDecoder
 	versions map[uint64][3]int
 	m        Message
-	out      sink
+	out      Sink
 	protos   map[string]bool  // protocols seen
 	chosen   map[uint64]*Spec // auto: the protocol chosen for each connection by trial decoding
 	batch    Batch            // Message.Batch's storage
@@ -42,20 +43,26 @@ type decoder struct {
 	spareQ   [][]pendingReq   // their request queues' storage, empty, for reuse
 }
 
-func resolveSpec(opt Options) (*Spec, error) {
+// Resolve returns the spec that decodes every connection: spec when it is set, else the one
+// loaded from file when that is set, else the built-in spec named name; nil for "auto" (or ""),
+// which detects each connection's protocol.
+func Resolve(name, file string, spec *Spec) (*Spec, error) {
 	switch {
-	case opt.Spec != nil:
-		return opt.Spec, nil
-	case opt.SpecFile != "":
-		return LoadSpec(opt.SpecFile)
-	case opt.Protocol == "" || opt.Protocol == "auto":
+	case spec != nil:
+		return spec, nil
+	case file != "":
+		return LoadSpec(file)
+	case name == "" || name == "auto":
 		return nil, nil
 	}
-	return BuiltinSpec(opt.Protocol)
+	return BuiltinSpec(name)
 }
 
-func newDecoder(i int, fixed *Spec, out sink) (*decoder, error) {
-	d := &decoder{trace: i, fixed: fixed, out: out, conns: map[uint64]*connDecoder{},
+// NewDecoder returns a decoder of trace i that decodes every connection with fixed, or, when
+// fixed is nil, with the protocol its first bytes show (Scan chooses by trial decoding
+// instead), and feeds out the messages.
+func NewDecoder(i int, fixed *Spec, out Sink) (*Decoder, error) {
+	d := &Decoder{trace: i, fixed: fixed, out: out, conns: map[uint64]*connDecoder{},
 		versions: map[uint64][3]int{}, builtins: map[string]*Spec{}, protos: map[string]bool{}}
 	for _, n := range Builtins() {
 		s, err := BuiltinSpec(n)
@@ -69,7 +76,7 @@ func newDecoder(i int, fixed *Spec, out sink) (*decoder, error) {
 
 // detect picks a protocol for a connection from its first data event: the Venus magic, a
 // ggml-rpc HELLO (command byte 14, alone or followed by a small size), a RESP array, or raw.
-func (d *decoder) detect(ev *trace.Event) *Spec {
+func (d *Decoder) detect(ev *trace.Event) *Spec {
 	if d.fixed != nil {
 		return d.fixed
 	}
@@ -87,7 +94,7 @@ func (d *decoder) detect(ev *trace.Event) *Spec {
 	return d.builtins["raw"]
 }
 
-func (d *decoder) conn(ev *trace.Event) *connDecoder {
+func (d *Decoder) conn(ev *trace.Event) *connDecoder {
 	key := ev.Conn
 	if key == 0 {
 		key = 1<<63 | uint64(ev.PID)
@@ -107,7 +114,8 @@ func (d *decoder) conn(ev *trace.Event) *connDecoder {
 	return c
 }
 
-func (d *decoder) event(ev *trace.Event) {
+// Event decodes one event of the trace; failed calls and calls that moved no bytes are skipped.
+func (d *Decoder) Event(ev *trace.Event) {
 	if ev.Errno != 0 || ev.Bytes <= 0 {
 		return
 	}
@@ -115,16 +123,16 @@ func (d *decoder) event(ev *trace.Event) {
 }
 
 // msg returns the decoder's Message, reset and filled from ev.
-func (d *decoder) msg(c *connDecoder, ev *trace.Event) *Message {
+func (d *Decoder) msg(c *connDecoder, ev *trace.Event) *Message {
 	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
 		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: ev.TS + ev.Dur, CallNS: ev.Dur}
 	return &d.m
 }
 
-func (d *decoder) deliver(m *Message) { d.out.message(m) }
+func (d *Decoder) deliver(m *Message) { d.out.Message(m) }
 
 // framer returns a fresh framer of hdr's frames, a spare one when there is any.
-func (d *decoder) framer(spec *Spec, hdr *Header, extra *Field) *framer {
+func (d *Decoder) framer(spec *Spec, hdr *Header, extra *Field) *framer {
 	var f *framer
 	if n := len(d.spare); n > 0 {
 		f, d.spare = d.spare[n-1], d.spare[:n-1]
@@ -136,8 +144,8 @@ func (d *decoder) framer(spec *Spec, hdr *Header, extra *Field) *framer {
 	return f
 }
 
-// flush ends every connection: frames in progress come out truncated.
-func (d *decoder) flush() {
+// Flush ends every connection: frames in progress come out truncated.
+func (d *Decoder) Flush() {
 	ev := new(trace.Event) // one for every framer: a trace of many connections would make one each
 	// In connection order, not the map's: what the flush delivers feeds order-dependent
 	// aggregates (a process's blocked time), and the same trace must give the same report.
@@ -163,9 +171,9 @@ func (d *decoder) flush() {
 	}
 }
 
-// stats returns how many times framers lost frame boundaries, requests dropped from pairing,
+// Stats returns how many times framers lost frame boundaries, requests dropped from pairing,
 // and requests still awaiting a reply.
-func (d *decoder) stats() (lostSync, dropped, waiting uint64) {
+func (d *Decoder) Stats() (lostSync, dropped, waiting uint64) {
 	for _, c := range d.conns {
 		if !c.tracer && c.reqDir == trace.DirSend { // a client's requests
 			waiting += c.pairs.waiting()
@@ -183,12 +191,10 @@ func (d *decoder) stats() (lostSync, dropped, waiting uint64) {
 	return
 }
 
-// scan reads every trace in turn and feeds out.
-func scan(paths []string, opt Options, out sink) error {
-	spec, err := resolveSpec(opt)
-	if err != nil {
-		return err
-	}
+// Scan reads the traces at paths in turn, decodes their messages with spec (nil: detect each
+// connection's protocol) and feeds out. A trace that cannot be read gives a *ReadError naming
+// the file (and the offset, for a bad format); the traces before it have been fed.
+func Scan(paths []string, spec *Spec, out Sink) error {
 	var rec trace.Record
 	for i, path := range paths {
 		if err := scanOne(i, path, spec, out, &rec); err != nil {
@@ -207,7 +213,7 @@ type ReadError struct {
 func (e *ReadError) Error() string { return fmt.Sprintf("read %s: %v", e.Path, e.Err) }
 func (e *ReadError) Unwrap() error { return e.Err }
 
-func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error {
+func scanOne(i int, path string, spec *Spec, out Sink, rec *trace.Record) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return &ReadError{path, unwrapPath(err)}
@@ -220,7 +226,7 @@ func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error 
 	if err != nil {
 		return &ReadError{path, err}
 	}
-	d, err := newDecoder(i, spec, out)
+	d, err := NewDecoder(i, spec, out)
 	if err != nil {
 		return err
 	}
@@ -229,7 +235,7 @@ func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error 
 			return err
 		}
 	}
-	out.begin(i, path, r.Meta())
+	out.Begin(i, path, r.Meta())
 	for {
 		err := r.Next(rec)
 		if err == io.EOF {
@@ -238,22 +244,19 @@ func scanOne(i int, path string, spec *Spec, out sink, rec *trace.Record) error 
 		if err != nil {
 			return &ReadError{path, err}
 		}
-		switch rec.Kind {
-		case trace.KindEvent:
-			out.event(&rec.Event)
-			d.event(&rec.Event)
-		case trace.KindConnection:
-			out.connection(&rec.Conn)
-		case trace.KindMarker:
-			out.marker(&rec.Marker)
-		case trace.KindLost:
-			out.lostCount(&rec.Lost)
+		out.Record(rec)
+		if rec.Kind == trace.KindEvent {
+			d.Event(&rec.Event)
 		}
 	}
-	d.flush()
-	out.end(i, r.Recovery(), d)
+	d.Flush()
+	out.End(i, r.Recovery(), d)
 	return nil
 }
+
+// NewReadError returns the ReadError of the trace at path: err, without the path when err
+// names it already (an *os.PathError).
+func NewReadError(path string, err error) *ReadError { return &ReadError{path, unwrapPath(err)} }
 
 func unwrapPath(err error) error {
 	var pe *os.PathError
@@ -269,26 +272,24 @@ type msgSink struct {
 	err error
 }
 
-func (s *msgSink) begin(int, string, trace.Meta)     {}
-func (s *msgSink) event(*trace.Event)                {}
-func (s *msgSink) connection(*trace.Connection)      {}
-func (s *msgSink) marker(*trace.Marker)              {}
-func (s *msgSink) lostCount(*trace.Lost)             {}
-func (s *msgSink) end(int, trace.Recovery, *decoder) {}
-func (s *msgSink) answered(*Message, Answered)       {}
-func (s *msgSink) message(m *Message) {
+func (s *msgSink) Begin(int, string, trace.Meta)     {}
+func (s *msgSink) Record(*trace.Record)              {}
+func (s *msgSink) End(int, trace.Recovery, *Decoder) {}
+func (s *msgSink) Answered(*Message, Answered)       {}
+func (s *msgSink) Message(m *Message) {
 	if s.err == nil {
 		s.err = s.fn(m)
 	}
 }
 
-// Messages decodes the protocol messages of the traces at paths, in each trace's order, and
-// calls fn for each; fn's Message is reused after fn returns. Replies carry their request's
-// command and the round-trip time. An error from fn stops the scan and is returned. A trace
-// that cannot be read gives a *ReadError naming the file (and the offset, for a bad format).
-func Messages(paths []string, opt Options, fn func(*Message) error) error {
+// Messages decodes the protocol messages of the traces at paths with spec (nil: detect each
+// connection's protocol), in each trace's order, and calls fn for each; fn's Message is reused
+// after fn returns. Replies carry their request's command and the round-trip time. An error
+// from fn stops the scan and is returned. A trace that cannot be read gives a *ReadError naming
+// the file (and the offset, for a bad format).
+func Messages(paths []string, spec *Spec, fn func(*Message) error) error {
 	s := &msgSink{fn: fn}
-	err := scan(paths, opt, s)
+	err := Scan(paths, spec, s)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package analyzers
+package protocol
 
 import (
 	"bufio"
@@ -37,17 +37,17 @@ func choose(i int, path string) (map[uint64]*Spec, error) {
 		return nil, &ReadError{path, err}
 	}
 	sink := &msgSink{fn: func(*Message) error { return nil }}
-	decs := make([]*decoder, len(candidates))
+	decs := make([]*Decoder, len(candidates))
 	for k, n := range candidates {
 		s, err := BuiltinSpec(n)
 		if err != nil {
 			return nil, err
 		}
-		if decs[k], err = newDecoder(i, s, sink); err != nil {
+		if decs[k], err = NewDecoder(i, s, sink); err != nil {
 			return nil, err
 		}
 	}
-	first, err := newDecoder(i, nil, sink) // for the first-bytes detection
+	first, err := NewDecoder(i, nil, sink) // for the first-bytes detection
 	if err != nil {
 		return nil, err
 	}
@@ -93,14 +93,14 @@ func choose(i int, path string) (map[uint64]*Spec, error) {
 		}
 		seen[key] = k + 1
 		for _, d := range decs {
-			d.event(ev)
+			d.Event(ev)
 		}
 		if k+1 == trialEvents {
 			chosen[key] = best(decs, key)
 		}
 	}
 	for _, d := range decs {
-		d.flush()
+		d.Flush()
 	}
 	for key, k := range seen {
 		if k > 0 && k < trialEvents {
@@ -116,7 +116,7 @@ const minTrialShare = 0.5
 
 // best returns the candidate that explained the most of connection key's bytes, and forgets
 // the candidates' state of it.
-func best(decs []*decoder, key uint64) *Spec {
+func best(decs []*Decoder, key uint64) *Spec {
 	var sp *Spec
 	var most, data int64
 	for _, d := range decs {

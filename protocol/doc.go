@@ -1,0 +1,2 @@
+// Package protocol is perflab's protocol layer: protocol specs (built-in under protocols/, or a user's JSON file), framing, the decoders that rebuild messages from the system calls or tracer events of a trace (binary frames, venus-mesa command streams, RESP, HTTP/1.1, line protocols, raw bursts), per-connection auto-detection by trial decoding, and the pairing of replies with their requests. Scan streams traces through a decoder and hands a Sink every record and every decoded Message.
+package protocol

@@ -1,0 +1,91 @@
+package protocol
+
+import (
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/trace"
+)
+
+// connectionsTrace writes a trace of n short connections (fixtures.Connections) in dir.
+func connectionsTrace(tb testing.TB, dir string, n int, heads bool) string {
+	tb.Helper()
+	path := filepath.Join(dir, "conns-"+strconv.Itoa(n)+"-"+strconv.FormatBool(heads)+".plt")
+	w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), fixtures.Options())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fixtures.Connections(w, n, heads); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// TestTrialEarlyDecision: with more connections than maxTrialConns short of trialEvents, the
+// oldest are decided early, so that the candidates' state stays bounded; every connection still
+// gets its
+func TestTrialEarlyDecision(t *testing.T) {
+	path := connectionsTrace(t, t.TempDir(), 3*maxTrialConns, false)
+	chosen, err := choose(0, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chosen) != 3*maxTrialConns {
+		t.Fatalf("%d connections chosen, want %d", len(chosen), 3*maxTrialConns)
+	}
+	for key, sp := range chosen {
+		if sp == nil {
+			t.Fatalf("connection %d: no protocol", key)
+		}
+	}
+}
+
+// endSink keeps the decoder a scan ends with.
+type endSink struct {
+	msgSink
+	d *Decoder
+}
+
+func (s *endSink) End(_ int, _ trace.Recovery, d *Decoder) { s.d = d }
+
+// TestFramersReleased: the framers of connections between frames go back to the trace's
+// spares with their request queues, so a trace of many short connections ends with none held
+// by a connection and only the few that were in use at once made, and what they counted is kept.
+func TestFramersReleased(t *testing.T) {
+	const n = 3000
+	path := connectionsTrace(t, t.TempDir(), n, true)
+	msgs := 0
+	s := &endSink{msgSink: msgSink{fn: func(*Message) error { msgs++; return nil }}}
+	if err := Scan([]string{path}, nil, s); err != nil {
+		t.Fatal(err)
+	}
+	if msgs != 2*n {
+		t.Fatalf("%d messages, want %d", msgs, 2*n)
+	}
+	held, queues := 0, 0
+	for _, c := range s.d.conns {
+		for _, f := range c.framers {
+			if f != nil {
+				held++
+			}
+		}
+		if c.pairs.q != nil {
+			queues++
+		}
+	}
+	if held != 0 || len(s.d.spare) > 4 {
+		t.Errorf("%d framers held by connections, %d spare: want 0 and at most 4", held, len(s.d.spare))
+	}
+	if queues != 0 || len(s.d.spareQ) > 2 {
+		t.Errorf("%d request queues held by connections, %d spare: want 0 and at most 2", queues, len(s.d.spareQ))
+	}
+	lost, seen := s.d.Undecoded()
+	if want := int64(2 * n * (fixtures.FrameHeaderSize + 16)); seen != want || lost != 0 {
+		t.Errorf("framers saw %d bytes (%d undecoded), want %d (0)", seen, lost, want)
+	}
+}

@@ -1,0 +1,68 @@
+package protocol
+
+import (
+	"slices"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// Fixed returns the spec every connection was decoded with, nil when each connection's
+// protocol was detected.
+func (d *Decoder) Fixed() *Spec { return d.fixed }
+
+// Protocols returns the names of the protocols the trace's connections were decoded as, sorted.
+func (d *Decoder) Protocols() []string {
+	out := make([]string, 0, len(d.protos))
+	for p := range d.protos {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ConnInfo is what a decoder tells of one connection of its trace.
+type ConnInfo struct {
+	ID      uint64
+	PID     uint32
+	Spec    *Spec     // the spec it was decoded with; nil when it carried no data
+	ReqDir  trace.Dir // the direction of its requests (the side that spoke first)
+	Data    int64     // bytes its data events moved
+	Decoded int64     // of them, bytes of messages decoded whole
+	// RESP holds, on a resp connection, by direction, the values decoded and the values at least
+	// not seen (pipelined past the captured payload head); nil otherwise.
+	RESP *[3]RESPCount
+	// Blind counts the times a text protocol's line lay past the captured payload head;
+	// Rejected the messages whose first line was none of the protocol's.
+	Blind, Rejected uint64
+}
+
+// RESPCount counts the values of one direction of a resp connection.
+type RESPCount struct {
+	Count   uint64 // values decoded
+	AtLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
+}
+
+// Conns calls fn for each connection of the trace, in no particular order.
+func (d *Decoder) Conns(fn func(ci *ConnInfo)) {
+	var ci ConnInfo
+	var rc [3]RESPCount
+	for _, c := range d.conns {
+		ci = ConnInfo{ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded()}
+		if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil {
+			for dir := range c.resp {
+				rc[dir] = RESPCount{Count: c.resp[dir].count, AtLeast: c.resp[dir].atLeast}
+			}
+			ci.RESP = &rc
+		}
+		for _, st := range c.text {
+			if st != nil {
+				ci.Blind += st.blindSpells
+				ci.Rejected += st.rejected
+			}
+		}
+		fn(&ci)
+	}
+}
+
+// Spec returns the spec of the decoder that produced m; nil for a Message made elsewhere.
+func (m *Message) Spec() *Spec { return m.spec }
