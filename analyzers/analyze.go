@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
@@ -170,6 +171,8 @@ type interval struct{ from, to int64 }
 type analyzer struct {
 	opt               Options
 	conf              float64
+	loops             *loops.Builder // the event-loop analysis (loops.go)
+	loopMsg           loops.Msg
 	s                 *Summary
 	cur               int
 	first             int64
@@ -248,6 +251,7 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 		return nil, err
 	}
 	a.finish()
+	a.loopFinish()
 	return a.s, nil
 }
 
@@ -319,6 +323,7 @@ func (a *analyzer) warnf(format string, args ...any) {
 }
 
 func (a *analyzer) begin(i int, path string, meta trace.Meta) {
+	a.loopBegin(i)
 	a.cur = i
 	a.s.Traces = append(a.s.Traces, filepath.Base(path))
 	a.s.Meta = append(a.s.Meta, meta)
@@ -341,6 +346,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 
 func (a *analyzer) event(ev *trace.Event) {
 	a.s.Events++
+	a.loopEvent(ev)
 	end := ev.TS + ev.Dur
 	if !a.haveTS {
 		a.first, a.last, a.haveTS = ev.TS, end, true
@@ -457,6 +463,7 @@ func isLoadPhase(name string) bool {
 func (a *analyzer) lostCount(l *trace.Lost) { a.lost[l.Source] = l.Count }
 
 func (a *analyzer) message(m *protocol.Message) {
+	a.loopMessage(m)
 	t := &a.s.Totals.Send
 	if m.Dir == trace.DirRecv {
 		t = &a.s.Totals.Recv

@@ -1,6 +1,9 @@
 package analyzers
 
-import "github.com/perflab/perflab/trace"
+import (
+	"github.com/perflab/perflab/loops"
+	"github.com/perflab/perflab/trace"
+)
 
 // SummarySchema is the schema name of `perflab analyze --format json`.
 const SummarySchema = "perflab.analyze/v1"
@@ -52,6 +55,10 @@ type Summary struct {
 	// round trips).
 	HistogramOf string      `json:"histogram_of,omitempty"`
 	Timeline    []TimePoint `json:"timeline,omitempty"` // messages per second over time
+
+	// Loops are the event-loop threads of a server recorded with their wait calls (record
+	// --waits): cycles, phases and their batch model (package loops).
+	Loops *loops.Report `json:"loops,omitempty"`
 
 	Warnings []string `json:"warnings"`
 }

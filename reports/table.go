@@ -272,6 +272,7 @@ func sections(s *analyzers.Summary) []section {
 		out = append(out, w)
 	}
 
+	out = append(out, loopSections(s.Loops)...)
 	if len(s.Errors) > 0 {
 		e := section{title: "Failed calls", header: []string{"errno", "name", "dir", "count"}}
 		for _, x := range s.Errors {

@@ -24,8 +24,9 @@ var allowed = map[string][]string{
 	"collectors": {"trace"},
 	"venusd":     {"trace"},
 	"protocol":   {"trace"},
-	"analyzers":  {"trace", "models", "protocol"},
-	"reports":    {"trace", "models", "protocol", "analyzers"},
+	"loops":      {"trace"},
+	"analyzers":  {"trace", "models", "protocol", "loops"},
+	"reports":    {"trace", "models", "protocol", "analyzers", "loops"},
 	"export":     {"trace", "protocol", "analyzers"},
 	"fixtures":   {"trace"},
 	"merge":      {"trace"},
@@ -36,7 +37,7 @@ var allowed = map[string][]string{
 // owners names the only perflab packages that may import a heavy dependency.
 var owners = map[string][]string{
 	"github.com/cilium/ebpf":            {"probes"},
-	"gonum.org/v1/gonum":                {"analyzers", "models"},
+	"gonum.org/v1/gonum":                {"analyzers", "models", "loops"},
 	"github.com/olekukonko/tablewriter": {"reports"},
 	"github.com/google/pprof":           {"export"},
 	"github.com/parquet-go/parquet-go":  {"export"},
