@@ -18,29 +18,31 @@ import (
 // (compute, send, per-message latency, per-byte, per-call work) that reproduce the measured
 // token time.
 
-// SubmitCommands and SyncCommands classify a token loop's calls by command name: a submit
-// closes a coalesced frame and is not waited for when pipelined; a sync call is waited for.
-// Every other command is async. These are the Vulkan and Venus Plus calls whose results an
-// application needs at once (fence waits, status, reads of device memory).
-var (
-	SubmitCommands = []string{"vkQueueSubmit", "vkQueueSubmit2"}
-	SyncCommands   = []string{"vkWaitForFences", "vkGetFenceStatus", "vkQueueWaitIdle", "vkDeviceWaitIdle",
-		"vkInvalidateMappedMemoryRanges", "vnReadMemoryData", "vkGetQueryPoolResults"}
-)
-
-// CallKind returns the kind of a call named name (see SubmitCommands, SyncCommands).
-func CallKind(name string) models.CallKind {
-	for _, n := range SubmitCommands {
-		if n == name {
-			return models.Submit
-		}
+// callKind returns the kind of the call named name by the classes of spec (nil: async).
+func callKind(spec *protocol.Spec, name string) models.CallKind {
+	if spec == nil {
+		return models.Async
 	}
-	for _, n := range SyncCommands {
-		if n == name {
-			return models.Sync
-		}
+	switch spec.CallClass(name) {
+	case protocol.ClassSubmit:
+		return models.Submit
+	case protocol.ClassSync:
+		return models.Sync
 	}
 	return models.Async
+}
+
+// classNote says how the calls were classed: by the names spec gives.
+func classNote(spec *protocol.Spec) string {
+	if spec == nil || len(spec.SubmitCommands)+len(spec.SyncCommands) == 0 {
+		name := "the trace's"
+		if spec != nil {
+			name = spec.Name
+		}
+		return "calls are classified by the protocol spec's submit_commands and sync_commands, and " + name + " names none"
+	}
+	return "calls are classified by name: submits (" + strings.Join(spec.SubmitCommands, ", ") + "), sync points (" +
+		strings.Join(spec.SyncCommands, ", ") + "), the rest async; a sync call followed by another travels with it when coalesced"
 }
 
 // DefaultPipelineHopUS is the client's cost of one pipelined reply, µs: a receive goroutine
@@ -114,11 +116,15 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		}
 		return -1
 	}
+	var spec *protocol.Spec // the spec of the calls, which classes them
 	err = Messages([]string{path}, opt, func(m *protocol.Message) error {
 		if m.Truncated {
 			return nil
 		}
 		if !m.IsReply && m.Dir == trace.DirSend {
+			if spec == nil {
+				spec = m.Spec()
+			}
 			t := tokenOf(m.TS)
 			if t < 0 {
 				return nil
@@ -192,12 +198,12 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 	for i := range l.Calls {
 		c := &l.Calls[i]
 		c.Name = tokens[use[0]][i].name
-		c.Kind = CallKind(c.Name)
+		c.Kind = callKind(spec, c.Name)
 		c.SendBytes /= k
 		c.RecvBytes /= k
 		meanRTT[i] /= k
 		blocked += meanRTT[i]
-		if c.Kind == models.Sync && i+1 < n && CallKind(tokens[use[0]][i+1].name) == models.Sync {
+		if c.Kind == models.Sync && i+1 < n && callKind(spec, tokens[use[0]][i+1].name) == models.Sync {
 			c.JoinNext = true
 		}
 	}
@@ -296,7 +302,7 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; every frame costs %s of serial messaging work and %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageCPUUS), fmtUS(l.MessageUS)),
 		fmt.Sprintf("serial work per call: a call's 10th-percentile round trip, less its send and the link, above the cheapest control call's (%s)", workSummary(l.Calls)),
 		fmt.Sprintf("a pipelined reply costs the client %s (a receive thread's hand-over; not visible in a baseline)", fmtUS(l.PipelineHopUS)),
-		"calls are classified by name: submits ("+strings.Join(SubmitCommands, ", ")+"), sync points ("+strings.Join(SyncCommands, ", ")+"), the rest async; a sync call followed by another travels with it when coalesced")
+		classNote(spec))
 	return fit, nil
 }
 

@@ -51,12 +51,8 @@ type LineCommand struct {
 const maxLineWord = 32
 
 func (l *LineSpec) init() error {
-	switch l.Terminator {
-	case "":
-		l.Terminator = "\r\n"
-	case "\r\n", "\n":
-	default:
-		return fmt.Errorf("line.terminator %q, want \"\\r\\n\" or \"\\n\"", l.Terminator)
+	if err := oneOf("line.terminator", &l.Terminator, "\r\n", `"\r\n" or "\n"`, "\r\n", "\n"); err != nil {
+		return err
 	}
 	if len(l.Requests) == 0 {
 		return fmt.Errorf("line.requests: no command words")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,10 +58,17 @@ type Spec struct {
 	// UnitName is the unit's name ("token").
 	UnitCommands []string `json:"unit_commands,omitempty"`
 	UnitName     string   `json:"unit_name,omitempty"`
+	// SubmitCommands and SyncCommands class the calls of a token loop by name, for the what-if
+	// model (perflab model): a submit closes a coalesced frame and is not waited for when
+	// pipelined; a sync call is one whose result the application needs at once (a fence wait,
+	// a read of device memory). Every other command is async (CallClass).
+	SubmitCommands []string `json:"submit_commands,omitempty"`
+	SyncCommands   []string `json:"sync_commands,omitempty"`
 
 	byID     map[uint64]*CommandSpec
 	rules    []NoReplyRule // sorted by version
 	unitIDs  map[uint64]bool
+	classes  map[string]CallClass
 	verCmdID uint64
 	hasVer   bool
 	defVer   [3]int
@@ -199,31 +207,22 @@ func (s *Spec) init() error {
 	if s.Name == "" {
 		return fmt.Errorf("name missing")
 	}
-	switch s.Kind {
-	case "":
-		s.Kind = "binary"
-	case "binary", "resp", "http", "raw":
-	case "line":
+	if err := oneOf("kind", &s.Kind, "binary", "binary, resp, http, line or raw", "binary", "resp", "http", "line", "raw"); err != nil {
+		return err
+	}
+	if s.Kind == "line" {
 		if s.Line == nil {
 			return fmt.Errorf("kind line without a line section")
 		}
 		if err := s.Line.init(); err != nil {
 			return err
 		}
-	default:
-		return fmt.Errorf("kind %q, want binary, resp, http, line or raw", s.Kind)
 	}
-	switch s.Endian {
-	case "":
-		s.Endian = "little"
-	case "little", "big":
-	default:
-		return fmt.Errorf("endian %q, want little or big", s.Endian)
+	if err := oneOf("endian", &s.Endian, "little", "little or big", "little", "big"); err != nil {
+		return err
 	}
-	switch s.Stream {
-	case "", "venus":
-	default:
-		return fmt.Errorf("stream %q, want venus or nothing", s.Stream)
+	if err := oneOf("stream", &s.Stream, "", "venus or nothing", "", "venus"); err != nil {
+		return err
 	}
 	if s.MaxFrame <= 0 {
 		s.MaxFrame = 1 << 32
@@ -250,12 +249,8 @@ func (s *Spec) init() error {
 					return err
 				}
 			}
-			switch h.Counts {
-			case "":
-				h.Counts = "payload"
-			case "payload", "frame":
-			default:
-				return fmt.Errorf("counts %q, want payload or frame", h.Counts)
+			if err := oneOf("counts", &h.Counts, "payload", "payload or frame", "payload", "frame"); err != nil {
+				return err
 			}
 		}
 		if err := checkField("version_field", s.VersionField, maxPeek); err != nil {
@@ -334,8 +329,58 @@ func (s *Spec) init() error {
 	if len(s.UnitCommands) > 0 && s.UnitName == "" {
 		s.UnitName = "unit"
 	}
+	return s.initClasses()
+}
+
+// initClasses indexes SubmitCommands and SyncCommands; a name may have one class only. The
+// names need not be in Commands: a spec may class calls that only some versions of its
+// protocol have.
+func (s *Spec) initClasses() error {
+	s.classes = map[string]CallClass{}
+	for _, c := range []struct {
+		what  string
+		names []string
+		class CallClass
+	}{{"submit_commands", s.SubmitCommands, ClassSubmit}, {"sync_commands", s.SyncCommands, ClassSync}} {
+		for _, n := range c.names {
+			if n == "" {
+				return fmt.Errorf("%s: empty name", c.what)
+			}
+			if _, dup := s.classes[n]; dup {
+				return fmt.Errorf("%s: %q has a class already", c.what, n)
+			}
+			s.classes[n] = c.class
+		}
+	}
 	return nil
 }
+
+// oneOf checks that *v is one of allowed after setting an empty *v to def; the error names the
+// field (what) and the values it wants (want).
+func oneOf(what string, v *string, def, want string, allowed ...string) error {
+	if *v == "" {
+		*v = def
+	}
+	if slices.Contains(allowed, *v) {
+		return nil
+	}
+	return fmt.Errorf("%s %q, want %s", what, *v, want)
+}
+
+// CallClass says how a call relates to an application's sync points (Spec.SubmitCommands,
+// Spec.SyncCommands).
+type CallClass uint8
+
+// Call classes.
+const (
+	ClassAsync  CallClass = iota // the application does not need its result at once
+	ClassSubmit                  // a queue submission: closes a coalesced frame, not waited for when pipelined
+	ClassSync                    // a sync point: the application waits for its reply
+)
+
+// CallClass returns the class of the call named name: ClassAsync unless the spec names it a
+// submit or a sync command.
+func (s *Spec) CallClass(name string) CallClass { return s.classes[name] }
 
 func parseVersion(s string) ([3]int, error) {
 	var v [3]int

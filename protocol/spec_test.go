@@ -100,3 +100,51 @@ func TestLoadSpecFile(t *testing.T) {
 		t.Error("missing spec file loaded")
 	}
 }
+
+// The Vulkan specs class the calls of a token loop (perflab model) in their data: submits,
+// sync points, the rest async; a spec without classes makes every call async, and a name in
+// two classes is refused.
+func TestCallClasses(t *testing.T) {
+	for _, name := range []string{"venus", "venus-mesa"} {
+		s, err := BuiltinSpec(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for call, want := range map[string]CallClass{
+			"vkQueueSubmit": ClassSubmit, "vkQueueSubmit2": ClassSubmit,
+			"vkWaitForFences": ClassSync, "vkGetFenceStatus": ClassSync, "vkQueueWaitIdle": ClassSync,
+			"vkDeviceWaitIdle": ClassSync, "vkInvalidateMappedMemoryRanges": ClassSync,
+			"vnReadMemoryData": ClassSync, "vkGetQueryPoolResults": ClassSync,
+			"vkCmdDraw": ClassAsync, "vkFlushMappedMemoryRanges": ClassAsync, "": ClassAsync,
+		} {
+			if got := s.CallClass(call); got != want {
+				t.Errorf("%s: class of %q is %d, want %d", name, call, got, want)
+			}
+		}
+		// every class names a command the spec knows, but those of the other Venus
+		named := map[string]bool{}
+		for _, c := range s.Commands {
+			named[c.Name] = true
+		}
+		for _, n := range append(append([]string(nil), s.SubmitCommands...), s.SyncCommands...) {
+			if !named[n] && n != "vkQueueSubmit2" && n != "vnReadMemoryData" {
+				t.Errorf("%s: classes %q, which is none of its commands", name, n)
+			}
+		}
+	}
+	g, err := BuiltinSpec("ggml-rpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.CallClass("GRAPH_COMPUTE") != ClassAsync || g.CallClass("vkQueueSubmit") != ClassAsync {
+		t.Error("ggml-rpc classes calls it does not name")
+	}
+	for _, bad := range []string{
+		`{"name":"x","kind":"raw","submit_commands":["a"],"sync_commands":["a"]}`,
+		`{"name":"x","kind":"raw","sync_commands":[""]}`,
+	} {
+		if _, err := ParseSpec(strings.NewReader(bad)); err == nil {
+			t.Errorf("%s: parsed, want an error", bad)
+		}
+	}
+}
