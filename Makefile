@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/perflab/perflab/internal/cli.Version=$(VERSION)
 # Packages with goroutines run again under the race detector.
 RACE_PKGS := ./trace/... ./probes/... ./collectors/... ./venusd/... ./analyzers/... ./reports/... ./export/... ./lab/... ./internal/...
 
-.PHONY: help build test test-race lint generate fmt update-golden clean demo e2e gate bench
+.PHONY: help build cross test test-race lint generate fmt update-golden clean demo e2e gate bench
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ help: ## list the targets
 build: ## build bin/perflab
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/perflab
 
-test: build ## run every test (eBPF tests skip unless root; PERFLAB_REQUIRE_BPF=1 makes them fail instead)
+test: build cross ## run every test (eBPF tests skip unless root; PERFLAB_REQUIRE_BPF=1 makes them fail instead)
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race $(RACE_PKGS)
@@ -36,6 +36,10 @@ gate: build ## perflab's own gate: coalesce+pipeline vs baseline on venusd, agai
 
 bench: build ## the load sweep of seed 003 on every transport
 	$(BIN) bench --transports shm,unix,tcp --clients 1,2,4,8,16
+
+cross: ## build perflab for macOS and Windows, where analyze, compare, gate, model, merge and export run
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/perflab
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/perflab
 
 test-race: ## run the race detector over the packages with goroutines
 	$(GO) test -count=1 -race $(RACE_PKGS)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -15,13 +17,9 @@ import (
 )
 
 func init() {
-	Register(&Command{
-		Name:    "bench",
-		Summary: "load sweep: closed-loop clients against a venusd it starts, then Little's law, the batch model and RTT populations",
-		Usage: "[--transports tcp,unix,shm] [--modes baseline,...] [--clients 1,2,4,8,16] [--depth 1,...] [--duration D] " +
-			"[--loop batch|conn] [--delay D] [--shm-spin N] [--request-bytes N] [--format table|markdown] [--json] [--progress] [-o DIR]",
-		Run: runBench,
-	})
+	c := benchCommand()
+	c.Run = runBench
+	Register(c)
 }
 
 // maxBenchPoints bounds a sweep so that a typo in a list cannot start hours of measuring.

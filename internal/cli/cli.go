@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -40,9 +41,16 @@ type Command struct {
 	// Run runs the verb. It returns nil on success, or an error made with Failed or BadInput (or
 	// any other error, which counts as bad input).
 	Run func(ctx context.Context, env *Env, args []string) error
+	// LinuxOnly marks a verb that records or serves through Linux interfaces (eBPF, timerfd,
+	// futex, memfd, SO_PEERCRED): built for another system, perflab says so in one line and
+	// exits 2 instead of running it.
+	LinuxOnly bool
 }
 
 var commands = map[string]*Command{}
+
+// hostOS is the system perflab was built for (runtime.GOOS; tests set it to try the others).
+var hostOS = runtime.GOOS
 
 // Register adds a verb. Verbs register from init in their own file, once they work.
 func Register(c *Command) {
@@ -109,6 +117,11 @@ func Main(ctx context.Context, env *Env, args []string) (code int) {
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(env.Stderr, "perflab: unknown command %q; run 'perflab help' for the list of commands\n", args[0])
+		return ExitBadInput
+	}
+	if c.LinuxOnly && hostOS != "linux" {
+		fmt.Fprintf(env.Stderr, "perflab %s: needs Linux; this perflab runs on %s/%s, where analyze, compare, gate, model, merge and export work\n",
+			c.Name, hostOS, runtime.GOARCH)
 		return ExitBadInput
 	}
 	err := c.Run(ctx, env, args[1:])

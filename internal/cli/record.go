@@ -21,9 +21,10 @@ import (
 
 func init() {
 	c := &Command{
-		Name:    "record",
-		Summary: "capture every socket message of running processes or of a command, with eBPF",
-		Usage:   "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] (-p PID[,PID...] | -- COMMAND [ARG...])",
+		Name:      "record",
+		Summary:   "capture every socket message of running processes or of a command, with eBPF",
+		Usage:     "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] (-p PID[,PID...] | -- COMMAND [ARG...])",
+		LinuxOnly: true,
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runRecord(ctx, env, c, args) }
 	Register(c)
@@ -172,12 +173,6 @@ func joinPIDs(pids []uint32) string {
 		s[i] = strconv.FormatUint(uint64(p), 10)
 	}
 	return strings.Join(s, ",")
-}
-
-// processExists reports whether pid names a live process.
-func processExists(pid uint32) bool {
-	err := syscall.Kill(int(pid), 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func runRecord(ctx context.Context, env *Env, c *Command, args []string) error {

@@ -18,9 +18,10 @@ import (
 
 func init() {
 	c := &Command{
-		Name:    "top",
-		Summary: "live view of what recorded processes say on their sockets: messages, bytes, round trips and RTT per second",
-		Usage:   "[-o FILE] [--sort msgs|bytes|rt|p50|p99] [--duration D] [--payload-bytes N] (-p PID[,PID...] | -- COMMAND [ARG...])",
+		Name:      "top",
+		Summary:   "live view of what recorded processes say on their sockets: messages, bytes, round trips and RTT per second",
+		Usage:     "[-o FILE] [--sort msgs|bytes|rt|p50|p99] [--duration D] [--payload-bytes N] (-p PID[,PID...] | -- COMMAND [ARG...])",
+		LinuxOnly: true,
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runTop(ctx, env, c, args) }
 	Register(c)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 import (
@@ -16,13 +18,7 @@ import (
 )
 
 func init() {
-	c := &Command{
-		Name:        "venus",
-		Summary:     "run the bundled Venus-style server or client workload (serve | run)",
-		Subcommands: []string{"serve", "run"},
-		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--loop conn|batch] [--trace FILE]\n" +
-			"       perflab venus run --connect ADDR [--workload llm|ping] [--tokens N] [--mode baseline|coalesce|pipeline|coalesce+pipeline] [--depth D] [--delay D] [--trace FILE] [--json]",
-	}
+	c := venusCommand()
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runVenus(ctx, env, c, args) }
 	Register(c)
 }
