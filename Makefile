@@ -34,7 +34,7 @@ e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the
 gate: build ## perflab's own gate: coalesce+pipeline vs baseline on venusd, against bench/gate-baseline.json
 	PERFLAB=$(CURDIR)/$(BIN) bench/gate.sh
 
-bench: build ## the load sweep of seed 003 on every transport
+bench: build ## closed-loop sweep of client counts on every transport, with Little's law and the batch model
 	$(BIN) bench --transports shm,unix,tcp --clients 1,2,4,8,16
 
 cross: ## build perflab for macOS and Windows, where analyze, compare, gate, model, merge and export run

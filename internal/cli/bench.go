@@ -33,7 +33,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	clients := fs.String("clients", "1,2,4,8,16", "comma-separated `LIST` of client counts")
 	depth := fs.String("depth", "1", "comma-separated `LIST` of requests in flight per client (above 1: pipelined)")
 	duration := fs.Duration("duration", lab.DefaultDuration, "measured time per point")
-	loop := fs.String("loop", "batch", "server loop: batch (one event loop, seed 003's daemon) or conn (a goroutine per client)")
+	loop := fs.String("loop", "batch", "server loop: batch (one event loop that runs every arrived request, then writes once per connection) or conn (a goroutine per client)")
 	format := fs.String("format", "table", "output `FORMAT`: table or markdown")
 	asJSON := fs.Bool("json", false, "print JSON (schema perflab.bench/v1) instead of tables")
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")

@@ -67,7 +67,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	frameTimeout := fs.Duration("frame-timeout", venusd.DefaultFrameTimeout, "close a client whose frame, once begun, or whose first frame, does not arrive within `D`, or that does not take a reply for as long")
 	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
 	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
-	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection: seed 003's daemon)")
+	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection, like the benchkv key-value daemon)")
 	Choice(fs, "loop", "conn", "batch")
 	IntRange(fs, "max-conns", 1, maxVenusConns)
 	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
