@@ -132,7 +132,7 @@ func histogram(sorted []float64, n int, top float64) []analyzers.HistBucket {
 	if len(sorted) == 0 || n < 1 {
 		return nil
 	}
-	lo, hi := math.Max(sorted[0], 0.001), math.Max(quantile(sorted, top), 0.001)
+	lo, hi := math.Max(sorted[0], 0.001), math.Max(models.Quantile(sorted, top), 0.001)
 	if hi <= lo {
 		return []analyzers.HistBucket{{LowUS: round3(lo), HighUS: round3(hi), Count: uint64(len(sorted))}}
 	}

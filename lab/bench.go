@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/venusd"
 )
@@ -410,19 +411,13 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	}
 	p.Requests = int64(len(p.samples))
 	if k := len(p.samples); k > 0 && wallS > 0 {
-		p.RTTUS = RTT{P50: round3(quantile(p.samples, 0.5)), Mean: round3(sumRTT / float64(k)), P99: round3(quantile(p.samples, 0.99))}
+		p.RTTUS = RTT{P50: round3(models.Quantile(p.samples, 0.5)), Mean: round3(sumRTT / float64(k)), P99: round3(models.Quantile(p.samples, 0.99))}
 		p.ThroughputPerS = float64(k) / wallS
 		p.InflightMean = sumRTT / 1e6 / wallS
 	}
 	p.ThroughputPerS = math.Round(p.ThroughputPerS)
 	p.InflightMean = round3(p.InflightMean)
 	return p, nil
-}
-
-// quantile returns the q-quantile of sorted values (nearest rank).
-func quantile(sorted []float64, q float64) float64 {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 func round3(v float64) float64 { return math.Round(v*1e3)/1e3 + 0 }

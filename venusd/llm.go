@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/perflab/perflab/units"
 )
 
 // icd is what the llm workload needs from the ICD: build a command, carry it out as its kind
@@ -64,7 +66,7 @@ func readInvalidatePolicy(getenv func(string) string) (invalidatePolicy, error) 
 		return p, fmt.Errorf("VENUS_INVALIDATE_ON_WAIT=%q: want 0 or 1", v)
 	}
 	if v := getenv("VENUS_INVALIDATE_MAX_BYTES"); v != "" {
-		n, err := ParseBytes(v)
+		n, err := units.ParseBytes(v)
 		if err != nil {
 			return p, fmt.Errorf("VENUS_INVALIDATE_MAX_BYTES: %w", err)
 		}

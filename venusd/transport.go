@@ -8,13 +8,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/perflab/perflab/trace"
+	"github.com/perflab/perflab/units"
 )
 
 // ioCounters counts the system calls a transport made to move bytes.
@@ -190,27 +189,6 @@ func bufferControl(bufBytes int) func(network, address string, c syscall.RawConn
 	}
 }
 
-// ParseBytes parses a byte count: "262144", "256KiB", "256K", "4MiB", "1M", "4MB" (K/M/G are
-// binary multiples, KB/MB/GB decimal).
-func ParseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(s, suf.s) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, suf.s)), suf.m
-			break
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 || v > (1<<50)/mult {
-		return 0, fmt.Errorf("bad byte count %q", s)
-	}
-	return v * mult, nil
-}
-
 // socketBuffer returns the socket buffer size: explicit, else VENUS_SOCKET_BUFFER_BYTES, else
 // the default.
 func socketBuffer(explicit int, getenv func(string) string) (int, error) {
@@ -218,7 +196,7 @@ func socketBuffer(explicit int, getenv func(string) string) (int, error) {
 		return explicit, nil
 	}
 	if v := getenv("VENUS_SOCKET_BUFFER_BYTES"); v != "" {
-		n, err := ParseBytes(v)
+		n, err := units.ParseBytes(v)
 		if err != nil || n <= 0 || n > 1<<30 {
 			return 0, fmt.Errorf("VENUS_SOCKET_BUFFER_BYTES=%q: want a byte count from 1 to 1GiB", v)
 		}

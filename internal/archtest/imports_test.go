@@ -19,10 +19,11 @@ const module = "github.com/perflab/perflab/"
 // share their parent's row and may import their parent. Third-party rows: who may import them.
 var allowed = map[string][]string{
 	"trace":      {},
+	"units":      {},
 	"models":     {},
 	"probes":     {"trace"},
 	"collectors": {"trace"},
-	"venusd":     {"trace"},
+	"venusd":     {"trace", "units"},
 	"protocol":   {"trace"},
 	"loops":      {"trace"},
 	"analyzers":  {"trace", "models", "protocol", "loops"},

@@ -10,6 +10,7 @@ import (
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/reports"
+	"github.com/perflab/perflab/units"
 )
 
 func init() {
@@ -47,7 +48,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 	pipeline := fs.Int("pipeline", -1, "D: most frames in flight (1: none)")
 	rtt := fs.Duration("rtt", -1, "round-trip latency of the what-if link")
 	link := fs.String("link", "", "what-if link preset: "+strings.Join(models.LinkNames(), ", "))
-	bandwidth := fs.String("bandwidth", "", "bandwidth of the what-if link, bytes/s (15MB, 2.5e6; 0 unlimited)")
+	bandwidth := fs.String("bandwidth", "", "bandwidth of the what-if link, bytes/s (15MB, 15MiB, 100Mbit, 2.5e6; 0 unlimited)")
 	measured := fs.Duration("measured-rtt", -1, "link RTT during the baseline recording (default: 2 × venusd --delay from the trace's command line, else 0)")
 	asJSON := fs.Bool("json", false, "print JSON (schema perflab.model/v1)")
 	protocol := fs.String("protocol", "auto", "protocol decoder for the trace")
@@ -221,22 +222,12 @@ func modelUS(s string) (float64, error) {
 	return float64(d) / 1e3, nil
 }
 
-// modelBandwidth reads bytes per second: 2.5e6, 15MB, 15MB/s, 100KiB/s.
+// modelBandwidth reads --bandwidth (units.ParseRate: "15MB/s", "15M", "100Mbit", "2.5e6") in
+// bytes per second, from 0 (unlimited) to 1e15.
 func modelBandwidth(s string) (float64, error) {
-	t := strings.TrimSuffix(strings.TrimSpace(s), "/s")
-	mult := 1.0
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSuffix(t, u.suf), u.m
-			break
-		}
+	v, err := units.ParseRate(s)
+	if err != nil || v > 1e15 {
+		return 0, fmt.Errorf("want bytes per second from 0 to 1e15, like 15MB/s, 15MiB/s or 100Mbit")
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || v*mult > 1e15 {
-		return 0, fmt.Errorf("want bytes per second from 0 to 1e15, like 15MB/s")
-	}
-	return v * mult, nil
+	return v, nil
 }

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -219,10 +220,11 @@ func (v *liveView) roll(secs float64) (rows []liveRow, all []int64) {
 	return rows, all
 }
 
-// percentiles returns the median and the 99th percentile of v (sorted in place).
+// percentiles returns the median and the 99th percentile of v (sorted in place), by nearest
+// rank (models.QuantileRank), as analyze and bench compute them.
 func percentiles(v []int64) (p50, p99 int64) {
 	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-	return v[len(v)/2], v[min(len(v)-1, len(v)*99/100)]
+	return v[models.QuantileRank(len(v), 0.5)-1], v[models.QuantileRank(len(v), 0.99)-1]
 }
 
 // run shows the view every second until ctx is done; on a terminal, q stops the recording

@@ -9,11 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/perflab/perflab/trace"
+	"github.com/perflab/perflab/units"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -86,15 +85,15 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	if *loop != "conn" && *loop != "batch" {
 		return BadInput("--loop %q: want conn or batch", *loop)
 	}
-	mf, err := venusd.ParseBytes(*maxFrame)
+	mf, err := units.ParseBytes(*maxFrame)
 	if err != nil || mf < 4096 || mf > 1<<30 {
 		return BadInput("--max-frame %q: want 4KiB to 1GiB", *maxFrame)
 	}
-	mm, err := venusd.ParseBytes(*maxMem)
+	mm, err := units.ParseBytes(*maxMem)
 	if err != nil || mm < 1 {
 		return BadInput("--max-memory %q: want a byte count", *maxMem)
 	}
-	mt, err := venusd.ParseBytes(*maxTotal)
+	mt, err := units.ParseBytes(*maxTotal)
 	if err != nil || mt < 1 {
 		return BadInput("--max-total-memory %q: want a byte count", *maxTotal)
 	}
@@ -138,10 +137,10 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 // maxVenusConns bounds --max-conns: each client is a goroutine and a socket.
 const maxVenusConns = 1 << 16
 
-// byteRange returns a check of a byte-count flag (venusd.ParseBytes) against lo..hi.
+// byteRange returns a check of a byte-count flag (units.ParseBytes) against lo..hi.
 func byteRange(lo, hi int64, want string) func(string) error {
 	return func(s string) error {
-		n, err := venusd.ParseBytes(s)
+		n, err := units.ParseBytes(s)
 		if err != nil || n < lo || n > hi {
 			return errors.New(want)
 		}
@@ -149,29 +148,13 @@ func byteRange(lo, hi int64, want string) func(string) error {
 	}
 }
 
-// parseLinkRate reads a link rate: "100Mbit", "1Gbit", "500kbit" (bits per second) or a byte
-// count per second ("12MB", "1048576").
+// parseLinkRate reads --bandwidth (units.ParseRate: "100Mbit", "12MB", "15M"), in bytes per
+// second; empty or 0 is 0, no limit.
 func parseLinkRate(s string) (float64, error) {
-	if s == "" || s == "0" {
+	if s == "" {
 		return 0, nil
 	}
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"Gbit", 1e9}, {"Mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}} {
-		if strings.HasSuffix(s, u.suf) {
-			v, err := strconv.ParseFloat(strings.TrimSuffix(s, u.suf), 64)
-			if err != nil || v <= 0 {
-				return 0, errors.New("want a positive rate like 100Mbit or 12MB (bytes per second)")
-			}
-			return v * u.m / 8, nil
-		}
-	}
-	n, err := venusd.ParseBytes(s)
-	if err != nil || n <= 0 {
-		return 0, errors.New("want a positive rate like 100Mbit or 12MB (bytes per second)")
-	}
-	return float64(n), nil
+	return units.ParseRate(s)
 }
 
 // checkLinkRate accepts what parseLinkRate reads, within the emulated link's range.
@@ -181,7 +164,7 @@ func checkLinkRate(s string) error {
 		err = venusd.ValidateLink(0, 0, bw)
 	}
 	if err != nil {
-		return errors.New("want empty (unlimited) or a rate from 1kbit to 1Tbit, like 100Mbit or 12MB (bytes per second)")
+		return errors.New("want empty (unlimited) or a rate from 1kbit to 1Tbit, like 100Mbit, 12MB or 12MiB (bytes per second)")
 	}
 	return nil
 }
