@@ -26,25 +26,26 @@ func Sections(res *Result) []reports.Section {
 			Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
 		for _, k := range s.points {
 			p := &res.Points[k]
-			sc.Rows = append(sc.Rows, []string{strconv.Itoa(p.Clients), count(p.ThroughputPerS), num(p.RTTUS.P50),
-				num(p.RTTUS.Mean), num(p.RTTUS.P99), num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)})
+			sc.Rows = append(sc.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPerS), reports.Num(p.RTTUS.P50),
+				reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)})
 		}
 		if s.Saturation > 0 {
-			sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %.0f%% of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), 100*saturationGain))
+			sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), reports.Share(saturationGain)))
 		}
 		out = append(out, sc)
 		if f := s.BatchFit; f != nil {
 			bm := reports.Section{Title: "Batch model RTT = T_fixed + T_per_req·N (" + name + ")", Align: "r",
 				Header: []string{"clients", "N in flight", "T_cycle predicted µs", "RTT measured µs", "throughput predicted /s", "throughput measured /s"}}
 			for i, pr := range s.Predictions {
-				bm.Rows = append(bm.Rows, []string{strconv.Itoa(pr.Clients), num(pr.InFlight), num(pr.CyclePredictedUS),
-					num(res.Points[s.points[i]].RTTUS.Mean), count(pr.ThroughputPredictedPerS), count(pr.ThroughputMeasuredPerS)})
+				bm.Rows = append(bm.Rows, []string{reports.Count(pr.Clients), reports.Num(pr.InFlight), reports.Num(pr.CyclePredictedUS),
+					reports.Num(res.Points[s.points[i]].RTTUS.Mean), reports.Count(pr.ThroughputPredictedPerS), reports.Count(pr.ThroughputMeasuredPerS)})
 			}
 			bm.Notes = append(bm.Notes,
-				fmt.Sprintf("T_fixed = %s µs [%s, %s], T_per_req = %s µs [%s, %s] (95%% CI), R² = %.3f, %d points",
-					num(f.TFixedUS), num(f.TFixedCI[0]), num(f.TFixedCI[1]), num(f.TPerReqUS), num(f.TPerReqCI[0]), num(f.TPerReqCI[1]), f.R2, f.Points))
+				fmt.Sprintf("T_fixed = %s µs (95%% CI %s), T_per_req = %s µs (95%% CI %s), R² = %s, %s points",
+					reports.Num(f.TFixedUS), reports.Interval(f.TFixedCI[0], f.TFixedCI[1]), reports.Num(f.TPerReqUS), reports.Interval(f.TPerReqCI[0], f.TPerReqCI[1]),
+					reports.Num(f.R2), reports.Count(f.Points)))
 			if f.ThroughputMax > 0 {
-				bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", count(f.ThroughputMax)))
+				bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", reports.Count(f.ThroughputMax)))
 			}
 			out = append(out, bm)
 		}
@@ -52,7 +53,7 @@ func Sections(res *Result) []reports.Section {
 			lp := reports.Section{Title: fmt.Sprintf("Loop phases of the busy cycles at %d clients (%s)", s.HistogramClients, name),
 				Header: []string{"phase", "p50 µs", "p90 µs", "p99 µs"}}
 			for _, ph := range s.LoopPhases {
-				lp.Rows = append(lp.Rows, []string{ph.Phase, num(ph.P50US), num(ph.P90US), num(ph.P99US)})
+				lp.Rows = append(lp.Rows, []string{ph.Phase, reports.Num(ph.P50US), reports.Num(ph.P90US), reports.Num(ph.P99US)})
 			}
 			lp.Notes = append(lp.Notes, "poll: take the arrived requests; execute: run them; flush: one write per connection")
 			out = append(out, lp)
@@ -69,10 +70,10 @@ func Sections(res *Result) []reports.Section {
 					continue
 				}
 				bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
-				h.Rows = append(h.Rows, []string{num(b.LowUS) + "–" + num(b.HighUS), strconv.FormatUint(b.Count, 10), bar})
+				h.Rows = append(h.Rows, []string{reports.Interval(b.LowUS, b.HighUS), reports.Count(b.Count), bar})
 			}
 			for i, m := range s.Modes {
-				h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %.0f%% of round trips, %s–%s µs", i+1, num(m.CenterUS), 100*m.Share, num(m.LowUS), num(m.HighUS)))
+				h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
 			}
 			out = append(out, h)
 		}
@@ -81,7 +82,7 @@ func Sections(res *Result) []reports.Section {
 		Header: []string{"point", "L in flight", "λ /s", "L/λ µs", "W measured µs", "error"}}
 	worst := 0.0
 	for _, r := range res.LittlesLaw {
-		ll.Rows = append(ll.Rows, []string{r.Label, num(r.InFlight), count(r.ThroughputPerS), num(r.RTTPredictedUS), num(r.RTTMeasuredUS), pct(r.Error)})
+		ll.Rows = append(ll.Rows, []string{r.Label, reports.Num(r.InFlight), reports.Count(r.ThroughputPerS), reports.Num(r.RTTPredictedUS), reports.Num(r.RTTMeasuredUS), reports.Change(r.Error)})
 		worst = math.Max(worst, math.Abs(r.Error))
 	}
 	if len(res.LittlesLaw) > 0 {
@@ -89,49 +90,10 @@ func Sections(res *Result) []reports.Section {
 		if worst > LittleTolerance {
 			verdict = "does NOT hold"
 		}
-		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %.1f%%: Little's law %s within %.0f%% at every point", 100*worst, verdict, 100*LittleTolerance))
+		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %s: Little's law %s within %s at every point", reports.Share(worst), verdict, reports.Share(LittleTolerance)))
 	}
 	out = append(out, ll)
 	return out
-}
-
-// num formats a measurement with three significant decimals at most.
-func num(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1000:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
-
-// count formats a rate or count with thousands separators.
-func count(v float64) string {
-	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
-// pct formats a relative error as a signed percentage, without a negative zero.
-func pct(e float64) string {
-	if math.Abs(e) < 0.0005 {
-		return "0.0%"
-	}
-	return fmt.Sprintf("%+.1f%%", 100*e)
 }
 
 func plural(n int, what string) string {
@@ -145,5 +107,5 @@ func dash(v float64) string {
 	if v == 0 {
 		return "-"
 	}
-	return num(v)
+	return reports.Num(v)
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/perflab/perflab/analyzers"
 )
@@ -43,44 +42,19 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
-// cmpValue formats a metric value with 4 significant digits.
-func cmpValue(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "-"
-	}
-	if v != 0 && (math.Abs(v) >= 1e6 || math.Abs(v) < 1e-3) {
-		return strconv.FormatFloat(v, 'g', 4, 64)
-	}
-	s := strconv.FormatFloat(v, 'f', 4-digitsBefore(v), 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
-
-func digitsBefore(v float64) int {
-	d := int(math.Floor(math.Log10(math.Abs(v)))) + 1
-	if v == 0 || d < 1 {
-		d = 1
-	}
-	if d > 4 {
-		d = 4
-	}
-	return d
-}
-
+// cmpPct is a relative change that may be missing.
 func cmpPct(p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%+.1f%%", 100**p)
+	return Change(*p)
 }
 
 func cmpCI(m analyzers.MetricChange) string {
 	if m.CILow == nil || m.CIHigh == nil {
 		return "-"
 	}
-	return fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100**m.CILow, 100**m.CIHigh)
+	return "[" + Change(*m.CILow) + ", " + Change(*m.CIHigh) + "]"
 }
 
 func cmpP(p *float64) string {
@@ -117,14 +91,17 @@ func cmpVerdict(m analyzers.MetricChange) string {
 	return m.Verdict
 }
 
-func cmpRows(c *analyzers.Comparison) [][]string {
+// cmpSection is the table of metrics: name, both sides, the change with its interval and p,
+// the samples and the verdict.
+func cmpSection(c *analyzers.Comparison) Section {
 	level := 100 * (1 - c.Alpha)
-	rows := [][]string{{"metric", "before", "after", "change", strconv.FormatFloat(level, 'g', 3, 64) + "% CI", "p", "n", "verdict"}}
+	sec := Section{Header: []string{"metric", "before", "after", "change", strconv.FormatFloat(level, 'g', 3, 64) + "% CI", "p", "n", "verdict"},
+		Align: "lrrrrrrl"}
 	for _, m := range c.Metrics {
-		rows = append(rows, []string{cmpName(m), cmpValue(m.Before), cmpValue(m.After), cmpPct(m.Change),
+		sec.Rows = append(sec.Rows, []string{cmpName(m), Num(m.Before), Num(m.After), cmpPct(m.Change),
 			cmpCI(m), cmpPTest(m), fmt.Sprintf("%d/%d", m.N[0], m.N[1]), cmpVerdict(m)})
 	}
-	return rows
+	return sec
 }
 
 // cmpLegend says where p, interval and verdict come from, one line each.
@@ -147,12 +124,9 @@ func cmpLegend(c *analyzers.Comparison) []string {
 }
 
 func compareTable(w io.Writer, c *analyzers.Comparison) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "before: %s\nafter:  %s\n\n", strings.Join(c.Before, ", "), strings.Join(c.After, ", "))
-	for _, r := range cmpRows(c) {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
+	fmt.Fprintf(w, "before: %s\nafter:  %s\n\n", strings.Join(c.Before, ", "), strings.Join(c.After, ", "))
+	sec := cmpSection(c)
+	if err := writeTextTable(w, &sec); err != nil {
 		return fmt.Errorf("render comparison: %w", err)
 	}
 	cmpFootnotes(w, c, "")
@@ -163,7 +137,7 @@ func cmpFootnotes(w io.Writer, c *analyzers.Comparison, bullet string) {
 	if len(c.Shape) > 0 {
 		fmt.Fprintf(w, "\nshape:\n")
 		for _, s := range c.Shape {
-			fmt.Fprintf(w, "%s  %s: %s → %s", bullet, s.Name, cmpValue(s.Before), cmpValue(s.After))
+			fmt.Fprintf(w, "%s  %s: %s → %s", bullet, s.Name, Num(s.Before), Num(s.After))
 			if s.Note != "" {
 				fmt.Fprintf(w, " (%s)", s.Note)
 			}
@@ -188,18 +162,13 @@ func cmpFootnotes(w io.Writer, c *analyzers.Comparison, bullet string) {
 	}
 }
 
-func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
 func compareMarkdown(w io.Writer, c *analyzers.Comparison) error {
 	fmt.Fprintf(w, "### perflab compare\n\nbefore: `%s` · after: `%s`\n\n", strings.Join(c.Before, "`, `"), strings.Join(c.After, "`, `"))
-	for i, r := range cmpRows(c) {
-		for j := range r {
-			r[j] = mdCell(r[j])
-		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-		if i == 0 {
-			fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(r)))
-		}
+	var b strings.Builder
+	sec := cmpSection(c)
+	mdTable(&b, &sec)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("render comparison: %w", err)
 	}
 	cmpFootnotes(w, c, "-")
 	return nil
@@ -214,7 +183,8 @@ type comparePage struct {
 }
 
 func compareHTML(w io.Writer, c *analyzers.Comparison) error {
-	p := comparePage{C: c, Rows: cmpRows(c), Legend: cmpLegend(c)}
+	sec := cmpSection(c)
+	p := comparePage{C: c, Rows: append([][]string{sec.Header}, sec.Rows...), Legend: cmpLegend(c)}
 	for _, m := range c.Metrics {
 		if m.VerdictNote != "" {
 			p.Notes = append(p.Notes, m.Name+": "+m.VerdictNote)
@@ -285,6 +255,7 @@ func compareHist(d analyzers.DistPair) template.HTML {
 
 var compareTmpl = template.Must(template.New("compare").Funcs(template.FuncMap{
 	"verdictClass": func(v string) string { return strings.Fields(v + " ~")[0] },
+	"num":          Num,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>perflab compare</title>
 <style>
@@ -302,7 +273,7 @@ figure{display:inline-block;margin:.5em}figcaption{font-size:.85em;color:#555;ma
 {{end}}</table>
 <p>{{range $i, $l := .Legend}}{{if $i}}<br>{{end}}{{$l}}{{end}}</p>
 {{if .Notes}}<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
-{{if .C.Shape}}<h2>Shape</h2><ul>{{range .C.Shape}}<li>{{.Name}}: {{printf "%.3g" .Before}} → {{printf "%.3g" .After}}{{if .Note}} ({{.Note}}){{end}}</li>{{end}}</ul>{{end}}
+{{if .C.Shape}}<h2>Shape</h2><ul>{{range .C.Shape}}<li>{{.Name}}: {{num .Before}} → {{num .After}}{{if .Note}} ({{.Note}}){{end}}</li>{{end}}</ul>{{end}}
 {{range .Charts}}<figure id="{{.Name}}">{{.SVG}}<figcaption>{{.Caption}}</figcaption></figure>
 {{end}}</body></html>
 `))

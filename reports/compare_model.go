@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/models"
@@ -19,22 +18,23 @@ func Model(w io.Writer, r *analyzers.ModelReport, format string) error {
 		return writeJSON(w, r)
 	}
 	fmt.Fprintf(w, "what-if from %s (per %s)\n\n", r.Source, r.Unit)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "scenario\tK\tD\tlink RTT\tmessages/%s\tround trips/%s\twaits/%s\t%s time\t%s/s\tspeedup\n", r.Unit, r.Unit, r.Unit, r.Unit, r.Unit)
+	u := r.Unit
+	sec := Section{Header: []string{"scenario", "K", "D", "link RTT", "messages/" + u, "round trips/" + u, "waits/" + u, u + " time", u + "/s", "speedup"},
+		Align: "lrrrrrrrrr"}
 	row := func(name, k, d, link string, p models.Prediction, speedup string) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, k, d, link, cmpValue(p.MessagesPerToken),
-			cmpValue(p.RoundTripsPerToken), cmpValue(p.WaitsPerToken), modelUS(p.TokenTimeUS), cmpValue(p.TokensPerS), speedup)
+		sec.Rows = append(sec.Rows, []string{name, k, d, link, Num(p.MessagesPerToken),
+			Num(p.RoundTripsPerToken), Num(p.WaitsPerToken), modelUS(p.TokenTimeUS), Num(p.TokensPerS), speedup})
 	}
 	row("baseline (measured)", "1", "1", "-", r.Baseline, "1")
-	row("baseline (model)", "1", "1", "-", r.ModelBaseline, cmpValue(r.ModelBaseline.TokensPerS/r.Baseline.TokensPerS))
+	row("baseline (model)", "1", "1", "-", r.ModelBaseline, Num(r.ModelBaseline.TokensPerS/r.Baseline.TokensPerS))
 	for _, s := range r.Scenarios {
 		k := fmt.Sprint(s.Coalesce)
 		if s.Coalesce <= 0 {
 			k = "sync"
 		}
-		row(s.Name, k, fmt.Sprint(s.Pipeline), modelUS(s.LinkRTTUS), s.Predicted, cmpValue(s.Speedup)+"×")
+		row(s.Name, k, fmt.Sprint(s.Pipeline), modelUS(s.LinkRTTUS), s.Predicted, Num(s.Speedup)+"×")
 	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTextTable(w, &sec); err != nil {
 		return fmt.Errorf("render model: %w", err)
 	}
 	if len(r.Calls) > 0 {
@@ -50,9 +50,9 @@ func Model(w io.Writer, r *analyzers.ModelReport, format string) error {
 func modelUS(us float64) string {
 	switch {
 	case us >= 1000:
-		return cmpValue(us/1000) + " ms"
+		return Num(us/1000) + " ms"
 	case us > 0:
-		return cmpValue(us) + " µs"
+		return Num(us) + " µs"
 	}
 	return "0"
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/perflab/perflab/analyzers"
 )
@@ -34,12 +33,11 @@ var gateIcon = map[string]string{"pass": "✅", "regression": "❌", "inconclusi
 func gateTable(w io.Writer, r *analyzers.GateResult) error {
 	fmt.Fprintf(w, "gate: %s\n", strings.ToUpper(r.Verdict))
 	fmt.Fprintf(w, "baseline: %d runs; current: %d runs%s\n\n", len(r.Baseline), len(r.Current), relNote(r))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "rule\tverdict\tdetail")
+	sec := Section{Header: []string{"rule", "verdict", "detail"}}
 	for _, rr := range r.Rules {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ruleName(rr), rr.Verdict, rr.Detail)
+		sec.Rows = append(sec.Rows, []string{ruleName(rr), rr.Verdict, rr.Detail})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTextTable(w, &sec); err != nil {
 		return fmt.Errorf("render gate: %w", err)
 	}
 	if len(r.Warnings) > 0 {
@@ -71,11 +69,15 @@ func ruleName(rr analyzers.RuleResult) string {
 func gateMarkdown(w io.Writer, r *analyzers.GateResult) error {
 	fmt.Fprintf(w, "### %s perflab gate: **%s**\n\n", gateIcon[r.Verdict], r.Verdict)
 	fmt.Fprintf(w, "Baseline: %d runs · current: %d runs%s · α=%g with Holm's correction\n\n", len(r.Baseline), len(r.Current), relNote(r), r.Alpha)
-	fmt.Fprintln(w, "| rule | verdict | baseline | current | change | detail |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	sec := Section{Header: []string{"rule", "verdict", "baseline", "current", "change", "detail"}, Align: "llrrrl"}
 	for _, rr := range r.Rules {
-		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s | %s |\n", mdCell(ruleName(rr)), gateIcon[rr.Verdict], rr.Verdict,
-			cmpOpt(rr.Baseline), cmpOpt(rr.Current), cmpPct(rr.Change), mdCell(rr.Detail))
+		sec.Rows = append(sec.Rows, []string{ruleName(rr), gateIcon[rr.Verdict] + " " + rr.Verdict,
+			cmpOpt(rr.Baseline), cmpOpt(rr.Current), cmpPct(rr.Change), rr.Detail})
+	}
+	var b strings.Builder
+	mdTable(&b, &sec)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("render gate: %w", err)
 	}
 	for _, s := range r.Warnings {
 		fmt.Fprintf(w, "\n> ⚠️ %s\n", s)
@@ -87,7 +89,7 @@ func cmpOpt(v *float64) string {
 	if v == nil {
 		return "-"
 	}
-	return cmpValue(*v)
+	return Num(*v)
 }
 
 // GateJUnit writes r as a JUnit XML report: one test suite "perflab gate", one test case per

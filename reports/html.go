@@ -149,7 +149,7 @@ func histogramChart(s *analyzers.Summary) template.HTML {
 				}
 			}
 		}
-		p.vline(x, fmt.Sprintf("mode %s µs (%s; peak %s)", fmtNum(m.CenterUS), fmtPct(m.Share), fmtNum(x)), 3+i)
+		p.vline(x, fmt.Sprintf("mode %s µs (%s; peak %s)", Num(m.CenterUS), Share(m.Share), Num(x)), 3+i)
 	}
 	return p.svg()
 }
@@ -192,9 +192,9 @@ func tailChart(s *analyzers.Summary) template.HTML {
 	p := newPlot(name, title, logScale(xs[0], hi[len(hi)-1]), logScale(math.Min(ys[len(ys)-1], 1/total), 1), "latency (µs, log)", "share slower (log)")
 	p.step("P(latency > x)", 0, xs, ys)
 	if rt := s.RoundTrips; s.HistogramOf == "rtt" && rt.Count > 0 {
-		p.vline(rt.RTTUS.P99, "p99 "+fmtNum(rt.RTTUS.P99), 3)
+		p.vline(rt.RTTUS.P99, "p99 "+Num(rt.RTTUS.P99), 3)
 		if rt.RTTUS.P999 > 0 {
-			p.vline(rt.RTTUS.P999, "p99.9 "+fmtNum(rt.RTTUS.P999), 4)
+			p.vline(rt.RTTUS.P999, "p99.9 "+Num(rt.RTTUS.P999), 4)
 		}
 	}
 	return p.svg()
@@ -232,8 +232,8 @@ func cdfChart(s *analyzers.Summary) template.HTML {
 	p := newPlot(name, title, logScale(xs[0], xs[len(xs)-1]), linScale(0, 1), "latency (µs, log)", "fraction ≤ latency")
 	p.line("CDF", 0, xs, ys, len(xs) <= 120)
 	if rt := s.RoundTrips; s.HistogramOf == "rtt" && rt.Count > 0 {
-		p.vline(rt.RTTUS.P50, "p50 "+fmtNum(rt.RTTUS.P50), 2)
-		p.vline(rt.RTTUS.P99, "p99 "+fmtNum(rt.RTTUS.P99), 3)
+		p.vline(rt.RTTUS.P50, "p50 "+Num(rt.RTTUS.P50), 2)
+		p.vline(rt.RTTUS.P99, "p99 "+Num(rt.RTTUS.P99), 3)
 	}
 	return p.svg()
 }
@@ -301,7 +301,7 @@ func batchChart(s *analyzers.Summary) template.HTML {
 			p.band(1, xs, lo, hi)
 		}
 		p.dashed("fit", 1, xs, ys)
-		p.note(fmt.Sprintf("T = %s µs + %s µs·N   R² = %s", fmtNum(f.TFixedUS), fmtNum(f.TPerReqUS), strconv.FormatFloat(f.R2, 'f', 3, 64)))
+		p.note(fmt.Sprintf("T = %s µs + %s µs·N   R² = %s", Num(f.TFixedUS), Num(f.TPerReqUS), Num(f.R2)))
 	}
 	p.points("measured", 0, ns, ts, true)
 	return p.svg()
@@ -376,13 +376,13 @@ func unitsChart(s *analyzers.Summary) template.HTML {
 			// A server's unit: the time it worked, and the time it waited for the client and
 			// the network (it does not wait on round trips of its own).
 			series = []string{"server working", "waiting (client, network)"}
-			notes = append(notes, fmt.Sprintf("%s µs: %s requests, %s replies per %s", fmtNum(u.UnitTimeUS), fmtNum(u.RequestsPerUnit), fmtNum(u.RepliesPerUnit), u.Name))
+			notes = append(notes, fmt.Sprintf("%s µs: %s requests, %s replies per %s", Num(u.UnitTimeUS), Num(u.RequestsPerUnit), Num(u.RepliesPerUnit), u.Name))
 			w := math.Min(math.Max(u.ServerTimeUS, 0), u.UnitTimeUS)
 			wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
 			continue
 		}
 		notes = append(notes, fmt.Sprintf("%s µs: %s requests, %s round trips; ≤ %s× faster without round trips (server time included)",
-			fmtNum(u.UnitTimeUS), fmtNum(u.RequestsPerUnit), fmtNum(u.RoundTripsPerUnit), fmtNum(u.MaxSpeedup)))
+			Num(u.UnitTimeUS), Num(u.RequestsPerUnit), Num(u.RoundTripsPerUnit), Num(u.MaxSpeedup)))
 		w := math.Min(math.Max(u.NetWaitUS, 0), u.UnitTimeUS)
 		wait, rest = append(wait, w), append(rest, u.UnitTimeUS-w)
 	}
@@ -440,44 +440,11 @@ func commandsChart(s *analyzers.Summary) template.HTML {
 		[][]float64{send, recv}, nil)
 }
 
-// fmtNum formats a measured value with about four significant digits and no exponent.
-func fmtNum(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return "–"
-	case a == 0:
-		return "0"
-	case a >= 1000:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
-}
-
-// fmtPct formats a 0..1 share as a percentage.
-func fmtPct(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" }
-
-// fmtInt formats a count with thousands separators: 29,403,024.
-func fmtInt(v uint64) string {
-	d := strconv.FormatUint(v, 10)
-	var b strings.Builder
-	for i, c := range d {
-		if i > 0 && (len(d)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 var htmlFuncs = template.FuncMap{
-	"int": fmtInt,
-	"num": fmtNum,
-	"pct": fmtPct,
+	"int":    Count[uint64],
+	"num":    Num,
+	"pct":    Share,
+	"change": Change,
 	"join": func(xs []string) string {
 		return strings.Join(xs, " ")
 	},
@@ -492,7 +459,7 @@ var htmlFuncs = template.FuncMap{
 		if r == ([2]float64{}) {
 			return "–"
 		}
-		return fmtNum(r[0]) + " … " + fmtNum(r[1])
+		return Interval(r[0], r[1])
 	},
 }
 
@@ -623,7 +590,7 @@ figcaption{font-size:.85em;color:#555}
 <h2>Round trips</h2>
 {{with .S.RoundTrips}}<table id="round-trips">
 <tr><th>count</th><th>unanswered</th><th>blocked s</th><th>p50 µs</th><th>p50 CI µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>mean µs</th></tr>
-<tr><td>{{int .Count}}</td><td>{{int .Unanswered}}</td><td>{{num .BlockedS}}</td><td>{{num .RTTUS.P50}}</td><td>{{if .RTTUS.P50High}}{{num .RTTUS.P50Low}} … {{num .RTTUS.P50High}}{{else}}–{{end}}</td>
+<tr><td>{{int .Count}}</td><td>{{int .Unanswered}}</td><td>{{num .BlockedS}}</td><td>{{num .RTTUS.P50}}</td><td>{{if .RTTUS.P50High}}{{num .RTTUS.P50Low}} – {{num .RTTUS.P50High}}{{else}}–{{end}}</td>
 <td>{{num .RTTUS.P90}}</td><td>{{num .RTTUS.P99}}</td><td>{{num .RTTUS.P999}}</td><td>{{num .RTTUS.Max}}</td><td>{{num .RTTUS.Mean}}</td></tr>
 </table>
 {{with .ServiceUS}}<p>Server service time: p50 {{num .P50}} µs, p99 {{num .P99}} µs, max {{num .Max}} µs.</p>{{end}}{{end}}
@@ -642,7 +609,7 @@ figcaption{font-size:.85em;color:#555}
 {{with .S.InFlight}}<p>Requests in flight: mean {{num .Mean}}, max {{.Max}}.</p>{{end}}
 {{if .S.LittlesLaw}}<table id="littles-law">
 <tr><th class="l">group</th><th>in flight L</th><th>throughput λ /s</th><th>RTT predicted L/λ µs</th><th>RTT measured µs</th><th>error</th></tr>
-{{range .S.LittlesLaw}}<tr><td class="l">{{.Label}}</td><td>{{num .InFlight}}</td><td>{{num .ThroughputPerS}}</td><td>{{num .RTTPredictedUS}}</td><td>{{num .RTTMeasuredUS}}</td><td>{{pct .Error}}</td></tr>
+{{range .S.LittlesLaw}}<tr><td class="l">{{.Label}}</td><td>{{num .InFlight}}</td><td>{{num .ThroughputPerS}}</td><td>{{num .RTTPredictedUS}}</td><td>{{num .RTTMeasuredUS}}</td><td>{{change .Error}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">No Little's law check (no round trips).</p>{{end}}
 
 <h2>Batch model</h2>
