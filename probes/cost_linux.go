@@ -16,11 +16,11 @@ const bpfStatsRunTime = 0
 
 // The kernel's BPF run-time statistics add two clock reads to every run of every program while
 // they are on, so they are sampled: on for at least statsWindow at the start, and then for
-// statsWindow in every statsPeriod (5%). A window stays open past statsWindow until it has seen
+// statsWindow in every statsPeriod (2%). A window stays open past statsWindow until it has seen
 // statsMinEvents recorded events or statsMaxWindow has gone by, so that a quiet target still
 // gets a figure (on at most a fifth of the time).
 const (
-	statsWindow    = 250 * time.Millisecond
+	statsWindow    = 100 * time.Millisecond
 	statsMaxWindow = time.Second
 	statsPeriod    = 5 * time.Second
 	statsMinEvents = 1000
@@ -178,8 +178,8 @@ func (p *Probe) sampleStats() {
 //
 //   - probe_events, probe_lost_events, probe_lost_connections: the counters;
 //   - probe_ns_per_event: kernel time of the probes on recorded threads per recorded event,
-//     timed by the programs themselves in the sampled windows (less one clock read a run,
-//     the timing's own cost), over probe_stats_events events;
+//     timed by the programs themselves in the sampled windows (each run less its own clock
+//     reads, which it measures), over probe_stats_events events;
 //   - probe_other_ns_per_call: the probes' kernel time per socket send or receive of a process
 //     that is not recorded (measured at Open, on perflab's own calls and whatever else ran);
 //     their other system calls run no probe at all;
@@ -246,10 +246,8 @@ func (p *Probe) Stats() map[string]int64 {
 	w := p.cost.inWindows
 	st["probe_stats_events"] = int64(w.Produced)
 	if w.Produced > 0 {
-		// Each timed run includes about one clock read of its own timing: the empty
-		// program's figure, taken out.
-		own := max(0, float64(w.TargetNs)-float64(w.TargetRuns)*nop)
-		st["probe_ns_per_event"] = int64(own/float64(w.Produced) + 0.5)
+		// Each timed run has taken its own clock reads out (bpf/record.bpf.c: timing).
+		st["probe_ns_per_event"] = int64(float64(w.TargetNs)/float64(w.Produced) + 0.5)
 	}
 	return st
 }

@@ -63,6 +63,7 @@ const (
 	loopProgPerflabSysEnter          = "perflab_sys_enter"
 	loopProgPerflabSysExit           = "perflab_sys_exit"
 	loopVarWakeupBytes               = "wakeup_bytes"
+	loopVarWakeupMask                = "wakeup_mask"
 )
 
 // loadLoop returns the embedded CollectionSpec for loop.
@@ -142,6 +143,7 @@ type loopMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type loopVariableSpecs struct {
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WakeupMask  *ebpf.VariableSpec `ebpf:"wakeup_mask"`
 }
 
 // loopObjects contains all objects after they have been loaded into the kernel.
@@ -184,6 +186,7 @@ func (m *loopMaps) Close() error {
 // It can be passed to loadLoopObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loopVariables struct {
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WakeupMask  *ebpf.Variable `ebpf:"wakeup_mask"`
 }
 
 // loopPrograms contains all programs after they have been loaded into the kernel.

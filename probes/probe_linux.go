@@ -74,8 +74,11 @@ func Open(cfg Config) (*Probe, error) {
 	if err := spec.Variables["payload_bytes"].Set(uint32(cfg.PayloadBytes)); err != nil {
 		return nil, fmt.Errorf("set payload bytes: %w", err)
 	}
-	if err := spec.Variables["wakeup_bytes"].Set(uint64(cfg.WakeupBytes)); err != nil {
-		return nil, fmt.Errorf("set wakeup bytes: %w", err)
+	if err := spec.Variables["payload_room"].Set(payloadRoom(cfg.PayloadBytes)); err != nil {
+		return nil, fmt.Errorf("set payload room: %w", err)
+	}
+	if err := setWakeup(spec, cfg); err != nil {
+		return nil, err
 	}
 	p := &Probe{cfg: cfg, conns: map[uint64]*connState{}}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
@@ -109,6 +112,40 @@ func Open(cfg Config) (*Probe, error) {
 	return p, nil
 }
 
+// setWakeup sets an object's wakeup threshold (bpf/common.h): wakeup_bytes, and wakeup_mask so
+// that the records between two looks at the ring's fill (at most 64, of at most
+// maxRecordBytes each) stay under half the threshold.
+func setWakeup(spec *ebpf.CollectionSpec, cfg Config) error {
+	mask := uint64(0)
+	for mask < 63 && (mask+1)*2*maxRecordBytes*2 <= uint64(cfg.WakeupBytes) {
+		mask = mask*2 + 1
+	}
+	for name, v := range map[string]uint64{"wakeup_bytes": uint64(cfg.WakeupBytes), "wakeup_mask": mask} {
+		if sv, ok := spec.Variables[name]; ok {
+			if err := sv.Set(v); err != nil {
+				return fmt.Errorf("set %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// payloadRoom is the room an event record has for its payload head: the power of two at or
+// above n (0 for 0). Records of calls with an iovec array have twice that.
+func payloadRoom(n int) uint32 {
+	if n <= 0 {
+		return 0
+	}
+	r := uint32(1)
+	for r < uint32(n) {
+		r *= 2
+	}
+	return r
+}
+
+// maxRecordBytes is the largest event record: its fixed part and a 256-byte payload head.
+const maxRecordBytes = eventHeaderSize + 2*256
+
 // sharedMaps are the base object's maps that every other object uses in place of its own of the
 // same name (bpf/common.h).
 func (p *Probe) sharedMaps() map[string]*ebpf.Map {
@@ -131,10 +168,8 @@ func (p *Probe) loadObject(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) 
 			repl[name] = m
 		}
 	}
-	if v, ok := spec.Variables["wakeup_bytes"]; ok {
-		if err := v.Set(uint64(p.cfg.WakeupBytes)); err != nil {
-			return nil, fmt.Errorf("set wakeup bytes: %w", err)
-		}
+	if err := setWakeup(spec, p.cfg); err != nil {
+		return nil, err
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {

@@ -60,7 +60,7 @@ func (r *recording) emit(rec *trace.Record) error {
 
 // startHelper starts the test binary as the traced program in mode, following it from its
 // first instruction.
-func startHelper(t *testing.T, p *Probe, mode, arg string) (*exec.Cmd, *bytes.Buffer) {
+func startHelper(t testing.TB, p *Probe, mode, arg string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", arg)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
@@ -81,7 +81,7 @@ func startHelper(t *testing.T, p *Probe, mode, arg string) (*exec.Cmd, *bytes.Bu
 	return cmd, out
 }
 
-func helperResult(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) helperCounts {
+func helperResult(t testing.TB, cmd *exec.Cmd, out *bytes.Buffer) helperCounts {
 	t.Helper()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v", err)
@@ -94,7 +94,7 @@ func helperResult(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) helperCounts {
 }
 
 // recordHelper runs mode under p and returns the recording and the helper's own counts.
-func recordHelper(t *testing.T, p *Probe, mode, arg string) (*recording, helperCounts) {
+func recordHelper(t testing.TB, p *Probe, mode, arg string) (*recording, helperCounts) {
 	t.Helper()
 	cmd, out := startHelper(t, p, mode, arg)
 	rec := &recording{conns: map[uint64]trace.Connection{}}

@@ -51,42 +51,43 @@ type recordEvent struct {
 	Pad        uint32
 }
 
+type recordSockinfo struct {
+	_         structs.HostLayout
+	Cookie    uint64
+	Family    uint16
+	Announced uint8
+	Pad       [5]uint8
+}
+
 type recordTask struct {
-	_           structs.HostLayout
-	SendTs      uint64
-	BlockTs     uint64
-	BlockFd     uint32
-	BlockNr     uint32
-	CurCookie   uint64
-	CurFamily   uint16
-	MmFamily    uint16
-	MmFd        uint32
-	MmBuf       uint64
-	MmStart     uint64
-	MmBytes     uint64
-	MmFirst     uint64
-	MmCookie    uint64
-	MmIdx       uint16
-	MmOp        uint8
-	_           [1]byte
-	KnownFamily uint16
-	_           [2]byte
-	KnownCookie uint64
-	Out         struct {
-		_       structs.HostLayout
-		Ev      recordEvent
-		Payload [1024]uint8
-	}
-	Conn recordConn
+	_         structs.HostLayout
+	SendTs    uint64
+	BlockTs   uint64
+	BlockFd   uint32
+	BlockNr   uint32
+	CurCookie uint64
+	CurFamily uint16
+	MmFamily  uint16
+	MmFd      uint32
+	MmBuf     uint64
+	MmStart   uint64
+	MmBytes   uint64
+	MmFirst   uint64
+	MmCookie  uint64
+	MmIdx     uint16
+	MmOp      uint8
+	_         [5]byte
+	Ev        recordEvent
+	Conn      recordConn
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	recordMapPerflabConns    = "perflab_conns"
 	recordMapPerflabCounts   = "perflab_counts"
 	recordMapPerflabEvents   = "perflab_events"
+	recordMapPerflabSocks    = "perflab_socks"
 	recordMapPerflabSpawners = "perflab_spawners"
 	recordMapPerflabTargets  = "perflab_targets"
 	recordMapPerflabTasks    = "perflab_tasks"
@@ -99,7 +100,9 @@ const (
 	recordProgPerflabTcpsend = "perflab_tcpsend"
 	recordVarMeasuring       = "measuring"
 	recordVarPayloadBytes    = "payload_bytes"
+	recordVarPayloadRoom     = "payload_room"
 	recordVarWakeupBytes     = "wakeup_bytes"
+	recordVarWakeupMask      = "wakeup_mask"
 )
 
 // loadRecord returns the embedded CollectionSpec for record.
@@ -157,9 +160,9 @@ type recordProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type recordMapSpecs struct {
-	PerflabConns    *ebpf.MapSpec `ebpf:"perflab_conns"`
 	PerflabCounts   *ebpf.MapSpec `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.MapSpec `ebpf:"perflab_events"`
+	PerflabSocks    *ebpf.MapSpec `ebpf:"perflab_socks"`
 	PerflabSpawners *ebpf.MapSpec `ebpf:"perflab_spawners"`
 	PerflabTargets  *ebpf.MapSpec `ebpf:"perflab_targets"`
 	PerflabTasks    *ebpf.MapSpec `ebpf:"perflab_tasks"`
@@ -171,7 +174,9 @@ type recordMapSpecs struct {
 type recordVariableSpecs struct {
 	Measuring    *ebpf.VariableSpec `ebpf:"measuring"`
 	PayloadBytes *ebpf.VariableSpec `ebpf:"payload_bytes"`
+	PayloadRoom  *ebpf.VariableSpec `ebpf:"payload_room"`
 	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WakeupMask   *ebpf.VariableSpec `ebpf:"wakeup_mask"`
 }
 
 // recordObjects contains all objects after they have been loaded into the kernel.
@@ -194,9 +199,9 @@ func (o *recordObjects) Close() error {
 //
 // It can be passed to loadRecordObjects or ebpf.CollectionSpec.LoadAndAssign.
 type recordMaps struct {
-	PerflabConns    *ebpf.Map `ebpf:"perflab_conns"`
 	PerflabCounts   *ebpf.Map `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.Map `ebpf:"perflab_events"`
+	PerflabSocks    *ebpf.Map `ebpf:"perflab_socks"`
 	PerflabSpawners *ebpf.Map `ebpf:"perflab_spawners"`
 	PerflabTargets  *ebpf.Map `ebpf:"perflab_targets"`
 	PerflabTasks    *ebpf.Map `ebpf:"perflab_tasks"`
@@ -204,9 +209,9 @@ type recordMaps struct {
 
 func (m *recordMaps) Close() error {
 	return _RecordClose(
-		m.PerflabConns,
 		m.PerflabCounts,
 		m.PerflabEvents,
+		m.PerflabSocks,
 		m.PerflabSpawners,
 		m.PerflabTargets,
 		m.PerflabTasks,
@@ -219,7 +224,9 @@ func (m *recordMaps) Close() error {
 type recordVariables struct {
 	Measuring    *ebpf.Variable `ebpf:"measuring"`
 	PayloadBytes *ebpf.Variable `ebpf:"payload_bytes"`
+	PayloadRoom  *ebpf.Variable `ebpf:"payload_room"`
 	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WakeupMask   *ebpf.Variable `ebpf:"wakeup_mask"`
 }
 
 // recordPrograms contains all programs after they have been loaded into the kernel.

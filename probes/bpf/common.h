@@ -80,8 +80,12 @@ struct event {
 };
 
 // Set by the loader: a record that finds the ring holding this many bytes wakes the reader
-// (records are otherwise submitted without a wakeup; user space drains on a timer).
+// (records are otherwise submitted without a wakeup; user space drains on a timer). Event
+// records look at the ring's fill only once every wakeup_mask+1 records of a CPU (reading it
+// touches the cache line user space writes as it consumes); the loader keeps that many records
+// well under wakeup_bytes.
 const volatile __u64 wakeup_bytes = 1 << 20;
+const volatile __u64 wakeup_mask = 0;
 
 // The ring buffer every record goes through (its size is set by the loader).
 struct {
@@ -105,11 +109,15 @@ struct {
 	__type(value, __u64);
 } perflab_counts SEC(".maps");
 
-static __always_inline void count(__u32 slot)
+// count adds one to a counter of this CPU and returns its new value (0 when the slot does
+// not exist).
+static __always_inline __u64 count(__u32 slot)
 {
 	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
-	if (c)
-		*c += 1;
+	if (!c)
+		return 0;
+	*c += 1;
+	return *c;
 }
 
 // ring_flags is the flags argument of a ring-buffer submit: no wakeup, unless the ring holds
@@ -119,6 +127,15 @@ static __always_inline __u64 ring_flags(void)
 	if (bpf_ringbuf_query(&perflab_events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
+}
+
+// ring_flags_nth is ring_flags for the n-th record of a CPU: the ring's fill is looked at only
+// when n is a multiple of wakeup_mask+1.
+static __always_inline __u64 ring_flags_nth(__u64 n)
+{
+	if (n & wakeup_mask)
+		return BPF_RB_NO_WAKEUP;
+	return ring_flags();
 }
 
 // is_target_tgid reports whether the current process is a target (one hash lookup; the base

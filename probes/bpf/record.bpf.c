@@ -31,9 +31,16 @@
 // the failed attempt after the last message that ends a short batch), one record per call as
 // for the others.
 //
-// Records go out through a ring buffer without a wakeup (BPF_RB_NO_WAKEUP): user space drains
-// it on a short timer, and a record that finds the ring more than wakeup_bytes full forces a
-// wakeup. A record that cannot be written is counted in the per-CPU "lost" counters.
+// The hot path, measured on the hook (a clock read costs about 40 ns on the VM perflab is
+// developed on, a bpf_probe_read_user into a map value or the stack 80-110 ns, into ring
+// memory about 20): one task storage lookup (the target test and the thread's state), the
+// system call registers, one clock read, the socket's own local storage (its cookie, family
+// and whether its identity was sent: no hash lookup however many sockets a thread alternates
+// between), then a ring-buffer reservation that the record and its payload head are written
+// into directly. Records are submitted without a wakeup (BPF_RB_NO_WAKEUP): user space drains
+// the ring on a short timer, and one record in wakeup_mask+1 of a CPU looks at the ring's fill
+// and forces a wakeup when it holds wakeup_bytes. A record that finds no room is counted in
+// the per-CPU "lost" counters.
 
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -68,14 +75,8 @@ struct conn {
 	char rpath[UNIX_PATH];
 };
 
-// scratch is where an event record is put together before it is copied to the ring.
-struct scratch {
-	struct event ev;
-	__u8 payload[4 * MAX_PAYLOAD]; // room for an offset < 256 plus a masked length < 512
-};
-
 // task is the state of one thread of a target process, in its task local storage. It also
-// holds the thread's scratch space: tracepoint programs may be preempted on a fully
+// holds the record being put together: tracepoint programs may be preempted on a fully
 // preemptible kernel, so a per-CPU buffer could be overwritten by another task's run on the
 // same CPU; a task's own storage cannot.
 struct task {
@@ -96,11 +97,7 @@ struct task {
 	__u64 mm_cookie;
 	__u16 mm_idx;   // messages seen
 	__u8 mm_op;
-	// Kept across calls: the last socket this thread used whose identity is known to be sent,
-	// so that a thread talking on one socket skips the perflab_conns lookup.
-	__u16 known_family;
-	__u64 known_cookie;
-	struct scratch out;
+	struct event ev; // the fixed part of the record being put together
 	struct conn conn;
 };
 
@@ -111,10 +108,20 @@ struct iovec_u {
 
 // Set by the loader before the programs are loaded.
 const volatile __u32 payload_bytes = 64;   // bytes of data per event, <= MAX_PAYLOAD
+const volatile __u32 payload_room = 64;    // a power of two >= payload_bytes (0 when it is 0)
 
 // Set by perflab while a statistics window is open: the programs then time their own work on
-// threads of target processes (two more clock reads a run) into CNT_TARGET_NS.
+// threads of target processes into CNT_TARGET_NS (three more clock reads a run, see timing).
 volatile __u32 measuring;
+
+// sockinfo is what the probes keep about a socket, in its socket local storage: found in the
+// socket itself, with no hash lookup however many sockets a thread alternates between.
+struct sockinfo {
+	__u64 cookie;    // bpf_get_socket_cookie
+	__u16 family;
+	__u8 announced;  // its identity (struct conn) is in the ring
+	__u8 _pad[5];
+};
 
 // Processes whose new children become targets (perflab itself while it starts a command).
 struct {
@@ -124,13 +131,13 @@ struct {
 	__type(value, __u8);
 } perflab_spawners SEC(".maps");
 
-// Socket cookies whose identity has been sent.
+// The sockets target threads used (socket local storage, freed with the map or the socket).
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, __u8);
-} perflab_conns SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sockinfo);
+} perflab_socks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -139,14 +146,34 @@ struct {
 	__type(value, struct task);
 } perflab_tasks SEC(".maps");
 
-static __always_inline void add_target_ns(__u64 t0)
+// timing is a run timing itself while measuring: t0 the clock read after the first, clk the
+// cost of one clock read (the gap between the first two). A run's own time is then
+// end - t0 - clk: the reads before t0 and the half of the last one after it are not counted,
+// and the read that ends the span, counted in it, is taken out by clk.
+struct timing {
+	__u64 t0, clk;
+};
+
+static __always_inline void timing_start(struct timing *tm)
 {
-	if (!t0)
+	tm->t0 = 0;
+	if (!measuring)
 		return;
+	__u64 a = bpf_ktime_get_ns();
+	tm->t0 = bpf_ktime_get_ns();
+	tm->clk = tm->t0 - a;
+}
+
+static __always_inline void timing_end(struct timing *tm)
+{
+	if (!tm->t0)
+		return;
+	__u64 d = bpf_ktime_get_ns() - tm->t0;
+	d = d > tm->clk ? d - tm->clk : 0;
 	__u32 slot = CNT_TARGET_NS;
 	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
 	if (c)
-		*c += bpf_ktime_get_ns() - t0;
+		*c += d;
 	count(CNT_TARGET_RUNS);
 }
 
@@ -206,10 +233,10 @@ static __always_inline void copy_unix_path(struct sock *sk, char *dst, __u16 *le
 
 // announce sends the identity of sk once per cookie. It returns whether the identity has been
 // sent (now or before).
-static __always_inline bool announce(struct task *t, struct sock *sk, __u64 cookie, __u64 now)
+static __noinline bool announce(struct task *t, struct sock *sk, __u64 cookie, __u64 now)
 {
-	if (bpf_map_lookup_elem(&perflab_conns, &cookie))
-		return true;
+	if (!t)
+		return false;
 	struct conn *c = &t->conn;
 	__builtin_memset(c, 0, sizeof(*c));
 	c->kind = KIND_CONN;
@@ -241,12 +268,11 @@ static __always_inline bool announce(struct task *t, struct sock *sk, __u64 cook
 		count(CNT_LOST_CONNS);
 		return false;
 	}
-	__u8 one = 1;
-	bpf_map_update_elem(&perflab_conns, &cookie, &one, BPF_ANY);
 	return true;
 }
 
-// copy_iov copies up to want bytes from an iovec array into dst, returning the bytes copied.
+// copy_iov copies up to want (<= payload_room) bytes from an iovec array into dst, which has
+// room for 2 * payload_room bytes, returning the bytes copied.
 static __always_inline __u32 copy_iov(__u8 *dst, __u64 iov, __u64 cnt, __u32 want)
 {
 	__u32 off = 0;
@@ -256,82 +282,101 @@ static __always_inline __u32 copy_iov(__u8 *dst, __u64 iov, __u64 cnt, __u32 wan
 		struct iovec_u v;
 		if (bpf_probe_read_user(&v, sizeof(v), (void *)(iov + i * sizeof(v))) != 0)
 			break;
-		__u32 n = want - off;
+		__u64 n = want - off;
 		if (v.len < n)
 			n = v.len;
-		// The masks are forced with asm: clang drops them when it can prove the bounds, and
-		// the verifier then sees the unmasked register.
-		__u64 o = off, sz = n;
-		asm volatile("%0 &= 0xff" : "+r"(o));
-		asm volatile("%0 &= 0x1ff" : "+r"(sz));
-		if (bpf_probe_read_user(dst + o, sz, (void *)v.base) != 0)
+		// off < want <= payload_room and n <= payload_room, which the verifier must see:
+		// the bounds are forced with asm, as clang drops what it can prove itself.
+		__u64 o = off, room = payload_room;
+		asm volatile("%0 &= %1" : "+r"(o) : "r"(room - 1));
+		asm volatile("" : "+r"(n));
+		if (n > room)
+			n = room;
+		if (bpf_probe_read_user(dst + o, n, (void *)v.base) != 0)
 			break;
 		off += n;
 	}
 	return off;
 }
 
-// emit writes the event record put together in t->out.ev, with the first bytes of its data:
+// The data is copied straight into the ring's memory: bpf_probe_read_user into a map value or
+// the stack costs three to four times as much (the kernel's hardened usercopy checks of the
+// destination), measured on the hook.
+
+// emit_flat writes the record put together in t->ev, with the first want bytes at buf.
+static __always_inline int emit_flat(struct task *t, __u64 buf, __u32 want, __u64 n)
+{
+	struct event *e = bpf_ringbuf_reserve(&perflab_events, sizeof(struct event) + payload_room, 0);
+	if (!e) {
+		count(CNT_LOST_EVENTS);
+		return 0;
+	}
+	*e = t->ev;
+	e->payload_len = 0;
+	__u64 sz = want;
+	asm volatile("" : "+r"(sz));
+	if (sz > payload_room)
+		sz = payload_room;
+	if (sz > 0 && bpf_probe_read_user((void *)(e + 1), sz, (void *)buf) == 0)
+		e->payload_len = sz;
+	bpf_ringbuf_submit(e, ring_flags_nth(n));
+	return 0;
+}
+
+// emit_iov writes the record put together in t->ev, with the first want bytes of the iovec
+// array iov of cnt entries.
+static __always_inline int emit_iov(struct task *t, __u64 iov, __u64 cnt, __u32 want, __u64 n)
+{
+	struct event *e = bpf_ringbuf_reserve(&perflab_events, sizeof(struct event) + 2 * payload_room, 0);
+	if (!e) {
+		count(CNT_LOST_EVENTS);
+		return 0;
+	}
+	*e = t->ev;
+	e->payload_len = 0;
+	if (want > 0)
+		e->payload_len = copy_iov((__u8 *)(e + 1), iov, cnt, want);
+	bpf_ringbuf_submit(e, ring_flags_nth(n));
+	return 0;
+}
+
+// emit writes the event record put together in t->ev, with the first bytes of its data:
 // first is the length of the first message, buf and cnt the call's buffer arguments.
 static __noinline int emit(struct task *t, __u64 buf, __u64 cnt, __u64 first)
 {
 	if (!t)
 		return 0;
-	count(CNT_EVENTS);
-	struct scratch *s = &t->out;
-	__u8 op = s->ev.op;
-	__u64 iov = 0;
-	switch (op) {
-	case OP_SENDMMSG:
-	case OP_RECVMMSG:
-	case OP_SENDMSG:
-	case OP_RECVMSG:
-		// The first (user_)msghdr: msg_iov at 16, msg_iovlen at 24.
-		bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + 16));
-		bpf_probe_read_user(&cnt, sizeof(cnt), (void *)(buf + 24));
-		break;
-	case OP_READV:
-	case OP_WRITEV:
-		iov = buf;
-		break;
-	}
+	__u64 n = count(CNT_EVENTS);
+	__u8 op = t->ev.op;
 	__u32 want = payload_bytes;
-	if (want > MAX_PAYLOAD)
-		want = MAX_PAYLOAD;
 	if (first < want)
 		want = first;
-	__u32 got = 0;
-	if (want > 0) {
-		if (op == OP_READ || op == OP_WRITE || op == OP_SENDTO || op == OP_RECVFROM) {
-			__u64 sz = want;
-			asm volatile("%0 &= 0x1ff" : "+r"(sz));
-			if (bpf_probe_read_user(s->payload, sz, (void *)buf) == 0)
-				got = want;
-		} else {
-			got = copy_iov(s->payload, iov, cnt, want);
-		}
+	if (op == OP_READ || op == OP_WRITE || op == OP_SENDTO || op == OP_RECVFROM)
+		return emit_flat(t, buf, want, n);
+	__u64 iov = buf;
+	if (op != OP_READV && op != OP_WRITEV) {
+		// sendmsg, recvmsg and the first message of sendmmsg, recvmmsg: the (user_)msghdr
+		// has msg_iov at 16, msg_iovlen at 24.
+		struct {
+			__u64 iov, len;
+		} m = {};
+		bpf_probe_read_user(&m, sizeof(m), (void *)(buf + 16));
+		iov = m.iov;
+		cnt = m.len;
 	}
-	if (got > MAX_PAYLOAD)
-		got = MAX_PAYLOAD;
-	s->ev.payload_len = got;
-	__u64 size = got;
-	asm volatile("%0 &= 0x1ff" : "+r"(size));
-	if (bpf_ringbuf_output(&perflab_events, s, sizeof(struct event) + size, ring_flags()) != 0)
-		count(CNT_LOST_EVENTS);
-	return 0;
+	return emit_iov(t, iov, cnt, want, n);
 }
 
 // set_event fills the fixed part of t's event record.
-static __always_inline void set_event(struct task *t, __u8 op, __u64 start, __u64 end, __s64 ret,
-				      __u16 nmsgs, __u32 fd)
+static __always_inline void set_event(struct task *t, struct task_struct *cur, __u8 op, __u64 start,
+				      __u64 end, __s64 ret, __u16 nmsgs, __u32 fd)
 {
-	struct event *e = &t->out.ev;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct event *e = &t->ev;
 	e->kind = KIND_EVENT;
 	e->op = op;
 	e->family = t->cur_family;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
+	e->pid = cur->tgid;
+	e->tid = cur->pid;
 	e->ts = start;
 	e->dur = end - start;
 	e->cookie = t->cur_cookie;
@@ -342,7 +387,7 @@ static __always_inline void set_event(struct task *t, __u8 op, __u64 start, __u6
 }
 
 // flush_mm emits the sendmmsg/recvmmsg record being summed, if any.
-static __always_inline int flush_mm(struct task *t, __u64 now)
+static __always_inline int flush_mm(struct task *t, struct task_struct *cur, __u64 now)
 {
 	if (!t->mm_buf)
 		return 0;
@@ -350,7 +395,7 @@ static __always_inline int flush_mm(struct task *t, __u64 now)
 	t->mm_buf = 0;
 	t->cur_cookie = t->mm_cookie;
 	t->cur_family = t->mm_family;
-	set_event(t, t->mm_op, t->mm_start, now, t->mm_bytes, t->mm_idx, t->mm_fd);
+	set_event(t, cur, t->mm_op, t->mm_start, now, t->mm_bytes, t->mm_idx, t->mm_fd);
 	return emit(t, buf, 0, t->mm_first);
 }
 
@@ -374,14 +419,30 @@ static __always_inline int on_target(struct task *t, struct task_struct *cur, st
 
 static __always_inline int on_sock(struct sock *sk, int ret, bool send)
 {
-	__u64 t0 = measuring ? bpf_ktime_get_ns() : 0;
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct task *t = task_of(cur);
 	if (!t)
 		return 0;
+	struct timing tm;
+	timing_start(&tm);
 	on_target(t, cur, sk, ret, send);
-	add_target_ns(t0);
+	timing_end(&tm);
 	return 0;
+}
+
+// sock_of returns what the probes keep about sk, created (cookie and family read once) at the
+// socket's first message; or 0 when the kernel had no memory for it.
+static __always_inline struct sockinfo *sock_of(struct sock *sk)
+{
+	struct sockinfo *si = bpf_sk_storage_get(&perflab_socks, sk, 0, 0);
+	if (si)
+		return si;
+	si = bpf_sk_storage_get(&perflab_socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!si)
+		return 0;
+	si->cookie = bpf_get_socket_cookie(sk);
+	si->family = sk->__sk_common.skc_family;
+	return si;
 }
 
 // on_target handles a socket message of a target thread.
@@ -410,24 +471,27 @@ static __always_inline int on_target(struct task *t, struct task_struct *cur, st
 		start = send_ts;
 
 	if (t->mm_buf && (t->mm_op != op || t->mm_buf != buf))
-		flush_mm(t, now); // a batch that ended without its end being seen
+		flush_mm(t, cur, now); // a batch that ended without its end being seen
 
-	__u64 cookie = bpf_get_socket_cookie(sk);
+	__u64 cookie;
 	__u16 family;
-	if (cookie == t->known_cookie) {
-		family = t->known_family;
+	struct sockinfo *si = sock_of(sk);
+	if (si) {
+		cookie = si->cookie;
+		family = si->family;
+		if (!si->announced && announce(t, sk, cookie, start))
+			si->announced = 1;
 	} else {
-		family = BPF_CORE_READ(sk, __sk_common.skc_family);
-		if (announce(t, sk, cookie, start)) {
-			t->known_cookie = cookie;
-			t->known_family = family;
-		}
+		// No socket storage: the identity goes with every event of this socket.
+		cookie = bpf_get_socket_cookie(sk);
+		family = sk->__sk_common.skc_family;
+		announce(t, sk, cookie, start);
 	}
 
 	if (op != OP_SENDMMSG && op != OP_RECVMMSG) {
 		t->cur_cookie = cookie;
 		t->cur_family = family;
-		set_event(t, op, start, now, ret, 1, fd);
+		set_event(t, cur, op, start, now, ret, 1, fd);
 		return emit(t, buf, cnt, ret > 0 ? ret : 0);
 	}
 
@@ -445,11 +509,11 @@ static __always_inline int on_target(struct task *t, struct task_struct *cur, st
 	}
 	if (ret < 0) {
 		if (t->mm_idx > 0)
-			return flush_mm(t, now); // the attempt after the last message of a short batch
+			return flush_mm(t, cur, now); // the attempt after the last message of a short batch
 		t->mm_buf = 0;
 		t->cur_cookie = cookie;
 		t->cur_family = family;
-		set_event(t, op, t->mm_start, now, ret, 0, fd);
+		set_event(t, cur, op, t->mm_start, now, ret, 0, fd);
 		return emit(t, buf, cnt, 0);
 	}
 	if (t->mm_idx == 0)
@@ -458,7 +522,7 @@ static __always_inline int on_target(struct task *t, struct task_struct *cur, st
 	t->mm_idx++;
 	__u64 vlen = cnt < 1024 ? cnt : 1024; // the kernel caps vlen at UIO_MAXIOV
 	if (t->mm_idx >= vlen)
-		return flush_mm(t, now);
+		return flush_mm(t, cur, now);
 	return 0;
 }
 
@@ -480,11 +544,12 @@ int BPF_PROG(perflab_tcpsend, struct sock *sk, void *msg, void *skb, int size_go
 	struct task *t = bpf_task_storage_get(&perflab_tasks, bpf_get_current_task_btf(), 0, 0);
 	if (!t)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	if (!t->send_ts)
-		t->send_ts = now;
-	if (measuring)
-		add_target_ns(now);
+	if (t->send_ts)
+		return 0; // a send that started before, and goes on
+	struct timing tm;
+	timing_start(&tm);
+	t->send_ts = bpf_ktime_get_ns();
+	timing_end(&tm);
 	return 0;
 }
 
@@ -497,7 +562,8 @@ int BPF_PROG(perflab_switch, bool preempt, struct task_struct *prev, struct task
 	struct task *t = bpf_task_storage_get(&perflab_tasks, prev, 0, 0);
 	if (!t)
 		return 0;
-	__u64 t0 = measuring ? bpf_ktime_get_ns() : 0;
+	struct timing tm;
+	timing_start(&tm);
 	count(CNT_SWITCH);
 	if (!t->block_ts) {
 		struct pt_regs *regs = regs_of(prev);
@@ -508,7 +574,7 @@ int BPF_PROG(perflab_switch, bool preempt, struct task_struct *prev, struct task
 			t->block_fd = regs->di;
 		}
 	}
-	add_target_ns(t0);
+	timing_end(&tm);
 	return 0;
 }
 
