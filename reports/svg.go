@@ -488,17 +488,14 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 	for c := 0; c < shown; c++ {
 		t := 0.0
 		for s := range series {
-			if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 && finite(vals[s][c]) {
-				t += vals[s][c]
-			}
+			t += stackValue(vals, s, c)
 		}
 		hi = math.Max(hi, t)
 	}
 	if shown == 0 || hi == 0 || !finite(hi) {
 		return noData(name, title, "no data")
 	}
-	x := linScale(0, hi)
-	p := newPlot(name, title, x, linScale(0, 1), xLabel, "")
+	p := newPlot(name, title, linScale(0, hi), linScale(0, 1), xLabel, "")
 	p.legendBelow = true
 	// Category labels sit left of the bars, in full: the margin grows with the longest name
 	// (about 6.2 px a character at 11 px), up to half the chart; a longer name gets a smaller font.
@@ -507,38 +504,58 @@ func stackedBars(name, title, xLabel string, cats, series []string, vals [][]flo
 		longest = max(longest, len([]rune(cats[c])))
 	}
 	labelW := math.Min(math.Max(90, 6.2*float64(longest)+4), plotW/2-plotLeft)
-	left := float64(plotLeft) + labelW
-	p.x.p0 = left
+	p.x.p0 = float64(plotLeft) + labelW
 	rowH := float64(plotH-plotTop-plotBottom) / float64(shown)
 	barH := math.Min(rowH*0.6, 28)
 	for c := 0; c < shown; c++ {
-		y := float64(plotTop) + rowH*float64(c) + (rowH-barH)/2
-		fs := math.Min(11, 11*(labelW+plotLeft-10)/(6.2*float64(len([]rune(cats[c])))+1))
-		fmt.Fprintf(&p.body, `<text class="cat" x="%s" y="%s" text-anchor="end" font-size="%s">%s</text>`+"\n",
-			num(left-6), num(y+barH/2+4), num(fs), esc(cats[c]))
-		if c < len(notes) && notes[c] != "" {
-			fmt.Fprintf(&p.body, `<text x="%s" y="%s" font-size="10" fill="#444">%s</text>`+"\n",
-				num(left+2), num(y+barH+11), esc(notes[c]))
+		note := ""
+		if c < len(notes) {
+			note = notes[c]
 		}
-		acc := 0.0
-		for s := range series {
-			v := 0.0
-			if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 && finite(vals[s][c]) {
-				v = vals[s][c]
-			}
-			x0, x1 := p.x.px(acc), p.x.px(acc+v)
-			acc += v
-			fmt.Fprintf(&p.body, `<rect class="datum" data-cat="%s" data-series="%s" data-n="%s" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s %s: %s</title></rect>`+"\n",
-				esc(cats[c]), esc(series[s]), num(v), num(x0), num(y), num(math.Max(x1-x0, 0)), num(barH), color(s),
-				esc(cats[c]), esc(series[s]), esc(tickLabel(v)))
-			p.marks++
-			p.addLegend(series[s], color(s), false)
-		}
+		p.stackedRow(cats[c], note, series, vals, c, float64(plotTop)+rowH*float64(c)+(rowH-barH)/2, barH, labelW)
 	}
 	if len(cats) > shown {
 		p.note(fmt.Sprintf("%d more not shown", len(cats)-shown))
 	}
-	// The y scale is a dummy: draw the x axis only.
+	return p.xAxisSVG(xLabel)
+}
+
+// stackValue is series s's value in category c: 0 when missing, negative or not finite.
+func stackValue(vals [][]float64, s, c int) float64 {
+	if s < len(vals) && c < len(vals[s]) && vals[s][c] > 0 && finite(vals[s][c]) {
+		return vals[s][c]
+	}
+	return 0
+}
+
+// stackedRow draws category c's bar at height y (px), barH tall: its label in the labelW-wide
+// margin left of the bars, its note under it, one segment per series.
+func (p *plot) stackedRow(cat, note string, series []string, vals [][]float64, c int, y, barH, labelW float64) {
+	left := p.x.p0
+	fs := math.Min(11, 11*(labelW+plotLeft-10)/(6.2*float64(len([]rune(cat)))+1))
+	fmt.Fprintf(&p.body, `<text class="cat" x="%s" y="%s" text-anchor="end" font-size="%s">%s</text>`+"\n",
+		num(left-6), num(y+barH/2+4), num(fs), esc(cat))
+	if note != "" {
+		fmt.Fprintf(&p.body, `<text x="%s" y="%s" font-size="10" fill="#444">%s</text>`+"\n",
+			num(left+2), num(y+barH+11), esc(note))
+	}
+	acc := 0.0
+	for s := range series {
+		v := stackValue(vals, s, c)
+		x0, x1 := p.x.px(acc), p.x.px(acc+v)
+		acc += v
+		fmt.Fprintf(&p.body, `<rect class="datum" data-cat="%s" data-series="%s" data-n="%s" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s %s: %s</title></rect>`+"\n",
+			esc(cat), esc(series[s]), num(v), num(x0), num(y), num(math.Max(x1-x0, 0)), num(barH), color(s),
+			esc(cat), esc(series[s]), esc(tickLabel(v)))
+		p.marks++
+		p.addLegend(series[s], color(s), false)
+	}
+}
+
+// xAxisSVG closes a chart whose y scale is a dummy (horizontal bars): the x axis only, from
+// p.x.p0, then the body, notes and legend.
+func (p *plot) xAxisSVG(xLabel string) template.HTML {
+	left := p.x.p0
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" data-chart="%s" data-n="%d" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="sans-serif">`+"\n",
 		esc(p.name), p.marks, plotW, plotH, plotW, plotH, esc(p.title))
