@@ -80,6 +80,8 @@ type traceInfo struct {
 	recovery   trace.Recovery
 }
 
+// buildProfile reads the traces' names, connections and spans, then their messages, and lays
+// the messages out as a profile.
 func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*traceInfo, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("build pprof: no trace given")
@@ -92,41 +94,61 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*t
 		}
 		infos[i] = ti
 	}
-	values := map[stackKey]*[5]int64{}
-	add := func(k stackKey, v [5]int64) {
-		a := values[k]
-		if a == nil {
-			a = new([5]int64)
-			values[k] = a
-		}
-		for i := range v {
-			a[i] += v[i]
-		}
-	}
-	var proto string
-	rtts := false
-	err := analyzers.Messages(paths, opt, func(m *protocol.Message) error {
-		proto = m.Protocol
-		name := m.Name
-		if name == "" {
-			name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
-		}
-		if m.IsReply {
-			name += " reply"
-		}
-		add(stackKey{m.Trace, m.PID, m.TID, m.Conn, m.Dir.String(), name},
-			[5]int64{1, max(m.End-m.TS, 0), max(m.Size, 0), 0, 0})
-		if m.IsReply && m.RTT > 0 {
-			rtts = true
-			add(stackKey{m.Trace, m.PID, m.TID, m.Conn, "round trip", m.Name},
-				[5]int64{0, 0, 0, 1, m.RTT})
-		}
-		return nil
-	})
-	if err != nil {
+	st := stacks{values: map[stackKey]*[5]int64{}}
+	if err := analyzers.Messages(paths, opt, st.message); err != nil {
 		return nil, nil, fmt.Errorf("build pprof: %w", err)
 	}
+	p := newProfile(infos, st.proto, st.rtts)
+	addSamples(p, infos, st.values)
+	if err := p.CheckValid(); err != nil {
+		return nil, nil, fmt.Errorf("build pprof: %w", err)
+	}
+	return p, infos, nil
+}
 
+// stacks sums the sample values (messages, latency ns, bytes, round trips, rtt ns) of each
+// synthetic call stack.
+type stacks struct {
+	values map[stackKey]*[5]int64
+	proto  string // the protocol of the last message
+	rtts   bool   // whether any reply carried a round-trip time
+}
+
+func (st *stacks) add(k stackKey, v [5]int64) {
+	a := st.values[k]
+	if a == nil {
+		a = new([5]int64)
+		st.values[k] = a
+	}
+	for i := range v {
+		a[i] += v[i]
+	}
+}
+
+// message counts m on its command's stack, and its round trip when it is a reply that has one.
+func (st *stacks) message(m *protocol.Message) error {
+	st.proto = m.Protocol
+	name := m.Name
+	if name == "" {
+		name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
+	}
+	if m.IsReply {
+		name += " reply"
+	}
+	st.add(stackKey{m.Trace, m.PID, m.TID, m.Conn, m.Dir.String(), name},
+		[5]int64{1, max(m.End-m.TS, 0), max(m.Size, 0), 0, 0})
+	if m.IsReply && m.RTT > 0 {
+		st.rtts = true
+		st.add(stackKey{m.Trace, m.PID, m.TID, m.Conn, "round trip", m.Name},
+			[5]int64{0, 0, 0, 1, m.RTT})
+	}
+	return nil
+}
+
+// newProfile returns an empty profile with the sample types, the traces and protocol as
+// comments, and the first trace's start and span; its default sample is rtt when there are
+// round trips.
+func newProfile(infos []*traceInfo, proto string, rtts bool) *profile.Profile {
 	p := &profile.Profile{
 		SampleType:        pprofSampleTypes,
 		DefaultSampleType: "latency",
@@ -150,7 +172,12 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*t
 		}
 	}
 	p.DurationNanos = max(end-first, 0)
+	return p
+}
 
+// addSamples adds one sample per stack to p, in a stable order, with one mapping per trace and
+// one location per distinct frame.
+func addSamples(p *profile.Profile, infos []*traceInfo, values map[stackKey]*[5]int64) {
 	keys := make([]stackKey, 0, len(values))
 	for k := range values {
 		keys = append(keys, k)
@@ -182,31 +209,31 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*t
 		ti := infos[k.trace]
 		file, m := ti.name, p.Mapping[k.trace]
 		proc := processName(ti, k.pid)
-		if len(paths) > 1 {
+		if len(infos) > 1 {
 			proc = ti.name + ": " + proc
-		}
-		conn := "no connection"
-		if k.conn != 0 {
-			conn = "conn " + strconv.FormatUint(k.conn, 10)
-			if c, ok := ti.conns[k.conn]; ok {
-				conn += " " + c
-			}
 		}
 		// Leaf first, as pprof wants.
 		stack := []*profile.Location{
 			loc(k.cmd, file, m),
 			loc(k.dir, file, m),
-			loc(conn, file, m),
+			loc(connName(ti, k.conn), file, m),
 			loc(proc+" tid "+strconv.FormatUint(uint64(k.tid), 10), file, m),
 			loc(proc, file, m),
 		}
-		v := values[k]
-		p.Sample = append(p.Sample, &profile.Sample{Location: stack, Value: v[:]})
+		p.Sample = append(p.Sample, &profile.Sample{Location: stack, Value: values[k][:]})
 	}
-	if err := p.CheckValid(); err != nil {
-		return nil, nil, fmt.Errorf("build pprof: %w", err)
+}
+
+// connName names a connection frame: "conn 3 tcp 127.0.0.1:40000 → 127.0.0.1:5556".
+func connName(ti *traceInfo, conn uint64) string {
+	if conn == 0 {
+		return "no connection"
 	}
-	return p, infos, nil
+	name := "conn " + strconv.FormatUint(conn, 10)
+	if c, ok := ti.conns[conn]; ok {
+		name += " " + c
+	}
+	return name
 }
 
 // processName names a process by the recorded command when it is one of the target pids.
