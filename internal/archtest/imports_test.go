@@ -31,8 +31,8 @@ var allowed = map[string][]string{
 	"export":     {"trace", "protocol", "analyzers"},
 	"fixtures":   {"trace"},
 	"merge":      {"trace"},
-	"lab":        {"trace", "models", "protocol", "analyzers", "reports", "venusd"},
-	"e2e":        {"trace", "models", "protocol", "analyzers", "reports", "export", "venusd", "fixtures"},
+	"lab":        {"trace", "models", "protocol", "loops", "analyzers", "reports", "venusd"},
+	"e2e":        {"trace", "models", "protocol", "loops", "analyzers", "reports", "export", "venusd", "fixtures"},
 }
 
 // owners names the only perflab packages that may import a heavy dependency.

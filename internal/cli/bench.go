@@ -41,6 +41,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each client's transport (RTT grows by 2×D)")
 	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's default)")
 	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
+	ext := externalFlags(fs)
 	DurationRange(fs, "duration", time.Millisecond, 10*time.Minute)
 	DurationRange(fs, "delay", 0, time.Second)
 	IntRange(fs, "shm-spin", 0, 1<<24)
@@ -53,6 +54,9 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	}
 	if len(pos) > 0 {
 		return BadInput("unexpected argument %q", pos[0])
+	}
+	if ext.active() {
+		return runBenchExternal(ctx, env, ext, *clients, *format, *asJSON, *progress, *out)
 	}
 	cfg := lab.Config{Loop: *loop, Duration: *duration, Dir: *out, Delay: *delay, ShmSpin: *shmSpin, RequestBytes: *reqBytes, Log: env.Stderr}
 	if *duration <= 0 || *duration > 10*time.Minute {

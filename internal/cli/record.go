@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,8 +55,11 @@ type recordArgs struct {
 	pids     []uint32
 	command  []string
 	progress bool
-	waits    bool      // the loop probe: wait calls of the recorded threads
-	live     *liveView // perflab top's view; nil for record
+	waits    bool // the loop probe: wait calls of the recorded threads
+	// untilCommand stops the recording when the command exits, though -p processes still
+	// run (perflab bench --server: the client's run is the point).
+	untilCommand bool
+	live         *liveView // perflab top's view; nil for record
 	// wholeSystem allows -p to name init or an ancestor of perflab, whose descendants are
 	// (nearly) every process.
 	wholeSystem bool
@@ -430,11 +434,37 @@ func (r *recording) run(ctx context.Context) (res *collectors.Result, targetsGon
 			opt.Progress = r.env.Stderr
 		}
 	}
+	if a.untilCommand && r.cmd != nil && r.cmd.Process != nil {
+		go r.stopWithCommand(rctx, cancel)
+	}
 	res, err = collectors.Record(rctx, r.probe, r.w, opt)
 	targetsGone = err == nil && rctx.Err() == nil
 	cancel()
 	<-liveDone
 	return res, targetsGone, err
+}
+
+// stopWithCommand cancels the recording once the command perflab started has exited (it
+// stays a zombie until reapCommand, so it is looked for among the live targets).
+func (r *recording) stopWithCommand(ctx context.Context, cancel func()) {
+	pid := uint32(r.cmd.Process.Pid)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		live, err := r.probe.Targets()
+		if err != nil {
+			continue
+		}
+		if !slices.Contains(live, pid) {
+			cancel()
+			return
+		}
+	}
 }
 
 // reapCommand waits for the command perflab started (asking it to stop first when it is

@@ -23,6 +23,8 @@ func benchCommand() *Command {
 		LinuxOnly: true,
 		Summary:   "load sweep: closed-loop clients against a venusd it starts, then Little's law, the batch model and RTT populations",
 		Usage: "[--transports tcp,unix,shm] [--modes baseline,...] [--clients 1,2,4,8,16] [--depth 1,...] [--duration D] " +
-			"[--loop batch|conn] [--delay D] [--shm-spin N] [--request-bytes N] [--format table|markdown] [--json] [--progress] [-o DIR]",
+			"[--loop batch|conn] [--delay D] [--shm-spin N] [--request-bytes N] [--format table|markdown] [--json] [--progress] [-o DIR]\n" +
+			"       perflab bench (--server-pid PID[,PID...] | --server-cmd CMD) --client 'CMD ... {clients} ...' [--client-format auto|redis-benchmark|memtier|json] " +
+			"[--client-test NAME] [--protocol P] [--clients 1,2,4,8,16] [--server-wait D] [--format table|markdown] [--json] [--progress] [-o DIR]",
 	}
 }

@@ -1,0 +1,366 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/loops"
+	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/protocol"
+	"github.com/perflab/perflab/trace"
+)
+
+// ExternalLittleTolerance is how far L/λ may be from the client's mean latency at a point of an
+// external sweep before it warns: 5%. L and W come from different measurements (the trace's
+// round trips and the client's own clock), so their agreement checks both.
+const ExternalLittleTolerance = 0.05
+
+// ExternalPredictionTolerance is how far the batch model's throughput may be from the client's
+// at a point before the sweep warns: 20%.
+const ExternalPredictionTolerance = 0.20
+
+// ClientsPlaceholder is replaced by the point's client count in ExternalConfig.Client.
+const ClientsPlaceholder = "{clients}"
+
+// Recorder records the server processes and the client command, started by the recorder
+// (argv, its stdout captured), from the client's first instruction until it exits, into the
+// trace at path, with the wait calls (record --waits). It returns what the client printed.
+type Recorder func(ctx context.Context, server []uint32, client []string, path string) (stdout []byte, err error)
+
+// ExternalConfig describes a sweep of a server perflab did not start, driven by a closed-loop
+// client command the user gives.
+type ExternalConfig struct {
+	Server      []uint32 // the server's processes (every thread is recorded)
+	ServerLabel string   // how the report names the server ("redis-server", "pid 1234")
+	// Client is the client command, run by sh -c, with ClientsPlaceholder where the client
+	// count goes: "redis-benchmark -p 6379 -c {clients} -n 20000 -t get --csv".
+	Client       string
+	ClientFormat string // how its summary is read: auto, redis-benchmark, memtier, json (ParseClientOutput)
+	ClientTest   string // with several tests in the client's summary, the one to use
+	Clients      []int  // client counts (default DefaultClients)
+	Dir          string // where the point traces are kept (a temporary directory, removed, when "")
+	Protocol     string // the protocol the server speaks, as analyze's --protocol (auto when "")
+	Record       Recorder
+	Progress     func(done, total int, p *ExternalPoint)
+}
+
+// ExternalPoint is one client count of an external sweep. JSON field names are a contract
+// (docs/design.md); transport, mode and depth are "external", "closed-loop" and 1, so that
+// scripts reading `perflab bench --json` points find them.
+type ExternalPoint struct {
+	Transport string `json:"transport"`
+	Mode      string `json:"mode"`
+	Clients   int    `json:"clients"`
+	Depth     int    `json:"depth"`
+	// ThroughputPerS and RTTUS are the client's own figures (its summary); Client is that
+	// summary as read.
+	ThroughputPerS float64      `json:"throughput_per_s"`
+	RTTUS          RTT          `json:"rtt_us"`
+	Client         ClientReport `json:"client"`
+	// InflightMean is L from the trace: the client's round trips (request's first byte out to
+	// the reply's last byte in) summed over the span they cover.
+	InflightMean float64 `json:"inflight_mean"`
+	// TraceRoundTrips, TraceThroughputPerS and TraceRTTMeanUS are the client's round trips as
+	// the trace has them.
+	TraceRoundTrips     int64   `json:"trace_round_trips"`
+	TraceThroughputPerS float64 `json:"trace_throughput_per_s"`
+	TraceRTTMeanUS      float64 `json:"trace_rtt_mean_us"`
+	// Requests is the requests the server's loop threads received in complete cycles;
+	// Commands counts the server's received requests by command name.
+	Requests int64            `json:"requests"`
+	Commands map[string]int64 `json:"commands,omitempty"`
+	// The server's loops over the cycles that received requests: N (requests per cycle), the
+	// mean whole cycle and busy part (µs), the busy share of all their time, and how many loop
+	// threads served requests.
+	RequestsPerCycle float64 `json:"requests_per_cycle"`
+	CycleUS          float64 `json:"cycle_us"`
+	BusyUS           float64 `json:"busy_us"`
+	Utilization      float64 `json:"utilization"`
+	LoopThreads      int     `json:"loop_threads"`
+	// Loops are the server's loop threads at this point (analyze's loops section).
+	Loops []loops.Thread `json:"loops,omitempty"`
+	Trace string         `json:"trace,omitempty"`
+
+	samples []float64 // the client's RTTs from the trace, µs, sorted
+	summary *analyzers.Summary
+}
+
+// ExternalResult is an external sweep and its analysis (`perflab bench --server ... --json`).
+type ExternalResult struct {
+	Schema string          `json:"schema"`
+	Kind   string          `json:"kind"` // "external"
+	Server string          `json:"server"`
+	Client string          `json:"client"`
+	Points []ExternalPoint `json:"points"`
+	// LittlesLaw checks at every point L (the trace's client round trips) against λ and W
+	// (the client's own throughput and mean latency).
+	LittlesLaw []analyzers.LittleRow `json:"littles_law"`
+	// BatchFit fits the server's whole loop cycle T_cycle = T_fixed + T_per_req·N over the
+	// points (N the requests per cycle at each point); Predictions are its throughput at each
+	// point (loop threads × N/T_cycle(N)) against the client's.
+	BatchFit         *loops.Fit             `json:"batch_fit,omitempty"`
+	Predictions      []Prediction           `json:"predictions,omitempty"`
+	Ranges           []loops.NRange         `json:"t_per_req_by_n,omitempty"`
+	Histogram        []analyzers.HistBucket `json:"histogram,omitempty"` // client RTTs at the largest client count
+	HistogramClients int                    `json:"histogram_clients,omitempty"`
+	Modes            []analyzers.Mode       `json:"modes"`
+	Saturation       int                    `json:"saturation_clients"`
+	Warnings         []string               `json:"warnings"`
+}
+
+// RunExternal measures every client count of cfg: it records the server while the client
+// command runs, reads the client's summary, analyses the trace, and fits the batch model over
+// the points.
+func RunExternal(ctx context.Context, cfg ExternalConfig) (*ExternalResult, error) {
+	if cfg.Record == nil || len(cfg.Server) == 0 || cfg.Client == "" {
+		return nil, errors.New("external sweep: needs the server's pids, a client command and a recorder")
+	}
+	if !strings.Contains(cfg.Client, ClientsPlaceholder) {
+		return nil, fmt.Errorf("client command %q: no %s where the client count goes", cfg.Client, ClientsPlaceholder)
+	}
+	if len(cfg.Clients) == 0 {
+		cfg.Clients = DefaultClients
+	}
+	var spec *protocol.Spec
+	if cfg.Protocol != "" && cfg.Protocol != "auto" {
+		s, err := protocol.BuiltinSpec(cfg.Protocol)
+		if err != nil {
+			return nil, err
+		}
+		spec = s
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "perflab-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("make trace directory: %w", err)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make trace directory: %w", err)
+	}
+	res := &ExternalResult{Schema: Schema, Kind: "external", Server: cfg.ServerLabel, Client: cfg.Client,
+		LittlesLaw: []analyzers.LittleRow{}, Modes: []analyzers.Mode{}, Warnings: []string{}}
+	for k, n := range cfg.Clients {
+		p, err := measureExternal(ctx, &cfg, spec, dir, n)
+		if err != nil {
+			return nil, fmt.Errorf("point c%d: %w", n, err)
+		}
+		if k < len(cfg.Clients)-1 {
+			p.samples = nil
+		}
+		if cfg.Dir == "" {
+			p.Trace = ""
+		}
+		res.Points = append(res.Points, *p)
+		if cfg.Progress != nil {
+			cfg.Progress(k+1, len(cfg.Clients), p)
+		}
+	}
+	analyzeExternal(res)
+	return res, nil
+}
+
+func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Spec, dir string, n int) (*ExternalPoint, error) {
+	p := &ExternalPoint{Transport: "external", Mode: "closed-loop", Depth: 1, Clients: n,
+		Trace: filepath.Join(dir, fmt.Sprintf("c%d.plt", n))}
+	argv := []string{"sh", "-c", strings.ReplaceAll(cfg.Client, ClientsPlaceholder, strconv.Itoa(n))}
+	out, err := cfg.Record(ctx, cfg.Server, argv, p.Trace)
+	if err != nil {
+		return nil, err
+	}
+	cr, err := ParseClientOutput(out, cfg.ClientFormat, cfg.ClientTest)
+	if err != nil {
+		return nil, err
+	}
+	p.Client = *cr
+	p.ThroughputPerS = cr.ThroughputPerS
+	p.RTTUS = RTT{P50: cr.LatencyP50US, Mean: cr.LatencyMeanUS, P99: cr.LatencyP99US}
+	server := map[uint32]bool{}
+	for _, pid := range cfg.Server {
+		server[pid] = true
+	}
+	// The client's round trips, as the trace has them: the replies its processes received.
+	var first, last int64
+	p.Commands = map[string]int64{}
+	err = protocol.Messages([]string{p.Trace}, spec, func(m *protocol.Message) error {
+		if server[m.PID] {
+			if m.Dir == trace.DirRecv && !m.IsReply && m.Name != "" { // a request the server received
+				p.Commands[m.Name]++
+			}
+			return nil
+		}
+		if !m.IsReply || m.RTT <= 0 || m.Dir != trace.DirRecv {
+			return nil
+		}
+		if first == 0 || m.ReqTS < first {
+			first = m.ReqTS
+		}
+		last = max(last, m.ReqTS+m.RTT)
+		p.samples = append(p.samples, float64(m.RTT)/1e3)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	sort.Float64s(p.samples)
+	if k := len(p.samples); k > 0 && last > first {
+		var sum float64
+		for _, v := range p.samples {
+			sum += v
+		}
+		span := float64(last-first) / 1e9
+		p.TraceRoundTrips = int64(k)
+		p.TraceRTTMeanUS = round3(sum / float64(k))
+		p.TraceThroughputPerS = math.Round(float64(k) / span)
+		p.InflightMean = round3(sum / 1e6 / span)
+	}
+	opt := analyzers.Options{Protocol: cfg.Protocol}
+	if opt.Protocol == "" {
+		opt.Protocol = "auto"
+	}
+	s, err := analyzers.Analyze([]string{p.Trace}, opt)
+	if err != nil {
+		return nil, fmt.Errorf("analyze trace: %w", err)
+	}
+	p.summary = s
+	var cycles, busyCycles uint64
+	var cycleNS, busyNS, allBusy, allTime float64
+	if s.Loops != nil {
+		for _, t := range s.Loops.Threads {
+			if !server[t.PID] {
+				continue
+			}
+			p.Loops = append(p.Loops, t)
+			p.LoopThreads++
+			p.Requests += int64(t.Requests)
+			allBusy += t.BusyS
+			allTime += t.BusyS + t.IdleS
+			for _, g := range t.ByN {
+				if g.N == 0 {
+					continue
+				}
+				cycles += g.Cycles * uint64(g.N)
+				busyCycles += g.Cycles
+				cycleNS += g.CycleUS * float64(g.Cycles)
+				busyNS += g.BusyUS * float64(g.Cycles)
+			}
+		}
+	}
+	if busyCycles > 0 {
+		p.RequestsPerCycle = round3(float64(cycles) / float64(busyCycles))
+		p.CycleUS = round3(cycleNS / float64(busyCycles))
+		p.BusyUS = round3(busyNS / float64(busyCycles))
+	}
+	if allTime > 0 {
+		p.Utilization = math.Round(allBusy/allTime*1e4) / 1e4
+	}
+	return p, nil
+}
+
+// analyzeExternal fills the Little's-law rows, the fit of the server's cycles over the points
+// and its predictions, and the RTT populations at the largest client count.
+func analyzeExternal(res *ExternalResult) {
+	var pts []loops.Point
+	for i := range res.Points {
+		p := &res.Points[i]
+		label := fmt.Sprintf("c%d", p.Clients)
+		row := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: label, InFlight: p.InflightMean,
+			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean, RTTMedianUS: p.RTTUS.P50}})[0]
+		res.LittlesLaw = append(res.LittlesLaw, roundLittle(row))
+		switch {
+		case p.TraceRoundTrips == 0:
+			res.Warnings = append(res.Warnings, label+": the trace has none of the client's round trips (record the client too: it is, unless it runs elsewhere)")
+		case math.Abs(row.Error) > ExternalLittleTolerance:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%: the trace's in-flight L over the client's throughput is not the client's mean latency", label, 100*row.Error))
+		}
+		if st := p.Client.LatencyStepUS; st > 0 && p.RTTUS.Mean > 0 && st/2/p.RTTUS.Mean > ExternalLittleTolerance/2 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the client prints its mean latency in steps of %.0f µs, %.1f%% of it", label, st, 100*st/p.RTTUS.Mean))
+		}
+		if p.LoopThreads == 0 {
+			res.Warnings = append(res.Warnings, label+": no event loop found in the server (its wait calls were not recorded, or it serves requests without them)")
+			continue
+		}
+		pts = append(pts, loops.Point{N: p.RequestsPerCycle, TUS: p.CycleUS, Weight: 1})
+	}
+	fit, warns, err := loops.FitPoints(pts, loops.DefaultConfidence)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "no batch fit over the points: "+err.Error())
+	} else {
+		res.BatchFit = fit
+		res.Warnings = append(res.Warnings, warns...)
+		res.Warnings = append(res.Warnings, fit.Check()...)
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, q := range pts {
+			lo, hi = math.Min(lo, q.N), math.Max(hi, q.N)
+		}
+		if hi-lo < 0.5 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("N barely varies over the sweep (%.2f to %.2f requests per cycle): T_per_req cannot be told apart from T_fixed", lo, hi))
+		}
+		b := models.Batch{TFixedUS: fit.TFixedUS, TPerReqUS: fit.TPerReqUS}
+		for i := range res.Points {
+			p := &res.Points[i]
+			if p.LoopThreads == 0 {
+				continue
+			}
+			pred := float64(p.LoopThreads) * b.Throughput(p.RequestsPerCycle)
+			res.Predictions = append(res.Predictions, Prediction{Clients: p.Clients, InFlight: p.RequestsPerCycle,
+				CyclePredictedUS: round3(b.Cycle(p.RequestsPerCycle)), ThroughputPredictedPerS: math.Round(pred),
+				ThroughputMeasuredPerS: p.ThroughputPerS})
+			if p.ThroughputPerS > 0 && math.Abs(pred/p.ThroughputPerS-1) > ExternalPredictionTolerance {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("c%d: the batch model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",
+					p.Clients, pred, p.ThroughputPerS, 100*(pred/p.ThroughputPerS-1)))
+			}
+		}
+		for lo := 1; lo <= 4096; lo *= 2 {
+			var r loops.NRange
+			var sn, st float64
+			for _, q := range pts {
+				if q.N >= float64(lo) && q.N < float64(2*lo) {
+					r.Cycles++
+					sn += q.N
+					st += q.TUS
+				}
+			}
+			if r.Cycles == 0 {
+				continue
+			}
+			r.NFrom, r.NTo = lo, 2*lo-1
+			r.MeanN, r.MeanUS = round3(sn/float64(r.Cycles)), round3(st/float64(r.Cycles))
+			r.TPerReqUS = round3((r.MeanUS - fit.TFixedUS) / r.MeanN)
+			res.Ranges = append(res.Ranges, r)
+		}
+	}
+	var tp []Point
+	for _, p := range res.Points {
+		tp = append(tp, Point{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS})
+	}
+	idx := make([]int, len(tp))
+	for i := range idx {
+		idx[i] = i
+	}
+	res.Saturation = saturation(tp, idx)
+	if k := len(res.Points); k > 0 {
+		last := &res.Points[k-1]
+		res.HistogramClients = last.Clients
+		res.Histogram = histogram(last.samples, histogramBuckets, histogramTop)
+		vs, cs := fineBuckets(last.samples)
+		for _, m := range analyzers.FindModes(vs, cs) {
+			res.Modes = append(res.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
+				LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
+		}
+		last.samples = nil
+	}
+	for i := range res.Points {
+		res.Points[i].summary = nil
+	}
+}

@@ -1,0 +1,65 @@
+package lab
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestAnalyzeExternal checks the sweep's analysis on points that follow the batch model
+// exactly (T_cycle = 20 + 10·N µs, one loop thread): the fit recovers it, every prediction is
+// the measured throughput, and a point whose trace L disagrees with the client's λ·W is the one
+// Little's-law warning.
+func TestAnalyzeExternal(t *testing.T) {
+	res := &ExternalResult{}
+	for i, n := range []float64{1, 2, 4, 7, 11} {
+		clients := 1 << i
+		cycle := 20 + 10*n
+		tput := n / cycle * 1e6
+		w := float64(clients) / tput * 1e6
+		l := tput * w / 1e6
+		if clients == 8 {
+			l *= 1.2 // the trace saw 20% more in flight than the client's figures say
+		}
+		res.Points = append(res.Points, ExternalPoint{Clients: clients, ThroughputPerS: tput, RTTUS: RTT{Mean: w},
+			InflightMean: l, TraceRoundTrips: 1000, LoopThreads: 1, RequestsPerCycle: n, CycleUS: cycle,
+			samples: []float64{w * 0.9, w, w * 1.1}})
+	}
+	analyzeExternal(res)
+	f := res.BatchFit
+	if f == nil || math.Abs(f.TFixedUS-20) > 1e-3 || math.Abs(f.TPerReqUS-10) > 1e-3 || f.R2 < 0.9999 {
+		t.Fatalf("fit %+v, want T_fixed 20, T_per_req 10, R² 1", f)
+	}
+	if len(res.Predictions) != 5 {
+		t.Fatalf("%d predictions, want 5", len(res.Predictions))
+	}
+	for _, p := range res.Predictions {
+		if math.Abs(p.ThroughputPredictedPerS/p.ThroughputMeasuredPerS-1) > 1e-3 {
+			t.Errorf("c%d: predicted %.0f, measured %.0f", p.Clients, p.ThroughputPredictedPerS, p.ThroughputMeasuredPerS)
+		}
+	}
+	warns := strings.Join(res.Warnings, "\n")
+	if strings.Count(warns, "Little's law") != 1 || !strings.Contains(warns, "c8: Little's law off by 20.0%") {
+		t.Errorf("warnings:\n%s\nwant one Little's-law warning, for c8", warns)
+	}
+	if len(res.Histogram) == 0 {
+		t.Error("no RTT histogram at the largest client count")
+	}
+}
+
+func TestRunExternalBadConfig(t *testing.T) {
+	rec := func(context.Context, []uint32, []string, string) ([]byte, error) { return nil, nil }
+	for _, tc := range []struct {
+		cfg  ExternalConfig
+		want string
+	}{
+		{ExternalConfig{Server: []uint32{1}, Client: "bench -c 4", Record: rec}, "{clients}"},
+		{ExternalConfig{Client: "bench -c {clients}", Record: rec}, "needs the server"},
+		{ExternalConfig{Server: []uint32{1}, Client: "bench -c {clients}", Record: rec, Protocol: "nope"}, "nope"},
+	} {
+		if _, err := RunExternal(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
