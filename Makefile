@@ -5,7 +5,7 @@ BIN      := bin/perflab
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/perflab/perflab/internal/cli.Version=$(VERSION)
 # Packages with goroutines run again under the race detector.
-RACE_PKGS := ./trace/... ./probes/... ./collectors/... ./venusd/... ./analyzers/... ./reports/... ./export/... ./lab/... ./internal/...
+RACE_PKGS := ./trace/... ./probes/... ./collectors/... ./venusd/... ./protocol/... ./analyzers/... ./compare/... ./reports/... ./export/... ./lab/... ./internal/...
 
 .PHONY: help build cross test test-race lint generate fmt update-golden clean demo e2e gate bench
 

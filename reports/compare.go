@@ -9,14 +9,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 )
 
 // CompareFormats are the formats of `perflab compare --format`.
 var CompareFormats = []string{"table", "markdown", "json", "html"}
 
 // Compare writes c in format: "table" (aligned text), "markdown", "json" or "html".
-func Compare(w io.Writer, c *analyzers.Comparison, format string) error {
+func Compare(w io.Writer, c *compare.Comparison, format string) error {
 	if c == nil {
 		return fmt.Errorf("render comparison: no comparison")
 	}
@@ -50,7 +50,7 @@ func cmpPct(p *float64) string {
 	return Change(*p)
 }
 
-func cmpCI(m analyzers.MetricChange) string {
+func cmpCI(m compare.MetricChange) string {
 	if m.CILow == nil || m.CIHigh == nil {
 		return "-"
 	}
@@ -68,14 +68,14 @@ func cmpP(p *float64) string {
 }
 
 // cmpPTest is cmpP, with a bootstrap's smallest p shown as the bound it is.
-func cmpPTest(m analyzers.MetricChange) string {
-	if m.Test == "bootstrap" && m.PValue != nil && *m.PValue <= 2.0/(analyzers.DefaultBootstrap+1)+1e-12 {
+func cmpPTest(m compare.MetricChange) string {
+	if m.Test == "bootstrap" && m.PValue != nil && *m.PValue <= 2.0/(compare.DefaultBootstrap+1)+1e-12 {
 		return "≤" + strconv.FormatFloat(*m.PValue, 'f', 3, 64)
 	}
 	return cmpP(m.PValue)
 }
 
-func cmpName(m analyzers.MetricChange) string {
+func cmpName(m compare.MetricChange) string {
 	if m.Unit == "" {
 		return m.Name
 	}
@@ -84,7 +84,7 @@ func cmpName(m analyzers.MetricChange) string {
 
 // cmpVerdict is the verdict cell: the verdict, and when the samples were fewer than its test
 // needs, that.
-func cmpVerdict(m analyzers.MetricChange) string {
+func cmpVerdict(m compare.MetricChange) string {
 	if m.VerdictNote != "" {
 		return m.Verdict + " (too few)"
 	}
@@ -93,7 +93,7 @@ func cmpVerdict(m analyzers.MetricChange) string {
 
 // cmpSection is the table of metrics: name, both sides, the change with its interval and p,
 // the samples and the verdict.
-func cmpSection(c *analyzers.Comparison) Section {
+func cmpSection(c *compare.Comparison) Section {
 	level := 100 * (1 - c.Alpha)
 	sec := Section{Header: []string{"metric", "before", "after", "change", strconv.FormatFloat(level, 'g', 3, 64) + "% CI", "p", "n", "verdict"},
 		Align: "lrrrrrrl"}
@@ -105,7 +105,7 @@ func cmpSection(c *analyzers.Comparison) Section {
 }
 
 // cmpLegend says where p, interval and verdict come from, one line each.
-func cmpLegend(c *analyzers.Comparison) []string {
+func cmpLegend(c *compare.Comparison) []string {
 	tests := map[string]bool{}
 	for _, m := range c.Metrics {
 		tests[m.Test] = true
@@ -123,7 +123,7 @@ func cmpLegend(c *analyzers.Comparison) []string {
 	return parts
 }
 
-func compareTable(w io.Writer, c *analyzers.Comparison) error {
+func compareTable(w io.Writer, c *compare.Comparison) error {
 	fmt.Fprintf(w, "before: %s\nafter:  %s\n\n", strings.Join(c.Before, ", "), strings.Join(c.After, ", "))
 	sec := cmpSection(c)
 	if err := writeTextTable(w, &sec); err != nil {
@@ -133,7 +133,7 @@ func compareTable(w io.Writer, c *analyzers.Comparison) error {
 	return nil
 }
 
-func cmpFootnotes(w io.Writer, c *analyzers.Comparison, bullet string) {
+func cmpFootnotes(w io.Writer, c *compare.Comparison, bullet string) {
 	if len(c.Shape) > 0 {
 		fmt.Fprintf(w, "\nshape:\n")
 		for _, s := range c.Shape {
@@ -162,7 +162,7 @@ func cmpFootnotes(w io.Writer, c *analyzers.Comparison, bullet string) {
 	}
 }
 
-func compareMarkdown(w io.Writer, c *analyzers.Comparison) error {
+func compareMarkdown(w io.Writer, c *compare.Comparison) error {
 	fmt.Fprintf(w, "### perflab compare\n\nbefore: `%s` · after: `%s`\n\n", strings.Join(c.Before, "`, `"), strings.Join(c.After, "`, `"))
 	var b strings.Builder
 	sec := cmpSection(c)
@@ -175,14 +175,14 @@ func compareMarkdown(w io.Writer, c *analyzers.Comparison) error {
 }
 
 type comparePage struct {
-	C      *analyzers.Comparison
+	C      *compare.Comparison
 	Legend []string
 	Notes  []string
 	Rows   [][]string
 	Charts []chart
 }
 
-func compareHTML(w io.Writer, c *analyzers.Comparison) error {
+func compareHTML(w io.Writer, c *compare.Comparison) error {
 	sec := cmpSection(c)
 	p := comparePage{C: c, Rows: append([][]string{sec.Header}, sec.Rows...), Legend: cmpLegend(c)}
 	for _, m := range c.Metrics {
@@ -201,7 +201,7 @@ func compareHTML(w io.Writer, c *analyzers.Comparison) error {
 	return nil
 }
 
-func compareCDF(d analyzers.DistPair) template.HTML {
+func compareCDF(d compare.DistPair) template.HTML {
 	name, title := "cdf-"+d.Name, "CDF: "+d.Name
 	if len(d.Before) == 0 || len(d.After) == 0 {
 		return noData(name, title, "no data")
@@ -216,7 +216,7 @@ func compareCDF(d analyzers.DistPair) template.HTML {
 	}
 	p := newPlot(name, title, logScale(lo, hi), linScale(0, 1), "latency (µs, log)", "fraction ≤ latency")
 	p.legendBelow = true // a legend inside the plot would cover the curves' upper ends
-	for i, side := range [][]analyzers.CDFPoint{d.Before, d.After} {
+	for i, side := range [][]compare.CDFPoint{d.Before, d.After} {
 		xs, ys := make([]float64, len(side)), make([]float64, len(side))
 		for j, pt := range side {
 			xs[j], ys[j] = math.Max(pt.Value, lo), pt.Frac
@@ -226,7 +226,7 @@ func compareCDF(d analyzers.DistPair) template.HTML {
 	return p.svg()
 }
 
-func compareHist(d analyzers.DistPair) template.HTML {
+func compareHist(d compare.DistPair) template.HTML {
 	name, title := "hist-"+d.Name, "Histogram: "+d.Name
 	if len(d.Hist) == 0 {
 		return noData(name, title, "no data")

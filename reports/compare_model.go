@@ -5,12 +5,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/models"
 )
 
 // Model writes a what-if report (`perflab model`) as a table, or as JSON when format is "json".
-func Model(w io.Writer, r *analyzers.ModelReport, format string) error {
+func Model(w io.Writer, r *compare.ModelReport, format string) error {
 	if r == nil {
 		return fmt.Errorf("render model: no report")
 	}

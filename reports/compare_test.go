@@ -8,32 +8,33 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/internal/testutil"
 )
 
 // cmpRun builds a run with per-message round trips and per-token times, as a trace gives.
-func cmpRun(seed uint64, path string, rtt, token, msgs float64) analyzers.Run {
+func cmpRun(seed uint64, path string, rtt, token, msgs float64) compare.Run {
 	rng := rand.New(rand.NewPCG(seed, 5))
-	r := analyzers.Run{Path: path, Kind: "trace", Metrics: map[string]float64{}, Samples: map[string][]float64{}}
+	r := compare.Run{Path: path, Kind: "trace", Metrics: map[string]float64{}, Samples: map[string][]float64{}}
 	for i := 0; i < 300; i++ {
 		r.Samples["rtt_us"] = append(r.Samples["rtt_us"], rtt*(1+0.2*rng.ExpFloat64()))
 	}
 	for i := 0; i < 40; i++ {
 		r.Samples["token_us"] = append(r.Samples["token_us"], token*(1+0.05*rng.NormFloat64()))
 	}
-	r.Metrics[analyzers.MetricTokensPerS] = 1e6 / token
-	r.Metrics[analyzers.MetricMessages] = msgs
-	r.Metrics[analyzers.MetricRoundTrips] = msgs / 2
-	r.Metrics[analyzers.MetricRTTP50] = 0 // taken from the samples
-	r.Metrics[analyzers.MetricRTTP99] = 0
+	r.Metrics[compare.MetricTokensPerS] = 1e6 / token
+	r.Metrics[compare.MetricMessages] = msgs
+	r.Metrics[compare.MetricRoundTrips] = msgs / 2
+	r.Metrics[compare.MetricRTTP50] = 0 // taken from the samples
+	r.Metrics[compare.MetricRTTP99] = 0
 	r.Modes = []analyzers.Mode{{CenterUS: rtt, Share: 1}}
 	return r
 }
 
-func sampleComparison() *analyzers.Comparison {
-	return analyzers.Compare(
-		[]analyzers.Run{cmpRun(1, "baseline.plt", 100, 2400, 48)},
-		[]analyzers.Run{cmpRun(2, "coalesce+pipeline.plt", 115, 900, 12)}, 0)
+func sampleComparison() *compare.Comparison {
+	return compare.Compare(
+		[]compare.Run{cmpRun(1, "baseline.plt", 100, 2400, 48)},
+		[]compare.Run{cmpRun(2, "coalesce+pipeline.plt", 115, 900, 12)}, 0)
 }
 
 func TestCompareGolden(t *testing.T) {

@@ -6,14 +6,14 @@ import (
 	"io"
 	"strings"
 
-	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 )
 
 // GateFormats are the formats of `perflab gate --format`.
 var GateFormats = []string{"table", "markdown", "json"}
 
 // Gate writes r in format: "table", "markdown" (a pull-request comment) or "json".
-func Gate(w io.Writer, r *analyzers.GateResult, format string) error {
+func Gate(w io.Writer, r *compare.GateResult, format string) error {
 	if r == nil {
 		return fmt.Errorf("render gate: no result")
 	}
@@ -30,7 +30,7 @@ func Gate(w io.Writer, r *analyzers.GateResult, format string) error {
 
 var gateIcon = map[string]string{"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
 
-func gateTable(w io.Writer, r *analyzers.GateResult) error {
+func gateTable(w io.Writer, r *compare.GateResult) error {
 	fmt.Fprintf(w, "gate: %s\n", strings.ToUpper(r.Verdict))
 	fmt.Fprintf(w, "baseline: %d runs; current: %d runs%s\n\n", len(r.Baseline), len(r.Current), relNote(r))
 	sec := Section{Header: []string{"rule", "verdict", "detail"}}
@@ -49,14 +49,14 @@ func gateTable(w io.Writer, r *analyzers.GateResult) error {
 	return nil
 }
 
-func relNote(r *analyzers.GateResult) string {
+func relNote(r *compare.GateResult) string {
 	if r.Relative {
 		return " (metrics are ratios to reference runs measured alongside)"
 	}
 	return ""
 }
 
-func ruleName(rr analyzers.RuleResult) string {
+func ruleName(rr compare.RuleResult) string {
 	if rr.Direction == "zero" {
 		return rr.Metric + " = 0"
 	}
@@ -66,7 +66,7 @@ func ruleName(rr analyzers.RuleResult) string {
 	return fmt.Sprintf("%s ≤ +%.0f%%", rr.Metric, 100*rr.Allowed)
 }
 
-func gateMarkdown(w io.Writer, r *analyzers.GateResult) error {
+func gateMarkdown(w io.Writer, r *compare.GateResult) error {
 	fmt.Fprintf(w, "### %s perflab gate: **%s**\n\n", gateIcon[r.Verdict], r.Verdict)
 	fmt.Fprintf(w, "Baseline: %d runs · current: %d runs%s · α=%g with Holm's correction\n\n", len(r.Baseline), len(r.Current), relNote(r), r.Alpha)
 	sec := Section{Header: []string{"rule", "verdict", "baseline", "current", "change", "detail"}, Align: "llrrrl"}
@@ -95,7 +95,7 @@ func cmpOpt(v *float64) string {
 // GateJUnit writes r as a JUnit XML report: one test suite "perflab gate", one test case per
 // rule; a regression is a failure, an inconclusive rule is skipped (or a failure when
 // inconclusive verdicts fail the gate).
-func GateJUnit(w io.Writer, r *analyzers.GateResult) error {
+func GateJUnit(w io.Writer, r *compare.GateResult) error {
 	type failure struct {
 		Message string `xml:"message,attr"`
 		Text    string `xml:",chardata"`

@@ -6,28 +6,28 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/internal/testutil"
 )
 
-func gateRuns(seed uint64, n int, scale float64) []analyzers.Run {
+func gateRuns(seed uint64, n int, scale float64) []compare.Run {
 	rng := rand.New(rand.NewPCG(seed, 9))
-	runs := make([]analyzers.Run, n)
+	runs := make([]compare.Run, n)
 	for i := range runs {
 		j := func() float64 { return 1 + 0.02*rng.NormFloat64() }
-		runs[i] = analyzers.Run{Path: "run", Kind: "venus-run", Metrics: map[string]float64{
-			analyzers.MetricTokensPerS: 500 / scale * j(), analyzers.MetricRTTP50: 100 * scale * j(),
-			analyzers.MetricRTTP99: 200 * scale * j(), analyzers.MetricMessages: 40, analyzers.MetricLost: 0,
+		runs[i] = compare.Run{Path: "run", Kind: "venus-run", Metrics: map[string]float64{
+			compare.MetricTokensPerS: 500 / scale * j(), compare.MetricRTTP50: 100 * scale * j(),
+			compare.MetricRTTP99: 200 * scale * j(), compare.MetricMessages: 40, compare.MetricLost: 0,
 		}}
 	}
 	return runs
 }
 
 func TestGateGolden(t *testing.T) {
-	cases := map[string]*analyzers.GateResult{
-		"pass":         analyzers.Gate(gateRuns(1, 8, 1), gateRuns(2, 8, 1), nil),
-		"regression":   analyzers.Gate(gateRuns(1, 8, 1), gateRuns(2, 8, 1.3), nil),
-		"inconclusive": analyzers.Gate(gateRuns(1, 5, 1), gateRuns(2, 5, 1.3), nil),
+	cases := map[string]*compare.GateResult{
+		"pass":         compare.Gate(gateRuns(1, 8, 1), gateRuns(2, 8, 1), nil),
+		"regression":   compare.Gate(gateRuns(1, 8, 1), gateRuns(2, 8, 1.3), nil),
+		"inconclusive": compare.Gate(gateRuns(1, 5, 1), gateRuns(2, 5, 1.3), nil),
 	}
 	for name, r := range cases {
 		if r.Verdict != name {

@@ -27,12 +27,13 @@ var allowed = map[string][]string{
 	"protocol":   {"trace"},
 	"loops":      {"trace"},
 	"analyzers":  {"trace", "models", "protocol", "loops"},
-	"reports":    {"trace", "models", "protocol", "analyzers", "loops"},
+	"compare":    {"trace", "models", "protocol", "analyzers"},
+	"reports":    {"trace", "models", "protocol", "analyzers", "loops", "compare"},
 	"export":     {"trace", "protocol", "analyzers"},
 	"fixtures":   {"trace"},
 	"merge":      {"trace"},
 	"lab":        {"trace", "models", "protocol", "loops", "analyzers", "reports", "venusd"},
-	"e2e":        {"trace", "models", "protocol", "loops", "analyzers", "reports", "export", "venusd", "fixtures"},
+	"e2e":        {"trace", "models", "protocol", "loops", "analyzers", "compare", "reports", "export", "venusd", "fixtures"},
 }
 
 // owners names the only perflab packages that may import a heavy dependency.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/reports"
 )
 
@@ -22,7 +23,7 @@ func runCompare(ctx context.Context, env *Env, args []string) error {
 	fs := NewFlagSet(env, c)
 	format := fs.String("format", "table", "output `format`: "+strings.Join(reports.CompareFormats, ", "))
 	out := fs.String("o", "", "write the report to `FILE` instead of stdout")
-	alpha := fs.Float64("alpha", analyzers.DefaultAlpha, "significance level of the verdicts")
+	alpha := fs.Float64("alpha", compare.DefaultAlpha, "significance level of the verdicts")
 	protocol := fs.String("protocol", "auto", "protocol decoder for traces: auto, venus, ggml-rpc, resp, raw")
 	FloatRange(fs, "alpha", 0, 1, true)
 	Choice(fs, "format", reports.CompareFormats...)
@@ -49,7 +50,7 @@ func runCompare(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cmp := analyzers.Compare(before, after, *alpha)
+	cmp := compare.Compare(before, after, *alpha)
 	return writeOutput(env, *out, func(w writer) error { return reports.Compare(w, cmp, *format) })
 }
 
@@ -63,14 +64,14 @@ func validFormat(f string, list []string) bool {
 }
 
 // loadSide reads the runs of a comma-separated list of files.
-func loadSide(list string, opt analyzers.Options) ([]analyzers.Run, bool, error) {
-	var runs []analyzers.Run
+func loadSide(list string, opt analyzers.Options) ([]compare.Run, bool, error) {
+	var runs []compare.Run
 	relative := false
 	for _, p := range strings.Split(list, ",") {
 		if p == "" {
 			continue
 		}
-		r, rel, err := analyzers.LoadRuns(p, opt)
+		r, rel, err := compare.LoadRuns(p, opt)
 		if err != nil {
 			return nil, false, BadInput("%v", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/reports"
 )
 
@@ -53,14 +54,14 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 	baseline := fs.String("baseline", "", "baseline `FILE`: a gate baseline (written by --update) or runs, comma-separated")
 	config := fs.String("config", "", "rules `FILE` (default: p50 and p99 round trip, messages per token, tokens/s, no lost events)")
 	relTo := fs.String("relative-to", "", "reference runs measured alongside CURRENT (comma-separated, paired in order): gate current/reference ratios")
-	runs := fs.Int("runs", analyzers.DefaultMinSamples, "runs per side needed for a verdict (at least 6)")
+	runs := fs.Int("runs", compare.DefaultMinSamples, "runs per side needed for a verdict (at least 6)")
 	format := fs.String("format", "table", "output `format`: "+strings.Join(reports.GateFormats, ", "))
 	out := fs.String("o", "", "write the report to `FILE` instead of stdout")
 	junit := fs.String("junit", "", "also write a JUnit XML report to `FILE`")
 	onInc := fs.String("on-inconclusive", "", "what an inconclusive gate does: pass (default, with a warning) or fail")
 	update := fs.Bool("update", false, "write CURRENT (as ratios with --relative-to) to the --baseline file instead of gating")
 	protocol := fs.String("protocol", "auto", "protocol decoder for traces: auto, venus, ggml-rpc, resp, raw")
-	IntRange(fs, "runs", analyzers.DefaultMinSamples, maxGateRuns)
+	IntRange(fs, "runs", compare.DefaultMinSamples, maxGateRuns)
 	Choice(fs, "format", reports.GateFormats...)
 	Choice(fs, "on-inconclusive", "pass", "fail")
 	Choice(fs, "protocol", protocolNames...)
@@ -74,20 +75,20 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 	if len(pos) == 0 {
 		return BadInput("want at least one CURRENT file")
 	}
-	if *runs < analyzers.DefaultMinSamples || *runs > maxGateRuns {
+	if *runs < compare.DefaultMinSamples || *runs > maxGateRuns {
 		// Below 6 runs per side no Mann-Whitney test can reach p < 0.0079.
-		return FlagError("runs", *runs, "%d to %d", analyzers.DefaultMinSamples, maxGateRuns)
+		return FlagError("runs", *runs, "%d to %d", compare.DefaultMinSamples, maxGateRuns)
 	}
 	if !validFormat(*format, reports.GateFormats) {
 		return BadInput("-format must be one of %s, got %q", strings.Join(reports.GateFormats, ", "), *format)
 	}
-	cfg := analyzers.DefaultGateConfig()
+	cfg := compare.DefaultGateConfig()
 	if *config != "" {
 		f, err := os.Open(*config)
 		if err != nil {
 			return BadInput("open %s: %v", *config, err)
 		}
-		cfg, err = analyzers.ParseGateConfig(f, *config)
+		cfg, err = compare.ParseGateConfig(f, *config)
 		f.Close()
 		if err != nil {
 			return BadInput("%v", err)
@@ -113,18 +114,18 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := analyzers.CheckInputs(refs, cfg); err != nil {
+		if err := compare.CheckInputs(refs, cfg); err != nil {
 			return BadInput("%v", err)
 		}
-		if cur, err = analyzers.Ratios(cur, refs); err != nil {
+		if cur, err = compare.Ratios(cur, refs); err != nil {
 			return BadInput("--relative-to: %v", err)
 		}
 	}
-	if err := analyzers.CheckInputs(cur, cfg); err != nil {
+	if err := compare.CheckInputs(cur, cfg); err != nil {
 		return BadInput("%v", err)
 	}
 	if *update {
-		data, err := analyzers.MarshalBaseline(cur, *relTo != "")
+		data, err := compare.MarshalBaseline(cur, *relTo != "")
 		if err != nil {
 			return BadInput("%v", err)
 		}
@@ -144,10 +145,10 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 		}
 		return BadInput("--relative-to gives ratios but %s holds absolute runs", *baseline)
 	}
-	if err := analyzers.CheckInputs(base, cfg); err != nil {
+	if err := compare.CheckInputs(base, cfg); err != nil {
 		return BadInput("baseline: %v", err)
 	}
-	res := analyzers.Gate(base, cur, cfg)
+	res := compare.Gate(base, cur, cfg)
 	res.Relative = rel
 	if err := writeOutput(env, *out, func(w writer) error { return reports.Gate(w, res, *format) }); err != nil {
 		return err
@@ -171,7 +172,7 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-func inconclusiveWhy(r *analyzers.GateResult) string {
+func inconclusiveWhy(r *compare.GateResult) string {
 	var parts []string
 	for _, rr := range r.Rules {
 		if rr.Verdict == "inconclusive" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -35,7 +36,7 @@ func gateVenusServer(t *testing.T) string {
 
 // gateVenusRun runs a client, writes its result JSON (perflab.venus.run/v1) to dir and reads it back
 // as a gate would.
-func gateVenusRun(t *testing.T, dir string, i int, cfg venusd.ClientConfig) analyzers.Run {
+func gateVenusRun(t *testing.T, dir string, i int, cfg venusd.ClientConfig) compare.Run {
 	t.Helper()
 	cfg.Getenv = func(string) string { return "" }
 	cfg.NoVerify = true
@@ -53,7 +54,7 @@ func gateVenusRun(t *testing.T, dir string, i int, cfg venusd.ClientConfig) anal
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs, _, err := analyzers.LoadRuns(path, analyzers.Options{})
+	runs, _, err := compare.LoadRuns(path, analyzers.Options{})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("load %s: %v", path, err)
 	}
@@ -91,17 +92,17 @@ func TestGateVenusAA(t *testing.T) {
 	// Pilot: the RTT to add 20% to.
 	var pilot []float64
 	for i := 0; i < 3; i++ {
-		pilot = append(pilot, gateVenusRun(t, dir, 900+i, cfg).Metrics[analyzers.MetricRTTP50])
+		pilot = append(pilot, gateVenusRun(t, dir, 900+i, cfg).Metrics[compare.MetricRTTP50])
 	}
 	rtt := gateMedian(pilot)
 	slow := cfg
 	slow.Delay = delay + time.Duration(rtt*0.1*1e3) // each way: +20% of the round trip
-	var a, b []analyzers.Run
+	var a, b []compare.Run
 	for i := 0; i < pool; i++ {
 		a = append(a, gateVenusRun(t, dir, 2*i, cfg))
 		b = append(b, gateVenusRun(t, dir, 2*i+1, slow))
 	}
-	var even, odd []analyzers.Run
+	var even, odd []compare.Run
 	for i, r := range a {
 		if i%2 == 0 {
 			even = append(even, r)
@@ -109,14 +110,14 @@ func TestGateVenusAA(t *testing.T) {
 			odd = append(odd, r)
 		}
 	}
-	window := func(runs []analyzers.Run, from, k int) []analyzers.Run {
-		out := make([]analyzers.Run, k)
+	window := func(runs []compare.Run, from, k int) []compare.Run {
+		out := make([]compare.Run, k)
 		for j := range out {
 			out[j] = runs[(from+j)%len(runs)]
 		}
 		return out
 	}
-	cfgGate, err := analyzers.ParseGateConfig(stringsReader("rule rtt_p50_us lower 10%\nrule lost zero\n"), "test.conf")
+	cfgGate, err := compare.ParseGateConfig(stringsReader("rule rtt_p50_us lower 10%\nrule lost zero\n"), "test.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestGateVenusAA(t *testing.T) {
 	for i := 0; i < gates; i++ {
 		// A/A: even-numbered A runs against odd-numbered ones, so both sides span the same
 		// time and a change of load on the machine cannot pose as a regression.
-		r := analyzers.Gate(window(even, i, n), window(odd, i+n/2, n), cfgGate)
+		r := compare.Gate(window(even, i, n), window(odd, i+n/2, n), cfgGate)
 		switch r.Verdict {
 		case "regression":
 			aa++
@@ -132,7 +133,7 @@ func TestGateVenusAA(t *testing.T) {
 		case "inconclusive":
 			aaInc++
 		}
-		r = analyzers.Gate(window(a, i, n), window(b, i, n), cfgGate)
+		r = compare.Gate(window(a, i, n), window(b, i, n), cfgGate)
 		switch r.Verdict {
 		case "regression":
 			ab++
@@ -143,7 +144,7 @@ func TestGateVenusAA(t *testing.T) {
 			t.Logf("A/B gate %d passed: %s", i, r.Rules[0].Detail)
 		}
 	}
-	small := analyzers.Gate(window(a, 0, 5), window(b, 0, 5), cfgGate)
+	small := compare.Gate(window(a, 0, 5), window(b, 0, 5), cfgGate)
 	t.Logf("pilot RTT p50 %.0f µs, +20%% delay %v each way; A/A: %d of %d regressions (%d inconclusive); +20%%: %d of %d caught (%d inconclusive); n=5: %s",
 		rtt, slow.Delay-delay, aa, gates, aaInc, ab, gates, abInc, small.Verdict)
 	if aa != 0 {
@@ -182,7 +183,7 @@ func TestGateOneRunPerSide(t *testing.T) {
 	slow := run("slow", "--delay", "1ms")
 	fast := run("fast", "--mode", "coalesce+pipeline")
 	code, out, _ := gateCLI(t, "gate", "--format", "json", "--baseline", a1, a2)
-	var res analyzers.GateResult
+	var res compare.GateResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestGateOneRunPerSide(t *testing.T) {
 		t.Errorf("A/A: exit %d, verdict %s, want 0 and pass; rules %+v", code, res.Verdict, res.Rules)
 	}
 	code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", a1, slow)
-	res = analyzers.GateResult{}
+	res = compare.GateResult{}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestGateOneRunPerSide(t *testing.T) {
 		t.Errorf("+1 ms each way: exit %d, verdict %s, want 1 and regression", code, res.Verdict)
 	}
 	for _, rr := range res.Rules {
-		if rr.Metric == analyzers.MetricTokensPerS {
+		if rr.Metric == compare.MetricTokensPerS {
 			t.Logf("tokens/s: %s: %s", rr.Verdict, rr.Detail)
 			if rr.Verdict != "regression" || rr.Basis != "tokens" || rr.Change == nil || *rr.Change > -0.5 {
 				t.Errorf("tokens/s: %s on %s (%s); want a regression from token times (5x on an idle machine, at least 2x on a busy one)", rr.Verdict, rr.Basis, rr.Detail)
@@ -206,13 +207,13 @@ func TestGateOneRunPerSide(t *testing.T) {
 		}
 	}
 	code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", fast, a1)
-	res = analyzers.GateResult{}
+	res = compare.GateResult{}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, rr := range res.Rules {
-		if rr.Metric == analyzers.MetricMessages {
+		if rr.Metric == compare.MetricMessages {
 			found = true
 			if rr.Verdict != "regression" || rr.Basis != "counts" || rr.PValue != nil {
 				t.Errorf("messages per token 12 → 66: %s on %s (%s), want a regression of an exact count", rr.Verdict, rr.Basis, rr.Detail)

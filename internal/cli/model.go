@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/reports"
 	"github.com/perflab/perflab/units"
@@ -103,7 +104,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rep *analyzers.ModelReport
+	var rep *compare.ModelReport
 	if *fit != "" {
 		b, err := modelFit(*fit)
 		if err != nil {
@@ -118,7 +119,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 				scenarios[i].WhatIf.Coalesce = k
 			}
 		}
-		rep = analyzers.PredictBatch(b, scenarios)
+		rep = compare.PredictBatch(b, scenarios)
 		if *coalesce <= 0 && k == defaultBatchK {
 			rep.Assumptions = append(rep.Assumptions, fmt.Sprintf("coalescing puts K=%d requests in a cycle (set --coalesce)", defaultBatchK))
 		}
@@ -130,7 +131,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		if *measured >= 0 {
 			m = float64(*measured) / 1e3
 		}
-		lf, err := analyzers.FitLoop(*from, analyzers.Options{Protocol: *protocol}, m, 0)
+		lf, err := compare.FitLoop(*from, analyzers.Options{Protocol: *protocol}, m, 0)
 		if err != nil {
 			return BadInput("%v", err)
 		}
@@ -143,7 +144,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 				scenarios[i].Name += " @ " + modelLinkName(wl)
 			}
 		}
-		rep = analyzers.PredictLoop(*from, lf, scenarios)
+		rep = compare.PredictLoop(*from, lf, scenarios)
 	}
 	format := "table"
 	if *asJSON {
@@ -165,11 +166,11 @@ func modelLinkName(l *models.Link) string {
 
 // modelScenarios returns the what-ifs the flags ask for: the preset --mode, changed by
 // --coalesce and --pipeline; or, with none of them, the four venusd modes.
-func modelScenarios(mode string, k, d int) ([]analyzers.Scenario, error) {
+func modelScenarios(mode string, k, d int) ([]compare.Scenario, error) {
 	if mode == "" && k < 0 && d < 0 {
-		var out []analyzers.Scenario
+		var out []compare.Scenario
 		for _, m := range models.Modes {
-			out = append(out, analyzers.Scenario{Name: m.Name, WhatIf: m.WhatIf()})
+			out = append(out, compare.Scenario{Name: m.Name, WhatIf: m.WhatIf()})
 		}
 		return out, nil
 	}
@@ -193,7 +194,7 @@ func modelScenarios(mode string, k, d int) ([]analyzers.Scenario, error) {
 	if k >= 0 || d > 0 {
 		name = fmt.Sprintf("%s K=%d D=%d", m.Name, m.Coalesce, m.Pipeline)
 	}
-	return []analyzers.Scenario{{Name: name, WhatIf: m.WhatIf()}}, nil
+	return []compare.Scenario{{Name: name, WhatIf: m.WhatIf()}}, nil
 }
 
 // modelFit reads "T_FIXED,T_PER_REQ": two durations, or two numbers in µs.

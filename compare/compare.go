@@ -1,10 +1,12 @@
-package analyzers
+package compare
 
 import (
 	"fmt"
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/perflab/perflab/analyzers"
 )
 
 // CompareSchema is the schema name of `perflab compare --format json`.
@@ -388,8 +390,8 @@ func shapeChanges(before, after []Run) []ShapeChange {
 	return out
 }
 
-func modesNote(b, a []Mode) string {
-	f := func(ms []Mode) string {
+func modesNote(b, a []analyzers.Mode) string {
+	f := func(ms []analyzers.Mode) string {
 		if len(ms) == 0 {
 			return "none"
 		}

@@ -1,4 +1,4 @@
-package analyzers
+package compare
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
@@ -19,8 +20,8 @@ const maxSamplesPerKind = 200_000
 // samples for tests: "rtt_us" (and "rtt_us{command}") from paired replies, "send_us" and
 // "recv_us" from frame durations, and "token_us" from the token markers' spans (or the time
 // between instant markers).
-func LoadTrace(path string, opt Options) (Run, error) {
-	s, err := Analyze([]string{path}, opt)
+func LoadTrace(path string, opt analyzers.Options) (Run, error) {
+	s, err := analyzers.Analyze([]string{path}, opt)
 	if err != nil {
 		return Run{}, err
 	}
@@ -31,7 +32,7 @@ func LoadTrace(path string, opt Options) (Run, error) {
 			r.Samples[k] = append(r.Samples[k], v)
 		}
 	}
-	err = Messages([]string{path}, opt, func(m *protocol.Message) error {
+	err = analyzers.Messages([]string{path}, opt, func(m *protocol.Message) error {
 		if m.Truncated {
 			return nil
 		}

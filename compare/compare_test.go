@@ -1,4 +1,4 @@
-package analyzers
+package compare
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/perflab/perflab/analyzers"
 )
 
 // traceRun makes a run that looks like an analysed trace: per-message round trips scattered
@@ -24,7 +26,7 @@ func traceRun(seed uint64, path string, rtt, token, msgs float64) Run {
 	r.Metrics[MetricMessages] = msgs
 	r.Metrics[MetricRTTP50] = quantile(r.Samples["rtt_us"], 0.5)
 	r.Metrics[MetricRTTP99] = quantile(r.Samples["rtt_us"], 0.99)
-	r.Modes = []Mode{{CenterUS: rtt, Share: 1}}
+	r.Modes = []analyzers.Mode{{CenterUS: rtt, Share: 1}}
 	return r
 }
 

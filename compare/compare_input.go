@@ -1,4 +1,4 @@
-package analyzers
+package compare
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/perflab/perflab/analyzers"
 )
 
 // Run is one measured run as compare and gate see it: run-level metrics by name, and, for
@@ -22,7 +24,7 @@ type Run struct {
 	Samples map[string][]float64 `json:"-"`                // "rtt_us", "send_us", "recv_us", "token_us", "rtt_us{cmd}"
 	Lost    uint64               `json:"lost"`             // events the producers lost
 	Damage  string               `json:"damage,omitempty"` // how a damaged or cut trace was recovered
-	Modes   []Mode               `json:"-"`
+	Modes   []analyzers.Mode     `json:"-"`
 }
 
 // VenusRunSchema is the schema of `perflab venus run --json`.
@@ -45,7 +47,7 @@ const maxInputBytes = 256 << 20
 // LoadRuns reads the runs in path: an analyze json, a venus run json (one object, or several as
 // JSON lines), a gate baseline, or a trace (LoadTrace). It also reports whether the runs are
 // ratios (a relative baseline). It names the file and what is wrong on error.
-func LoadRuns(path string, opt Options) ([]Run, bool, error) {
+func LoadRuns(path string, opt analyzers.Options) ([]Run, bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, fmt.Errorf("open %s: %w", path, err)
@@ -97,8 +99,8 @@ func parseRuns(path string, data []byte) ([]Run, bool, error) {
 			name = fmt.Sprintf("%s#%d", path, i)
 		}
 		switch head.Schema {
-		case SummarySchema:
-			var s Summary
+		case analyzers.SummarySchema:
+			var s analyzers.Summary
 			if err := json.Unmarshal(raw, &s); err != nil {
 				return nil, false, fmt.Errorf("%s: %w", name, err)
 			}
@@ -122,7 +124,7 @@ func parseRuns(path string, data []byte) ([]Run, bool, error) {
 			runs = append(runs, b.Runs...)
 			relative = relative || b.Relative
 		default:
-			return nil, false, fmt.Errorf("%s: object %d: schema %q is none of %s, %s, %s", path, i, head.Schema, SummarySchema, VenusRunSchema, BaselineSchema)
+			return nil, false, fmt.Errorf("%s: object %d: schema %q is none of %s, %s, %s", path, i, head.Schema, analyzers.SummarySchema, VenusRunSchema, BaselineSchema)
 		}
 	}
 	if len(runs) == 0 {
@@ -144,7 +146,7 @@ func venusRun(name string, raw []byte) (Run, error) {
 			BytesSent  *float64 `json:"bytes_sent"`
 			BytesRecv  *float64 `json:"bytes_recv"`
 		} `json:"per_token"`
-		RTT  *Latency `json:"rtt_us"`
+		RTT  *analyzers.Latency `json:"rtt_us"`
 		Ping *struct {
 			P50 float64 `json:"rtt_p50_us"`
 			P99 float64 `json:"rtt_p99_us"`
@@ -249,7 +251,7 @@ func Info(name string) MetricInfo {
 }
 
 // RunFromSummary turns an analyze summary into a Run (without per-message samples).
-func RunFromSummary(path, kind string, s *Summary) Run {
+func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
 	r := Run{Path: path, Kind: kind, Metrics: map[string]float64{}, Lost: s.Lost, Modes: s.Modes}
 	for _, m := range s.Meta {
 		if v := m.Labels["mode"]; v != "" {
@@ -259,7 +261,7 @@ func RunFromSummary(path, kind string, s *Summary) Run {
 	if s.Recovery != nil && s.Recovery.Damaged() {
 		r.Damage = s.Recovery.String()
 	}
-	var u *UnitStats
+	var u *analyzers.UnitStats
 	for i := range s.Units {
 		if s.Units[i].Name == "token" || u == nil {
 			u = &s.Units[i]
@@ -278,7 +280,7 @@ func RunFromSummary(path, kind string, s *Summary) Run {
 		r.Metrics[MetricRTTP99] = s.RoundTrips.RTTUS.P99
 	}
 	// Per direction: the connection that carried the most calls speaks for the run.
-	var busiest *ConnStats
+	var busiest *analyzers.ConnStats
 	for i := range s.Connections {
 		c := &s.Connections[i]
 		if busiest == nil || c.Send.Calls+c.Recv.Calls > busiest.Send.Calls+busiest.Recv.Calls {
@@ -288,7 +290,7 @@ func RunFromSummary(path, kind string, s *Summary) Run {
 	if busiest != nil {
 		for _, d := range []struct {
 			name string
-			st   DirStats
+			st   analyzers.DirStats
 		}{{"send", busiest.Send}, {"recv", busiest.Recv}} {
 			if d.st.Calls > 0 {
 				r.Metrics[d.name+"_p50_us"] = d.st.LatencyUS.P50

@@ -1,4 +1,4 @@
-package analyzers
+package compare
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
@@ -77,7 +78,7 @@ type LoopFit struct {
 // synchronous round trip. linkRTTUS is the link's round-trip latency during the recording (µs;
 // a negative value means: read venusd's --delay from the trace's command line, else 0), and
 // bandwidth its bytes/s (0: unlimited).
-func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, error) {
+func FitLoop(path string, opt analyzers.Options, linkRTTUS, bandwidth float64) (*LoopFit, error) {
 	spans, err := unitSpans(path, opt.Unit)
 	if err != nil {
 		return nil, err
@@ -117,7 +118,7 @@ func FitLoop(path string, opt Options, linkRTTUS, bandwidth float64) (*LoopFit, 
 		return -1
 	}
 	var spec *protocol.Spec // the spec of the calls, which classes them
-	err = Messages([]string{path}, opt, func(m *protocol.Message) error {
+	err = analyzers.Messages([]string{path}, opt, func(m *protocol.Message) error {
 		if m.Truncated {
 			return nil
 		}

@@ -1,4 +1,4 @@
-package analyzers
+package compare
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/perflab/perflab/analyzers"
 )
 
 // synthRuns makes n runs whose metrics scatter around the given centres with relative noise cv.
@@ -331,7 +333,7 @@ func BenchmarkBootstrapRatio(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		BootstrapRatio(x, y, 0.5, DefaultConfidence)
+		BootstrapRatio(x, y, 0.5, analyzers.DefaultConfidence)
 	}
 }
 
