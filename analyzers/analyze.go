@@ -201,6 +201,8 @@ type analyzer struct {
 	lostSync, dropped uint64
 	truncated         uint64
 	specs             map[string]*protocol.Spec // by name: the built-ins and the chosen spec
+	cipher            *protocol.CipherFilter    // the current trace's TLS ciphertext connections
+	tlsConns          map[[3]uint64]bool        // trace, connection and pid with TLS plaintext
 	recs              chunked[msgRec]           // this trace's messages, for units and phases
 	lastRecP          *msgRec                   // the last message's record
 	marks             []trace.Marker            // this trace's phase and unit markers
@@ -336,6 +338,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 		a.addMarker(&a.extraMarks[k])
 	}
 	a.lastConn, a.lastProc = nil, nil
+	a.cipher = protocol.NewCipherFilter(meta)
 	a.curConns = map[uint64]*connAgg{}
 	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]
 	a.rtEventsSeen, a.tracerPairs, a.rawPairs = 0, a.tracerPairs[:0], a.rawPairs[:0]
@@ -367,6 +370,13 @@ func (a *analyzer) event(ev *trace.Event) {
 	}
 	if ev.Bytes <= 0 && ev.Op != trace.OpFrameSend && ev.Op != trace.OpFrameRecv {
 		return
+	}
+	if ev.Op.Plaintext() {
+		a.tlsEvent(ev) // the messages, decoded; their system calls carry them encrypted
+		return
+	}
+	if a.cipher.Cipher(ev) {
+		a.cipherEvent(ev)
 	}
 	t := &a.s.Totals.Send
 	if ev.Dir == trace.DirRecv {

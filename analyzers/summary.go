@@ -26,6 +26,7 @@ type Summary struct {
 	UndecodedBytes uint64 `json:"undecoded_bytes,omitempty"`
 
 	Totals      Totals        `json:"totals"`
+	TLS         *TLSStats     `json:"tls,omitempty"`    // TLS plaintext and the ciphertext that carried it, when recorded
 	Errors      []ErrnoCount  `json:"errors,omitempty"` // failed calls by errno, counted apart from Totals
 	Connections []ConnStats   `json:"connections"`
 	Processes   []ProcStats   `json:"processes,omitempty"`

@@ -11,15 +11,17 @@ import (
 
 // Record kinds written by bpf/record.bpf.c.
 const (
-	kindEvent = 1
-	kindConn  = 2
-	kindWait  = 3 // bpf/loop.bpf.c: a struct event of a wait call
+	kindEvent  = 1
+	kindConn   = 2
+	kindWait   = 3 // bpf/loop.bpf.c: a struct event of a wait call
+	kindUEvent = 4 // bpf/uprobe.bpf.c: struct uevent
 )
 
 // Sizes of the fixed parts of the records (struct event and struct conn in bpf/record.bpf.c).
 const (
 	eventHeaderSize = 56
 	connSize        = 288
+	uEventSize      = 56 // struct uevent
 	unixPathMax     = 108
 )
 
@@ -255,4 +257,76 @@ func toConnection(r *rawConn, id uint64, c *trace.Connection) {
 	}
 	c.Local = endpoint(r.Family, r.LAddr, r.LPort)
 	c.Remote = endpoint(r.Family, r.RAddr, r.RPort)
+}
+
+// rawUEvent is struct uevent of bpf/uprobe.bpf.c, decoded.
+type rawUEvent struct {
+	Op      uint8
+	PID     uint32
+	TID     uint32
+	Spec    uint32 // the attach cookie
+	TS      uint64 // CLOCK_MONOTONIC ns at entry
+	Dur     uint64 // ns
+	Cookie  uint64 // socket cookie of a TLS call, 0 when unknown
+	Key     uint64 // the key argument's value
+	Len     int64  // bytes of the message
+	Payload []byte // aliases the record
+}
+
+// decodeUEvent decodes a uprobe record. The payload aliases b.
+func decodeUEvent(b []byte, e *rawUEvent) error {
+	if len(b) < uEventSize {
+		return fmt.Errorf("decode uprobe event: %w (%d bytes)", errShort, len(b))
+	}
+	le := binary.LittleEndian
+	if b[0] != kindUEvent {
+		return fmt.Errorf("decode uprobe event: kind %d", b[0])
+	}
+	e.Op = b[1]
+	plen := int(le.Uint16(b[2:]))
+	e.PID = le.Uint32(b[4:])
+	e.TID = le.Uint32(b[8:])
+	e.Spec = le.Uint32(b[12:])
+	e.TS = le.Uint64(b[16:])
+	e.Dur = le.Uint64(b[24:])
+	e.Cookie = le.Uint64(b[32:])
+	e.Key = le.Uint64(b[40:])
+	e.Len = int64(le.Uint64(b[48:]))
+	if e.Op < uopTLSWrite || e.Op > uopRecv {
+		return fmt.Errorf("decode uprobe event: op %d", e.Op)
+	}
+	if e.Len < 0 {
+		return fmt.Errorf("decode uprobe event: length %d", e.Len)
+	}
+	if plen > trace.MaxPayload || plen > len(b)-uEventSize || int64(plen) > e.Len {
+		return fmt.Errorf("decode uprobe event: payload length %d with %d bytes left", plen, len(b)-uEventSize)
+	}
+	e.Payload = b[uEventSize : uEventSize+plen]
+	return nil
+}
+
+// toUEvent converts a raw uprobe event into a trace event for connection id conn. The payload
+// aliases r.
+func toUEvent(r *rawUEvent, conn uint64, e *trace.Event) {
+	op, dir := trace.OpUprobeSend, trace.DirSend
+	switch r.Op {
+	case uopTLSWrite:
+		op = trace.OpTLSWrite
+	case uopTLSRead:
+		op, dir = trace.OpTLSRead, trace.DirRecv
+	case uopRecv:
+		op, dir = trace.OpUprobeRecv, trace.DirRecv
+	}
+	*e = trace.Event{
+		TS:      int64(r.TS),
+		Dur:     int64(r.Dur),
+		PID:     r.PID,
+		TID:     r.TID,
+		Conn:    conn,
+		Dir:     dir,
+		Op:      op,
+		Source:  trace.SourceEBPF,
+		Bytes:   r.Len,
+		Payload: r.Payload,
+	}
 }

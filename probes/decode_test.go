@@ -116,6 +116,48 @@ func TestToConnection(t *testing.T) {
 	}
 }
 
+// uEventBytes builds a uprobe record as bpf/uprobe.bpf.c writes it.
+func uEventBytes(op uint8, cookie uint64, n int64, payload string) []byte {
+	b := make([]byte, uEventSize+len(payload))
+	le := binary.LittleEndian
+	b[0], b[1] = kindUEvent, op
+	le.PutUint16(b[2:], uint16(len(payload)))
+	le.PutUint32(b[4:], 100)
+	le.PutUint32(b[8:], 101)
+	le.PutUint32(b[12:], 0)
+	le.PutUint64(b[16:], 5000)
+	le.PutUint64(b[24:], 900)
+	le.PutUint64(b[32:], cookie)
+	le.PutUint64(b[40:], 0x5550)
+	le.PutUint64(b[48:], uint64(n))
+	copy(b[uEventSize:], payload)
+	return b
+}
+
+func TestToUEvent(t *testing.T) {
+	for _, c := range []struct {
+		op  uint8
+		top trace.Op
+		dir trace.Dir
+	}{{uopTLSWrite, trace.OpTLSWrite, trace.DirSend}, {uopTLSRead, trace.OpTLSRead, trace.DirRecv},
+		{uopSend, trace.OpUprobeSend, trace.DirSend}, {uopRecv, trace.OpUprobeRecv, trace.DirRecv}} {
+		var r rawUEvent
+		if err := decodeUEvent(uEventBytes(c.op, 0xc00c1e, 18, "GET / HTTP/1.1\r\n"), &r); err != nil {
+			t.Fatal(err)
+		}
+		var e trace.Event
+		toUEvent(&r, 3, &e)
+		want := trace.Event{TS: 5000, Dur: 900, PID: 100, TID: 101, Conn: 3, Dir: c.dir, Op: c.top,
+			Source: trace.SourceEBPF, Bytes: 18, Payload: []byte("GET / HTTP/1.1\r\n")}
+		if diff := cmp.Diff(want, e); diff != "" {
+			t.Errorf("op %d (-want +got):\n%s", c.op, diff)
+		}
+		if r.Cookie != 0xc00c1e || r.Key != 0x5550 {
+			t.Errorf("cookie %#x key %#x", r.Cookie, r.Key)
+		}
+	}
+}
+
 func TestDecodeRejects(t *testing.T) {
 	long := eventBytes(8, afInet, 1, "x")
 	binary.LittleEndian.PutUint16(long[4:], 300)
@@ -125,14 +167,23 @@ func TestDecodeRejects(t *testing.T) {
 	binary.LittleEndian.PutUint16(badPath[64:], 109)
 	var e rawEvent
 	var c rawConn
+	var u rawUEvent
+	longU := uEventBytes(uopSend, 0, 1, "x")
+	binary.LittleEndian.PutUint16(longU[2:], 2)
 	for name, err := range map[string]error{
-		"short event":       decodeEvent(long[:eventHeaderSize-1], &e),
-		"payload over 256":  decodeEvent(long, &e),
-		"payload past end":  decodeEvent(past, &e),
-		"event wrong kind":  decodeEvent(connBytes(afUnix, 0, 1, nil, nil, 0, 0, "", ""), &e),
-		"short connection":  decodeConn(badPath[:connSize-1], &c),
-		"unix path too big": decodeConn(badPath, &c),
-		"conn wrong kind":   decodeConn(append(eventBytes(8, 2, 1, ""), make([]byte, connSize)...), &c),
+		"short uevent":           decodeUEvent(longU[:uEventSize-1], &u),
+		"uevent payload past":    decodeUEvent(longU, &u),
+		"uevent payload over n":  decodeUEvent(uEventBytes(uopSend, 0, 1, "xy"), &u),
+		"uevent negative length": decodeUEvent(uEventBytes(uopRecv, 0, -1, ""), &u),
+		"uevent bad op":          decodeUEvent(uEventBytes(9, 0, 1, ""), &u),
+		"uevent wrong kind":      decodeUEvent(append(eventBytes(8, 2, 1, ""), make([]byte, 8)...), &u),
+		"short event":            decodeEvent(long[:eventHeaderSize-1], &e),
+		"payload over 256":       decodeEvent(long, &e),
+		"payload past end":       decodeEvent(past, &e),
+		"event wrong kind":       decodeEvent(connBytes(afUnix, 0, 1, nil, nil, 0, 0, "", ""), &e),
+		"short connection":       decodeConn(badPath[:connSize-1], &c),
+		"unix path too big":      decodeConn(badPath, &c),
+		"conn wrong kind":        decodeConn(append(eventBytes(8, 2, 1, ""), make([]byte, connSize)...), &c),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)
@@ -152,6 +203,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	w := eventBytes(uint8(trace.OpEpollWait), 0, 3, "")
 	w[0] = kindWait
 	f.Add(w)
+	f.Add(uEventBytes(uopTLSWrite, 0xc00c1e, 18, "GET / HTTP/1.1\r\n"))
+	f.Add(uEventBytes(uopRecv, 0, 64, "SLPV"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		kind, err := decodeKind(b)
 		if err != nil {
@@ -184,6 +237,15 @@ func FuzzDecodeRecord(f *testing.F) {
 			if decodeConn(b, &r) == nil {
 				var c trace.Connection
 				toConnection(&r, 1, &c)
+			}
+		case kindUEvent:
+			var r rawUEvent
+			if decodeUEvent(b, &r) == nil {
+				var e trace.Event
+				toUEvent(&r, 1, &e)
+				if len(e.Payload) > trace.MaxPayload || int64(len(e.Payload)) > e.Bytes || !e.Op.UserSpace() {
+					t.Fatalf("accepted %+v", e)
+				}
 			}
 		}
 	})

@@ -47,6 +47,14 @@ type Config struct {
 	// WaitHook is how the loop probe attaches: WaitHookTracepoint, WaitHookBTF, or "" for
 	// the tracepoints when tracefs is mounted and the BTF hooks otherwise.
 	WaitHook string
+	// TLS captures TLS plaintext at OpenSSL's SSL_write, SSL_read and their _ex variants, in
+	// every libssl the target processes map (AttachTLS adds libraries found before they run).
+	TLS bool
+	// Uprobes are functions whose calls are messages (record --uprobe).
+	Uprobes []UprobeSpec
+	// Note receives one line for each uprobe that could not be attached (a binary without the
+	// symbol); the recording goes on without it. Nil discards them.
+	Note func(string)
 }
 
 // Ways the loop probe attaches (Config.WaitHook).

@@ -29,6 +29,7 @@ type Probe struct {
 	hooks  []string // section names of the attached programs ("fentry/sock_read_iter")
 	reader *ringbuf.Reader
 	stats  io.Closer // BPF_ENABLE_STATS descriptor while a statistics window is open
+	u      *uprobes  // TLS plaintext and --uprobe functions; nil when off (uprobe_linux.go)
 
 	cost cost // what the probes cost, measured (cost_linux.go)
 
@@ -99,6 +100,12 @@ func Open(cfg Config) (*Probe, error) {
 	}
 	if cfg.Waits {
 		if err := p.openLoop(); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	if cfg.TLS || len(cfg.Uprobes) > 0 {
+		if err := p.openUprobes(cfg); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -388,6 +395,8 @@ func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
 			return false, err
 		} else if len(t) == 0 {
 			return true, nil
+		} else {
+			p.rescan(t)
 		}
 		return false, emitLost(false)
 	}
@@ -501,6 +510,7 @@ func (p *Probe) Close() error {
 		errs = append(errs, p.stats.Close())
 		p.stats = nil
 	}
+	p.u = nil
 	for _, c := range p.extra {
 		c.Close()
 	}

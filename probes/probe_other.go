@@ -48,3 +48,9 @@ func ProgramExists(id uint32) bool { return false }
 
 // LinkExists returns false.
 func LinkExists(id uint32) bool { return false }
+
+// AttachTLS returns ErrUnsupported.
+func (p *Probe) AttachTLS(path string) (bool, error) { return false, ErrUnsupported }
+
+// StartUprobes returns ErrUnsupported.
+func (p *Probe) StartUprobes(pids []uint32, command string) error { return ErrUnsupported }

@@ -95,10 +95,7 @@ func (d *Decoder) detect(ev *trace.Event) *Spec {
 }
 
 func (d *Decoder) conn(ev *trace.Event) *connDecoder {
-	key := ev.Conn
-	if key == 0 {
-		key = 1<<63 | uint64(ev.PID)
-	}
+	key := connKey(ev)
 	c := d.conns[key]
 	if c == nil {
 		c = &connDecoder{d: d, id: ev.Conn, pid: ev.PID}
@@ -236,6 +233,7 @@ func scanOne(i int, path string, spec *Spec, out Sink, rec *trace.Record) error 
 		}
 	}
 	out.Begin(i, path, r.Meta())
+	cf := NewCipherFilter(r.Meta())
 	for {
 		err := r.Next(rec)
 		if err == io.EOF {
@@ -245,7 +243,7 @@ func scanOne(i int, path string, spec *Spec, out Sink, rec *trace.Record) error 
 			return &ReadError{path, err}
 		}
 		out.Record(rec)
-		if rec.Kind == trace.KindEvent {
+		if rec.Kind == trace.KindEvent && !cf.Cipher(&rec.Event) { // TLS ciphertext: its plaintext is decoded instead
 			d.Event(&rec.Event)
 		}
 	}

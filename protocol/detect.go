@@ -55,6 +55,7 @@ func choose(i int, path string) (map[uint64]*Spec, error) {
 	chosen := map[uint64]*Spec{}
 	var trial []uint64 // connections on trial, oldest first (some may be decided already)
 	var rec trace.Record
+	cf := NewCipherFilter(r.Meta())
 	for {
 		err := r.Next(&rec)
 		if err == io.EOF {
@@ -64,7 +65,7 @@ func choose(i int, path string) (map[uint64]*Spec, error) {
 			break // the main pass reports it
 		}
 		ev := &rec.Event
-		if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
+		if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv || cf.Cipher(ev) {
 			continue
 		}
 		key := connKey(ev)
@@ -137,9 +138,13 @@ func best(decs []*Decoder, key uint64) *Spec {
 }
 
 // connKey is the key of an event's connection in decoder.conns.
+// TLS plaintext has a stream of its own, next to the ciphertext of the same connection.
 func connKey(ev *trace.Event) uint64 {
 	if ev.Conn == 0 {
 		return 1<<63 | uint64(ev.PID)
+	}
+	if ev.Op.Plaintext() {
+		return 1<<62 | ev.Conn
 	}
 	return ev.Conn
 }

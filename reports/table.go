@@ -59,6 +59,11 @@ func overviewSection(s *analyzers.Summary) []Section {
 		row := []string{"decoded", decodingText(d)}
 		ov.Rows = append(ov.Rows[:2], append([][]string{row}, ov.Rows[2:]...)...)
 	}
+	if t := s.TLS; t != nil {
+		ov.Rows = append(ov.Rows, []string{"tls", fmt.Sprintf("%d connections: plaintext %s+%s calls, %s bytes (decoded); ciphertext %s+%s system calls, %s bytes (in send/recv above, not decoded)",
+			t.Connections, Count(t.Plaintext.Send.Calls), Count(t.Plaintext.Recv.Calls), Count(t.Plaintext.Send.Bytes+t.Plaintext.Recv.Bytes),
+			Count(t.Ciphertext.Send.Calls), Count(t.Ciphertext.Recv.Calls), Count(t.Ciphertext.Send.Bytes+t.Ciphertext.Recv.Bytes))})
+	}
 	if s.Recovery != nil {
 		ov.Rows = append(ov.Rows, []string{"recovery", s.Recovery.String()})
 	}

@@ -57,6 +57,11 @@ const (
 	OpSelect
 	OpPselect6
 	OpIoUringEnter
+	// Messages seen in user space by uprobes (perflab record), not at a system call.
+	OpTLSWrite   // plaintext handed to TLS (OpenSSL SSL_write, SSL_write_ex); Bytes is what it took
+	OpTLSRead    // plaintext TLS returned (OpenSSL SSL_read, SSL_read_ex)
+	OpUprobeSend // a user-space function that sends a message (record --uprobe ...,send)
+	OpUprobeRecv // a user-space function that receives a message (record --uprobe ...,recv)
 	opCount
 )
 
@@ -85,7 +90,20 @@ var opNames = [...]string{
 	OpSelect:       "select",
 	OpPselect6:     "pselect6",
 	OpIoUringEnter: "io_uring_enter",
+	OpTLSWrite:     "tls_write",
+	OpTLSRead:      "tls_read",
+	OpUprobeSend:   "uprobe_send",
+	OpUprobeRecv:   "uprobe_recv",
 }
+
+// Plaintext reports whether o is a TLS plaintext operation (OpTLSWrite, OpTLSRead): its bytes
+// are the application's messages, while the same connection's system calls carry them
+// encrypted.
+func (o Op) Plaintext() bool { return o == OpTLSWrite || o == OpTLSRead }
+
+// UserSpace reports whether o was seen at a function in user space (a uprobe) rather than at
+// a system call or by a tracer.
+func (o Op) UserSpace() bool { return o >= OpTLSWrite && o <= OpUprobeRecv }
 
 // String returns the operation's name, e.g. "sendto" or "frame_send".
 func (o Op) String() string {
@@ -140,9 +158,10 @@ const (
 	FamilyUDP
 	FamilyUnix
 	FamilySHM
+	FamilyUprobe // messages seen at a user-space function (record --uprobe), on no socket
 )
 
-// String returns "tcp", "udp", "unix", "shm" or "unknown".
+// String returns "tcp", "udp", "unix", "shm", "uprobe" or "unknown".
 func (f Family) String() string {
 	switch f {
 	case FamilyTCP:
@@ -153,6 +172,8 @@ func (f Family) String() string {
 		return "unix"
 	case FamilySHM:
 		return "shm"
+	case FamilyUprobe:
+		return "uprobe"
 	}
 	return "unknown"
 }
@@ -207,6 +228,11 @@ type Lost struct {
 	Source string // which producer lost them ("ringbuf", "tracer", ...)
 	Count  uint64 // cumulative: the latest Lost record of a source holds its total
 }
+
+// ProbeTLS in Meta.Probes says that the recording captured TLS plaintext (OpTLSWrite,
+// OpTLSRead events): the system calls of a connection that carries TLS then hold its
+// ciphertext, the same messages encrypted.
+const ProbeTLS = "uprobe:openssl-tls"
 
 // Meta describes a recording. It is stored as JSON in the header chunk.
 type Meta struct {

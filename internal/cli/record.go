@@ -24,7 +24,7 @@ func init() {
 	c := &Command{
 		Name:      "record",
 		Summary:   "capture every socket message of running processes or of a command, with eBPF",
-		Usage:     "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] (-p PID[,PID...] | -- COMMAND [ARG...])",
+		Usage:     "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] [--tls] [--uprobe SPEC]... (-p PID[,PID...] | -- COMMAND [ARG...])",
 		LinuxOnly: true,
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runRecord(ctx, env, c, args) }
@@ -63,6 +63,25 @@ type recordArgs struct {
 	// wholeSystem allows -p to name init or an ancestor of perflab, whose descendants are
 	// (nearly) every process.
 	wholeSystem bool
+	tls         bool                // --tls: OpenSSL plaintext
+	uprobes     []probes.UprobeSpec // --uprobe
+}
+
+// uprobeFlag collects --uprobe SPEC.
+type uprobeFlag struct{ specs *[]probes.UprobeSpec }
+
+func (u uprobeFlag) String() string { return "" }
+
+func (u uprobeFlag) Set(s string) error {
+	sp, err := probes.ParseUprobeSpec(s)
+	if err != nil {
+		return err
+	}
+	if len(*u.specs) >= 64 {
+		return errors.New("at most 64 --uprobe specs")
+	}
+	*u.specs = append(*u.specs, sp)
+	return nil
 }
 
 func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
@@ -77,6 +96,8 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	fs.BoolVar(&a.progress, "progress", false, "print live progress even when stderr is not a terminal")
 	fs.BoolVar(&a.waits, "waits", false, "also record the wait calls of event loops (epoll_wait, poll, select, io_uring_enter, ...): "+
 		"the cycles analyze's loop section needs; every process's system calls then take the kernel's slower path (docs/record.md)")
+	fs.BoolVar(&a.tls, "tls", false, "also record TLS plaintext at OpenSSL's SSL_write/SSL_read (and _ex), on the connection that carries it")
+	fs.Var(uprobeFlag{&a.uprobes}, "uprobe", "also record the calls of a user-space function as messages: `SPEC` is "+probes.UprobeSyntax+" (repeatable)")
 	fs.BoolVar(&a.wholeSystem, "whole-system", false, "allow -p to name pid 1 or an ancestor of perflab, recording nearly every process (perflab itself is always left out)")
 
 	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
@@ -278,7 +299,8 @@ func (r *recording) openProbes() error {
 	if err := probes.CheckPrivileges(); err != nil {
 		return BadInput("%v", err)
 	}
-	probe, err := probes.Open(probes.Config{PayloadBytes: r.a.payload, RingBytes: r.a.ring, Waits: r.a.waits})
+	probe, err := probes.Open(probes.Config{PayloadBytes: r.a.payload, RingBytes: r.a.ring, Waits: r.a.waits,
+		TLS: r.a.tls, Uprobes: r.a.uprobes, Note: r.note})
 	if err != nil {
 		var pe *probes.PrivilegeError
 		if errors.As(err, &pe) || errors.Is(err, probes.ErrUnsupported) {
@@ -316,7 +338,20 @@ func (r *recording) addTargets() error {
 			}
 		}
 	}
+	// The uprobes go on the files the targets map, or the command will load, before it starts.
+	cmdPath := ""
+	if r.cmd != nil {
+		cmdPath = r.cmd.Path
+	}
+	if err := r.probe.StartUprobes(append(r.a.pids, probes.Descendants(r.a.pids)...), cmdPath); err != nil {
+		return fmt.Errorf("attach uprobes: %w", err)
+	}
 	return nil
+}
+
+// note prints a line about the recording that does not stop it (a uprobe left out).
+func (r *recording) note(s string) {
+	fmt.Fprintf(r.env.Stderr, "perflab record: note: %s\n", s)
 }
 
 // createFile creates the trace file before the command starts, so that a bad -o starts

@@ -48,6 +48,7 @@ enum kind {
 	KIND_EVENT = 1, // struct event
 	KIND_CONN = 2,  // struct conn (record.bpf.c)
 	KIND_WAIT = 3,  // struct event of a wait call: no socket, no payload (loop.bpf.c)
+	KIND_UEVENT = 4, // struct uevent: a message seen at a user-space function (uprobe.bpf.c)
 };
 
 // Counters (slots of perflab_counts, per CPU).
