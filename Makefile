@@ -28,6 +28,9 @@ e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the
 	@# real servers and clients for the protocol tests: nginx with curl and h2load, memcached
 	@(command -v nginx && command -v h2load && command -v memcached && command -v curl) >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light nghttp2-client memcached curl)
+	@# TLS plaintext and --uprobe: a certificate, redis with TLS, python3 and libzmq5 for a ZeroMQ client and server
+	@(command -v openssl && command -v redis-server && command -v redis-cli && command -v python3 && test -e /usr/lib/x86_64-linux-gnu/libzmq.so.5) >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl redis-server redis-tools python3 libzmq5)
 	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
 	cd e2e/duckdb && PERFLAB_E2E=1 $(GO) test -count=1 -v .   # docs/sql.md in DuckDB (its Go driver, a module of its own)
 

@@ -23,17 +23,22 @@ type frameConn interface {
 
 // directFrames writes and reads frames straight on the transport.
 type directFrames struct {
-	c  conn
-	fr *frameReader
-	rb []byte
+	c   conn
+	fr  *frameReader
+	rb  []byte
+	shm bool // c is a shared-memory ring: frames are announced to shmFrameOut/shmFrameIn
 }
 
 func newDirectFrames(c conn, maxFrame int) *directFrames {
-	return &directFrames{c: c, fr: newFrameReader(c, maxFrame)}
+	_, shm := c.(*shmConn)
+	return &directFrames{c: c, fr: newFrameReader(c, maxFrame), shm: shm}
 }
 
 func (d *directFrames) writeFrame(frame []byte) error {
 	_, err := d.c.Write(frame)
+	if d.shm && err == nil {
+		shmFrameOut(frame)
+	}
 	return err
 }
 
@@ -50,6 +55,9 @@ func (d *directFrames) readFrame() ([]byte, error) {
 	d.rb = d.rb[:need]
 	copy(d.rb, d.fr.hdr[:])
 	copy(d.rb[HeaderSize:], p)
+	if d.shm {
+		shmFrameIn(d.rb)
+	}
 	return d.rb, nil
 }
 
