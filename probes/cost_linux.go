@@ -109,6 +109,13 @@ func (p *Probe) progStats() map[string]ebpf.ProgramStats {
 			out[pr.name] = *s
 		}
 	}
+	if p.u != nil { // the uprobe object's programs: probe_uentry_ns, probe_uret_ns, ...
+		for name, pr := range p.u.coll.Programs {
+			if s, err := pr.Stats(); err == nil {
+				out[name] = *s
+			}
+		}
+	}
 	return out
 }
 

@@ -29,8 +29,9 @@ const rescanEvery = 500 * time.Millisecond
 // perflab exits, even on SIGKILL.
 type uprobes struct {
 	p      *Probe
-	entry  *ebpf.Program // perflab_uentry
-	ret    *ebpf.Program // perflab_uret
+	coll   *ebpf.Collection // the loaded object (its programs' statistics)
+	entry  *ebpf.Program    // perflab_uentry
+	ret    *ebpf.Program    // perflab_uret
 	note   func(string)
 	tls    bool
 	specs  []UprobeSpec            // --uprobe specs, cookie tlsSpecs+i
@@ -67,7 +68,7 @@ func (p *Probe) openUprobes(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("uprobes: %w", err)
 	}
-	u := &uprobes{p: p, entry: coll.Programs["perflab_uentry"], ret: coll.Programs["perflab_uret"],
+	u := &uprobes{p: p, coll: coll, entry: coll.Programs["perflab_uentry"], ret: coll.Programs["perflab_uret"],
 		note: cfg.Note, tls: cfg.TLS, files: map[[2]uint64]bool{}, conns: map[uconnKey]*connState{}}
 	if u.note == nil {
 		u.note = func(string) {}
