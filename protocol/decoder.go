@@ -84,7 +84,7 @@ func (d *Decoder) detect(ev *trace.Event) *Spec {
 	switch {
 	case ev.Op == trace.OpFrameSend || ev.Op == trace.OpFrameRecv:
 		return d.builtins["venus"]
-	case len(p) >= 4 && le.Uint32(p) == 0x56504C53:
+	case len(p) >= 4 && uint64(le.Uint32(p)) == d.builtins["venus"].Request.Magic.Value: // the VPLS magic, from the spec
 		return d.builtins["venus"]
 	case len(p) >= 1 && p[0] == 14 && (ev.Bytes == 1 || (len(p) >= 9 && le.Uint64(p[1:9]) <= 4096)):
 		return d.builtins["ggml-rpc"]

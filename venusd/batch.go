@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // The batch loop: a single-threaded event loop modelled on the benchkv daemon of seed 003. Each
@@ -493,7 +495,7 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 		t0 := time.Now()
 		payload, err := fr.read()
 		if err != nil {
-			if errors.Is(err, ErrBadMagic) || errors.Is(err, ErrFrameTooLarge) {
+			if errors.Is(err, wire.ErrBadMagic) || errors.Is(err, wire.ErrFrameTooLarge) {
 				return s.protocolError(err)
 			}
 			return err
@@ -502,10 +504,10 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 		s.activity(bc.sc)
 		s.frames.Add(1)
 		if bc.tr.w != nil || bc.tr.summaries {
-			frame := make([]byte, 0, min(HeaderSize+len(payload), 512))
+			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
 			frame = append(frame, fr.hdr[:]...)
-			frame = append(frame, payload[:min(len(payload), 512-HeaderSize)]...)
-			bc.tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, HeaderSize+len(payload))
+			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
+			bc.tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, wire.HeaderSize+len(payload))
 		}
 		// Backpressure: no more requests while this client's replies wait for its writer.
 		for bc.unsent.Load() > batchConnOutBytes {
@@ -634,8 +636,8 @@ func traceFrames(tr *frameTracer, ts int64, dur time.Duration, out []byte) {
 	if tr.w == nil && !tr.summaries {
 		return
 	}
-	for off := 0; off+HeaderSize <= len(out); {
-		size := HeaderSize + int(binary.LittleEndian.Uint32(out[off+4:]))
+	for off := 0; off+wire.HeaderSize <= len(out); {
+		size := wire.HeaderSize + int(binary.LittleEndian.Uint32(out[off+4:]))
 		end := min(off+size, len(out))
 		tr.frameSized(trace.DirSend, ts, dur, out[off:min(end, off+512)], size)
 		off = end
@@ -682,13 +684,12 @@ func (b *BatchServer) kill(bc *batchConn, err error) {
 // any command wants one, to out; maxFrame, above 0, bounds the reply frame. It returns a protocol error after which the connection must
 // close (the error reply is appended first). This is the per-frame work of Server.serveConn.
 func execFrame(dev *device, payload []byte, out []byte, deferred *[]deferredRec, maxFrame int) ([]byte, error) {
-	var rep encoder
-	rep.b = out[len(out):]
-	rep.reset()
+	var rep wire.Encoder
+	rep.ResetOn(out[len(out):])
 	wantAny, fatal := execCommands(dev, payload, &rep, deferred, maxFrame)
 	if !wantAny {
 		return out, fatal
 	}
 	// When the frame was built in out's spare capacity, append copies it onto itself.
-	return append(out, rep.finish()...), fatal
+	return append(out, rep.Finish()...), fatal
 }

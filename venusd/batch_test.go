@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // startBatch runs a batch server until the test ends.
@@ -110,7 +112,7 @@ func TestBatchLoopProtocolErrorIsolated(t *testing.T) {
 	defer bad.Close()
 	// A frame with a valid header whose command type is unknown.
 	var f bytes.Buffer
-	binary.Write(&f, binary.LittleEndian, []uint32{Magic, CmdHeaderSize, 0x7fff0000, FlagReplyWanted, 0, 1})
+	binary.Write(&f, binary.LittleEndian, []uint32{wire.Magic, wire.CmdHeaderSize, 0x7fff0000, wire.FlagReplyWanted, 0, 1})
 	if _, err := bad.Write(f.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -200,21 +202,21 @@ func FuzzBatchExecFrame(f *testing.F) {
 			var ferr error
 			out, ferr = execFrame(dev, payload, out[:0], &deferred, 0)
 			for off := 0; off < len(out); {
-				h, err := ParseFrameHeader(out[off:], 1<<30)
-				if err != nil || off+HeaderSize+int(h.Size) > len(out) {
+				h, err := wire.ParseFrameHeader(out[off:], 1<<30)
+				if err != nil || off+wire.HeaderSize+int(h.Size) > len(out) {
 					t.Fatalf("reply frame at %d of %d bytes: %v", off, len(out), err)
 				}
-				it := NewCommandIter(out[off+HeaderSize : off+HeaderSize+int(h.Size)])
-				var c Command
+				it := wire.NewCommandIter(out[off+wire.HeaderSize : off+wire.HeaderSize+int(h.Size)])
+				var c wire.Command
 				for it.Next(&c) {
-					if c.Flags&FlagReply == 0 {
+					if c.Flags&wire.FlagReply == 0 {
 						t.Fatalf("reply record without the reply flag: %+v", c)
 					}
 				}
 				if it.Err() != nil {
 					t.Fatalf("reply frame does not parse: %v", it.Err())
 				}
-				off += HeaderSize + int(h.Size)
+				off += wire.HeaderSize + int(h.Size)
 			}
 			if ferr != nil {
 				break
@@ -261,7 +263,7 @@ func TestBatchLoopStalledReader(t *testing.T) {
 	}
 	defer stall.Close()
 	stall.(*net.TCPConn).SetReadBuffer(16 << 10)
-	big := frameOf(cmdOf(CmdPing, FlagReplyWanted, 1, func(e *encoder) { e.u32(1 << 20) }))
+	big := frameOf(cmdOf(wire.CmdPing, wire.FlagReplyWanted, 1, func(e *wire.Encoder) { e.U32(1 << 20) }))
 	go func() {
 		for i := 0; i < 64; i++ { // 64 MiB of replies asked for, none read
 			if _, err := stall.Write(big); err != nil {

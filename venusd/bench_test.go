@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // The benchmarks print the figures as ratios measured in one process, variants
@@ -140,7 +142,7 @@ func BenchmarkSmallRoundTrip(b *testing.B) {
 	run := func(name string) rttStats {
 		switch name {
 		case "bare-tcp":
-			return bareTCPPingPong(b, p.bare, n, req+HeaderSize, rep+HeaderSize)
+			return bareTCPPingPong(b, p.bare, n, req+wire.HeaderSize, rep+wire.HeaderSize)
 		case "bare-spin":
 			return bareSpinPingPong(n)
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // callKind says how a call relates to the application's sync points.
@@ -34,7 +36,7 @@ const coalesceMaxBytes = 4 << 20
 
 // reply is one reply record.
 type reply struct {
-	cmd      CommandType
+	cmd      wire.CommandType
 	req      uint32
 	result   int32
 	deferred bool
@@ -43,7 +45,7 @@ type reply struct {
 
 type pending struct {
 	sent int64 // Monotonic() at send
-	cmd  CommandType
+	cmd  wire.CommandType
 	ch   chan []reply // nil: nobody waits (a pipelined call)
 }
 
@@ -56,10 +58,10 @@ type client struct {
 	tr       *frameTracer
 	maxFrame int
 
-	enc     encoder
+	enc     wire.Encoder
 	nextReq uint32
 	keyReq  uint32 // first reply-wanted command in enc, 0 when none
-	keyCmd  CommandType
+	keyCmd  wire.CommandType
 	lastTS  int64 // non-pipeline: send time of the one outstanding request frame
 	curOff  int   // offset of the command being built
 	rs      []reply
@@ -103,7 +105,7 @@ func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) stri
 	}
 	c := &client{mode: cfg.Mode, depth: depth, raw: raw, maxFrame: DefaultMaxFrameBytes, nextReq: 1,
 		tr: newFrameTracer(cfg.Trace, cfg.TracePayloadBytes, getenv, cfg.Log)}
-	c.enc.reset()
+	c.enc.Reset()
 	d := newDirectFrames(raw, c.maxFrame)
 	c.fc = d
 	if cfg.Delay > 0 || cfg.Jitter > 0 || cfg.Bandwidth > 0 {
@@ -141,7 +143,7 @@ func (c *client) close() error {
 
 // start begins a command of kind k in the frame being built and returns the encoder for its
 // arguments; finish it with done.
-func (c *client) start(t CommandType, k callKind) *encoder {
+func (c *client) start(t wire.CommandType, k callKind) *wire.Encoder {
 	want := !(c.mode.Coalesce() && k == kindAsync)
 	flags := uint32(0)
 	req := c.nextReq
@@ -150,12 +152,12 @@ func (c *client) start(t CommandType, k callKind) *encoder {
 		c.nextReq = 1
 	}
 	if want {
-		flags = FlagReplyWanted
+		flags = wire.FlagReplyWanted
 		if c.keyReq == 0 { // the first command wanting a reply labels the frame
 			c.keyReq, c.keyCmd = req, t
 		}
 	}
-	off := c.enc.begin(t, flags, req)
+	off := c.enc.Begin(t, flags, req)
 	c.curOff = off
 	return &c.enc
 }
@@ -163,10 +165,10 @@ func (c *client) start(t CommandType, k callKind) *encoder {
 // done finishes the command begun by start and carries it out as its kind asks. For kindSync it
 // returns the reply records of the frame (their data valid until the next call).
 func (c *client) done(k callKind) ([]reply, error) {
-	c.enc.end(c.curOff)
+	c.enc.End(c.curOff)
 	co := c.mode.Coalesce()
 	if co && k == kindAsync {
-		if len(c.enc.b) >= coalesceMaxBytes {
+		if c.enc.Len() >= coalesceMaxBytes {
 			return nil, c.flushNoReply()
 		}
 		return nil, c.deferredErr()
@@ -181,7 +183,7 @@ func (c *client) done(k callKind) ([]reply, error) {
 	}
 	for _, r := range rs {
 		if r.req == key && r.result < 0 {
-			return nil, &VkError{Cmd: r.cmd, ReqID: r.req, Result: r.result}
+			return nil, &wire.VkError{Cmd: r.cmd, ReqID: r.req, Result: r.result}
 		}
 	}
 	return rs, nil
@@ -189,13 +191,13 @@ func (c *client) done(k callKind) ([]reply, error) {
 
 // finishCmd ends the command begun by start without carrying it out: the next command joins
 // the same frame (coalesce modes only).
-func (c *client) finishCmd() { c.enc.end(c.curOff) }
+func (c *client) finishCmd() { c.enc.End(c.curOff) }
 
 func (c *client) coalescing() bool { return c.mode.Coalesce() }
 
 // flushNoReply sends the pending commands as a frame that wants no reply.
 func (c *client) flushNoReply() error {
-	if c.enc.empty() {
+	if c.enc.Empty() {
 		return nil
 	}
 	if err := c.send(); err != nil {
@@ -206,7 +208,7 @@ func (c *client) flushNoReply() error {
 
 // send writes the frame being built and resets it.
 func (c *client) send() error {
-	frame := c.enc.finish()
+	frame := c.enc.Finish()
 	ts := Monotonic()
 	err := c.fc.writeFrame(frame)
 	dur := time.Duration(Monotonic() - ts)
@@ -215,7 +217,7 @@ func (c *client) send() error {
 	c.bytesSent.Add(int64(len(frame)))
 	addDur(&c.sendNs, &c.sendMaxNs, dur)
 	c.tr.frame(trace.DirSend, ts, dur, frame)
-	c.enc.reset()
+	c.enc.Reset()
 	c.keyReq = 0
 	if err != nil {
 		return fmt.Errorf("send frame: %w", err)
@@ -247,14 +249,14 @@ func (c *client) recv(rs []reply) ([]reply, int64, error) {
 	c.bytesRecv.Add(int64(len(frame)))
 	addDur(&c.recvNs, &c.recvMaxNs, dur)
 	c.tr.frame(trace.DirRecv, ts, dur, frame)
-	it := NewCommandIter(frame[HeaderSize:])
-	var cmd Command
+	it := wire.NewCommandIter(frame[wire.HeaderSize:])
+	var cmd wire.Command
 	for it.Next(&cmd) {
-		if cmd.Flags&FlagReply == 0 || len(cmd.Args) < ReplyFixedSize {
-			return rs, end, fmt.Errorf("%w: reply record %s request %d without a result", ErrMalformed, cmd.Type, cmd.ReqID)
+		if cmd.Flags&wire.FlagReply == 0 || len(cmd.Args) < wire.ReplyFixedSize {
+			return rs, end, fmt.Errorf("%w: reply record %s request %d without a result", wire.ErrMalformed, cmd.Type, cmd.ReqID)
 		}
-		rs = append(rs, reply{cmd: cmd.Type, req: cmd.ReqID, deferred: cmd.Flags&FlagDeferred != 0,
-			result: int32(binary.LittleEndian.Uint32(cmd.Args)), data: cmd.Args[ReplyFixedSize:]})
+		rs = append(rs, reply{cmd: cmd.Type, req: cmd.ReqID, deferred: cmd.Flags&wire.FlagDeferred != 0,
+			result: int32(binary.LittleEndian.Uint32(cmd.Args)), data: cmd.Args[wire.ReplyFixedSize:]})
 	}
 	if it.Err() != nil {
 		return rs, end, fmt.Errorf("reply frame: %w", it.Err())
@@ -269,7 +271,7 @@ func (c *client) noteErr(r *reply) {
 	}
 	c.mu.Lock()
 	if c.firstErr == nil {
-		c.firstErr = &VkError{Cmd: r.cmd, ReqID: r.req, Result: r.result, Deferred: true}
+		c.firstErr = &wire.VkError{Cmd: r.cmd, ReqID: r.req, Result: r.result, Deferred: true}
 	}
 	c.mu.Unlock()
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // Kernels a vkCmdDispatch can run (the "pipeline" of the dispatch). Every kernel reads and writes
@@ -110,16 +112,16 @@ func (d *device) release() {
 // quotas, before it is allocated.
 func (d *device) addObject(n int64) int32 {
 	if d.objects >= d.maxObjects {
-		return VkErrorTooManyObjects
+		return wire.VkErrorTooManyObjects
 	}
 	if total := d.live.bytes.Add(n); d.live.maxBytes > 0 && total > d.live.maxBytes {
 		d.live.bytes.Add(-n)
-		return VkErrorOutOfDeviceMemory
+		return wire.VkErrorOutOfDeviceMemory
 	}
 	d.objects++
 	d.bytes += n
 	d.live.objects.Add(1)
-	return VkSuccess
+	return wire.VkSuccess
 }
 
 func (d *device) dropObject(n int64) {
@@ -138,337 +140,410 @@ func rangeOK(off, size uint64, n int) bool {
 // data to out (the caller has written the record header). It returns the VkResult, and a non-nil
 // error for a protocol error (malformed arguments, unknown command) after which the connection
 // is closed.
-func (d *device) exec(c *Command, out *encoder) (int32, error) {
-	r := argReader{b: c.Args}
-	bad := func() (int32, error) {
-		return VkErrorValidationFailed, fmt.Errorf("%w: %s request %d: %d bytes of arguments do not match its layout", ErrMalformed, c.Type, c.ReqID, len(c.Args))
-	}
+func (d *device) exec(c *wire.Command, out *wire.Encoder) (int32, error) {
+	r := wire.NewArgReader(c.Args)
 	switch c.Type {
-	case CmdAllocateMemory:
-		id, size, props := r.u64(), r.u64(), r.u32()
-		if !r.done() {
-			return bad()
-		}
-		if id == 0 || d.mem[id] != nil {
-			return VkErrorValidationFailed, nil
-		}
-		if size == 0 || size > uint64(d.maxBytes-d.bytes) {
-			return VkErrorOutOfDeviceMemory, nil
-		}
-		if res := d.addObject(int64(size)); res != VkSuccess {
-			return res, nil
-		}
-		d.mem[id] = &memObj{data: make([]byte, size), props: props}
-		return VkSuccess, nil
+	case wire.CmdAllocateMemory:
+		return d.allocateMemory(c, &r, out)
+	case wire.CmdFreeMemory:
+		return d.freeMemory(c, &r, out)
+	case wire.CmdMapMemory:
+		return d.mapMemory(c, &r, out)
+	case wire.CmdUnmapMemory:
+		return d.unmapMemory(c, &r, out)
+	case wire.CmdFlushMappedMemoryRanges, wire.CmdInvalidateMappedMemoryRanges, wire.CmdReadMemoryData:
+		return d.memoryRanges(c, &r, out)
+	case wire.CmdTransferMemoryData:
+		return d.transferMemoryData(c, &r, out)
+	case wire.CmdPing:
+		return d.ping(c, &r, out)
+	case wire.CmdCreateFence:
+		return d.createFence(c, &r, out)
+	case wire.CmdDestroyFence:
+		return d.destroyFence(c, &r, out)
+	case wire.CmdResetFences:
+		return d.resetFences(c, &r, out)
+	case wire.CmdGetFenceStatus:
+		return d.getFenceStatus(c, &r, out)
+	case wire.CmdWaitForFences:
+		return d.waitForFences(c, &r, out)
+	case wire.CmdAllocateCommandBuffers:
+		return d.allocateCommandBuffers(c, &r, out)
+	case wire.CmdFreeCommandBuffers:
+		return d.freeCommandBuffers(c, &r, out)
+	case wire.CmdBeginCommandBuffer, wire.CmdEndCommandBuffer:
+		return d.recordCommandBuffer(c, &r, out)
+	case wire.CmdDispatch:
+		return d.dispatch(c, &r, out)
+	case wire.CmdQueueSubmit:
+		return d.queueSubmit(c, &r, out)
+	}
+	return wire.VkErrorFeatureNotPresent, fmt.Errorf("unknown command type %d (request %d)", uint32(c.Type), c.ReqID)
+}
 
-	case CmdFreeMemory:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
-		m := d.mem[id]
-		if m == nil {
-			return VkErrorValidationFailed, nil
-		}
-		delete(d.mem, id)
-		d.dropObject(int64(len(m.data)))
-		return VkSuccess, nil
+// malformed is the answer to a command whose arguments do not match its layout: a protocol
+// error, after which the connection closes.
+func malformed(c *wire.Command) (int32, error) {
+	return wire.VkErrorValidationFailed, fmt.Errorf("%w: %s request %d: %d bytes of arguments do not match its layout", wire.ErrMalformed, c.Type, c.ReqID, len(c.Args))
+}
 
-	case CmdMapMemory:
-		id, off, size := r.u64(), r.u64(), r.u64()
-		if !r.done() {
-			return bad()
-		}
-		m := d.mem[id]
-		if m == nil || m.mapped {
-			return VkErrorValidationFailed, nil
-		}
-		if m.props&MemHostVisible == 0 {
-			return VkErrorMemoryMapFailed, nil
-		}
-		if size == wholeSize && off <= uint64(len(m.data)) {
-			size = uint64(len(m.data)) - off
-		}
-		if size == 0 || !rangeOK(off, size, len(m.data)) {
-			return VkErrorValidationFailed, nil
-		}
-		m.mapped, m.mapOff, m.mapSize = true, off, size
-		return VkSuccess, nil
+// allocateMemory runs vkAllocateMemory: a new memory object, within the quotas.
+func (d *device) allocateMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id, size, props := r.U64(), r.U64(), r.U32()
+	if !r.Done() {
+		return malformed(c)
+	}
+	if id == 0 || d.mem[id] != nil {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if size == 0 || size > uint64(d.maxBytes-d.bytes) {
+		return wire.VkErrorOutOfDeviceMemory, nil
+	}
+	if res := d.addObject(int64(size)); res != wire.VkSuccess {
+		return res, nil
+	}
+	d.mem[id] = &memObj{data: make([]byte, size), props: props}
+	return wire.VkSuccess, nil
+}
 
-	case CmdUnmapMemory:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
+// freeMemory runs vkFreeMemory.
+func (d *device) freeMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	m := d.mem[id]
+	if m == nil {
+		return wire.VkErrorValidationFailed, nil
+	}
+	delete(d.mem, id)
+	d.dropObject(int64(len(m.data)))
+	return wire.VkSuccess, nil
+}
+
+// mapMemory runs vkMapMemory of a host-visible object.
+func (d *device) mapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id, off, size := r.U64(), r.U64(), r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	m := d.mem[id]
+	if m == nil || m.mapped {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if m.props&wire.MemHostVisible == 0 {
+		return wire.VkErrorMemoryMapFailed, nil
+	}
+	if size == wholeSize && off <= uint64(len(m.data)) {
+		size = uint64(len(m.data)) - off
+	}
+	if size == 0 || !rangeOK(off, size, len(m.data)) {
+		return wire.VkErrorValidationFailed, nil
+	}
+	m.mapped, m.mapOff, m.mapSize = true, off, size
+	return wire.VkSuccess, nil
+}
+
+// unmapMemory runs vkUnmapMemory.
+func (d *device) unmapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	m := d.mem[id]
+	if m == nil || !m.mapped {
+		return wire.VkErrorValidationFailed, nil
+	}
+	m.mapped = false
+	return wire.VkSuccess, nil
+}
+
+// memoryRanges runs vkFlushMappedMemoryRanges, vkInvalidateMappedMemoryRanges and vnReadMemoryData:
+// the ranges are checked, and read back into the reply for the last two.
+func (d *device) memoryRanges(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	n := r.Count(24)
+	type rng struct {
+		m         *memObj
+		off, size uint64
+	}
+	res := wire.VkSuccess
+	total := uint64(0)
+	// Validate every range before writing any reply byte.
+	var first [8]rng
+	ranges := first[:0]
+	for i := 0; i < n; i++ {
+		id, off, size := r.U64(), r.U64(), r.U64()
 		m := d.mem[id]
 		if m == nil || !m.mapped {
-			return VkErrorValidationFailed, nil
+			res = wire.VkErrorValidationFailed
+			continue
 		}
-		m.mapped = false
-		return VkSuccess, nil
-
-	case CmdFlushMappedMemoryRanges, CmdInvalidateMappedMemoryRanges, CmdReadMemoryData:
-		n := r.count(24)
-		type rng struct {
-			m         *memObj
-			off, size uint64
+		if size == wholeSize && off >= m.mapOff && off <= m.mapOff+m.mapSize {
+			size = m.mapOff + m.mapSize - off
 		}
-		res := VkSuccess
-		total := uint64(0)
-		// Validate every range before writing any reply byte.
-		var first [8]rng
-		ranges := first[:0]
-		for i := 0; i < n; i++ {
-			id, off, size := r.u64(), r.u64(), r.u64()
-			m := d.mem[id]
-			if m == nil || !m.mapped {
-				res = VkErrorValidationFailed
-				continue
-			}
-			if size == wholeSize && off >= m.mapOff && off <= m.mapOff+m.mapSize {
-				size = m.mapOff + m.mapSize - off
-			}
-			if off < m.mapOff || !rangeOK(off-m.mapOff, size, int(m.mapSize)) {
-				res = VkErrorValidationFailed
-				continue
-			}
-			total += size
-			ranges = append(ranges, rng{m, off, size})
+		if off < m.mapOff || !rangeOK(off-m.mapOff, size, int(m.mapSize)) {
+			res = wire.VkErrorValidationFailed
+			continue
 		}
-		if !r.done() {
-			return bad()
-		}
-		if res != VkSuccess {
-			return res, nil
-		}
-		if c.Type == CmdFlushMappedMemoryRanges || out == nil {
-			return VkSuccess, nil
-		}
-		if total > uint64(d.maxReply) {
-			return VkErrorOutOfHostMemory, nil
-		}
-		for _, g := range ranges {
-			copy(out.grow(int(g.size)), g.m.data[g.off:g.off+g.size])
-		}
-		return VkSuccess, nil
-
-	case CmdTransferMemoryData:
-		id, off, size := r.u64(), r.u64(), r.u64()
-		data := r.bytes(size)
-		if !r.done() {
-			return bad()
-		}
-		m := d.mem[id]
-		if m == nil || !m.mapped || off < m.mapOff || !rangeOK(off-m.mapOff, size, int(m.mapSize)) {
-			return VkErrorValidationFailed, nil
-		}
-		copy(m.data[off:], data)
-		return VkSuccess, nil
-
-	case CmdPing:
-		n := r.u32()
-		if r.bad {
-			return bad()
-		}
-		if out != nil {
-			if int64(n) > int64(d.maxReply) {
-				return VkErrorOutOfHostMemory, nil
-			}
-			clear(out.grow(int(n)))
-		}
-		return VkSuccess, nil
-
-	case CmdCreateFence:
-		id, flags := r.u64(), r.u32()
-		if !r.done() {
-			return bad()
-		}
-		if id == 0 {
-			return VkErrorValidationFailed, nil
-		}
-		if _, dup := d.fences[id]; dup {
-			return VkErrorValidationFailed, nil
-		}
-		if res := d.addObject(0); res != VkSuccess {
-			return res, nil
-		}
-		d.fences[id] = flags&1 != 0
-		return VkSuccess, nil
-
-	case CmdDestroyFence:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
-		if _, ok := d.fences[id]; !ok {
-			return VkErrorValidationFailed, nil
-		}
-		delete(d.fences, id)
-		d.dropObject(0)
-		return VkSuccess, nil
-
-	case CmdResetFences:
-		n := r.count(8)
-		res := VkSuccess
-		for i := 0; i < n; i++ {
-			id := r.u64()
-			if _, ok := d.fences[id]; !ok {
-				res = VkErrorValidationFailed
-				continue
-			}
-			d.fences[id] = false
-		}
-		if !r.done() {
-			return bad()
-		}
-		return res, nil
-
-	case CmdGetFenceStatus:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
-		sig, ok := d.fences[id]
-		if !ok {
-			return VkErrorValidationFailed, nil
-		}
-		if sig {
-			return VkSuccess, nil
-		}
-		return VkNotReady, nil
-
-	case CmdWaitForFences:
-		waitAll, _ := r.u32(), r.u64() // timeout: the queue runs in order, so an unsignaled fence never signals later
-		n := r.count(8)
-		all, any := true, false
-		res := VkSuccess
-		for i := 0; i < n; i++ {
-			sig, ok := d.fences[r.u64()]
-			if !ok {
-				res = VkErrorValidationFailed
-			}
-			all = all && sig
-			any = any || sig
-		}
-		if !r.done() {
-			return bad()
-		}
-		if res != VkSuccess || n == 0 {
-			return VkErrorValidationFailed, nil
-		}
-		if (waitAll != 0 && all) || (waitAll == 0 && any) {
-			return VkSuccess, nil
-		}
-		return VkTimeout, nil
-
-	case CmdAllocateCommandBuffers:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
-		if id == 0 || d.cbs[id] != nil {
-			return VkErrorValidationFailed, nil
-		}
-		if res := d.addObject(0); res != VkSuccess {
-			return res, nil
-		}
-		d.cbs[id] = &cmdBuf{}
-		return VkSuccess, nil
-
-	case CmdFreeCommandBuffers:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
-		if d.cbs[id] == nil {
-			return VkErrorValidationFailed, nil
-		}
-		delete(d.cbs, id)
-		d.dropObject(0)
-		return VkSuccess, nil
-
-	case CmdBeginCommandBuffer, CmdEndCommandBuffer:
-		id := r.u64()
-		if !r.done() {
-			return bad()
-		}
-		cb := d.cbs[id]
-		if cb == nil {
-			return VkErrorValidationFailed, nil
-		}
-		if c.Type == CmdBeginCommandBuffer {
-			cb.state, cb.ops = cbRecording, cb.ops[:0]
-			return VkSuccess, nil
-		}
-		if cb.state != cbRecording {
-			return VkErrorValidationFailed, nil
-		}
-		cb.state = cbExecutable
-		return VkSuccess, nil
-
-	case CmdDispatch:
-		var op dispatchOp
-		id := r.u64()
-		op.kernel = r.u32()
-		_ = r.u32() // reserved
-		for i := range op.b {
-			op.b[i] = binding{r.u64(), r.u64()}
-		}
-		for i := range op.p {
-			op.p[i] = r.u32()
-		}
-		if !r.done() {
-			return bad()
-		}
-		cb := d.cbs[id]
-		if cb == nil || cb.state != cbRecording || len(cb.ops) >= maxOpsPerCmdBuf {
-			return VkErrorValidationFailed, nil
-		}
-		if err := d.runOp(&op, false); err != nil {
-			return VkErrorValidationFailed, nil
-		}
-		cb.ops = append(cb.ops, op)
-		return VkSuccess, nil
-
-	case CmdQueueSubmit:
-		queue, fence := r.u64(), r.u64()
-		n := r.count(8)
-		var first [8]*cmdBuf
-		list := first[:0]
-		res := VkSuccess
-		for i := 0; i < n; i++ {
-			cb := d.cbs[r.u64()]
-			if cb == nil || cb.state != cbExecutable {
-				res = VkErrorValidationFailed
-				continue
-			}
-			list = append(list, cb)
-		}
-		if !r.done() {
-			return bad()
-		}
-		if queue != 1 || res != VkSuccess {
-			return VkErrorValidationFailed, nil
-		}
-		if fence != 0 {
-			sig, ok := d.fences[fence]
-			if !ok || sig {
-				return VkErrorValidationFailed, nil
-			}
-		}
-		for _, cb := range list {
-			for i := range cb.ops {
-				if err := d.runOp(&cb.ops[i], true); err != nil {
-					return VkErrorDeviceLost, nil
-				}
-			}
-		}
-		if fence != 0 {
-			d.fences[fence] = true
-		}
-		return VkSuccess, nil
+		total += size
+		ranges = append(ranges, rng{m, off, size})
 	}
-	return VkErrorFeatureNotPresent, fmt.Errorf("unknown command type %d (request %d)", uint32(c.Type), c.ReqID)
+	if !r.Done() {
+		return malformed(c)
+	}
+	if res != wire.VkSuccess {
+		return res, nil
+	}
+	if c.Type == wire.CmdFlushMappedMemoryRanges || out == nil {
+		return wire.VkSuccess, nil
+	}
+	if total > uint64(d.maxReply) {
+		return wire.VkErrorOutOfHostMemory, nil
+	}
+	for _, g := range ranges {
+		copy(out.Grow(int(g.size)), g.m.data[g.off:g.off+g.size])
+	}
+	return wire.VkSuccess, nil
+}
+
+// transferMemoryData runs vnTransferMemoryData: bytes from the host into a memory object.
+func (d *device) transferMemoryData(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id, off, size := r.U64(), r.U64(), r.U64()
+	data := r.Bytes(size)
+	if !r.Done() {
+		return malformed(c)
+	}
+	m := d.mem[id]
+	if m == nil || !m.mapped || off < m.mapOff || !rangeOK(off-m.mapOff, size, int(m.mapSize)) {
+		return wire.VkErrorValidationFailed, nil
+	}
+	copy(m.data[off:], data)
+	return wire.VkSuccess, nil
+}
+
+// ping runs vnPing: a reply of the size asked.
+func (d *device) ping(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	n := r.U32()
+	if r.Bad() {
+		return malformed(c)
+	}
+	if out != nil {
+		if int64(n) > int64(d.maxReply) {
+			return wire.VkErrorOutOfHostMemory, nil
+		}
+		clear(out.Grow(int(n)))
+	}
+	return wire.VkSuccess, nil
+}
+
+// createFence runs vkCreateFence.
+func (d *device) createFence(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id, flags := r.U64(), r.U32()
+	if !r.Done() {
+		return malformed(c)
+	}
+	if id == 0 {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if _, dup := d.fences[id]; dup {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if res := d.addObject(0); res != wire.VkSuccess {
+		return res, nil
+	}
+	d.fences[id] = flags&1 != 0
+	return wire.VkSuccess, nil
+}
+
+// destroyFence runs vkDestroyFence.
+func (d *device) destroyFence(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	if _, ok := d.fences[id]; !ok {
+		return wire.VkErrorValidationFailed, nil
+	}
+	delete(d.fences, id)
+	d.dropObject(0)
+	return wire.VkSuccess, nil
+}
+
+// resetFences runs vkResetFences.
+func (d *device) resetFences(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	n := r.Count(8)
+	res := wire.VkSuccess
+	for i := 0; i < n; i++ {
+		id := r.U64()
+		if _, ok := d.fences[id]; !ok {
+			res = wire.VkErrorValidationFailed
+			continue
+		}
+		d.fences[id] = false
+	}
+	if !r.Done() {
+		return malformed(c)
+	}
+	return res, nil
+}
+
+// getFenceStatus runs vkGetFenceStatus.
+func (d *device) getFenceStatus(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	sig, ok := d.fences[id]
+	if !ok {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if sig {
+		return wire.VkSuccess, nil
+	}
+	return wire.VkNotReady, nil
+}
+
+// waitForFences runs vkWaitForFences (every fence is signaled by the submit that names it).
+func (d *device) waitForFences(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	waitAll, _ := r.U32(), r.U64() // timeout: the queue runs in order, so an unsignaled fence never signals later
+	n := r.Count(8)
+	all, any := true, false
+	res := wire.VkSuccess
+	for i := 0; i < n; i++ {
+		sig, ok := d.fences[r.U64()]
+		if !ok {
+			res = wire.VkErrorValidationFailed
+		}
+		all = all && sig
+		any = any || sig
+	}
+	if !r.Done() {
+		return malformed(c)
+	}
+	if res != wire.VkSuccess || n == 0 {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if (waitAll != 0 && all) || (waitAll == 0 && any) {
+		return wire.VkSuccess, nil
+	}
+	return wire.VkTimeout, nil
+}
+
+// allocateCommandBuffers runs vkAllocateCommandBuffers.
+func (d *device) allocateCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	if id == 0 || d.cbs[id] != nil {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if res := d.addObject(0); res != wire.VkSuccess {
+		return res, nil
+	}
+	d.cbs[id] = &cmdBuf{}
+	return wire.VkSuccess, nil
+}
+
+// freeCommandBuffers runs vkFreeCommandBuffers.
+func (d *device) freeCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	if d.cbs[id] == nil {
+		return wire.VkErrorValidationFailed, nil
+	}
+	delete(d.cbs, id)
+	d.dropObject(0)
+	return wire.VkSuccess, nil
+}
+
+// recordCommandBuffer runs vkBeginCommandBuffer and vkEndCommandBuffer.
+func (d *device) recordCommandBuffer(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	id := r.U64()
+	if !r.Done() {
+		return malformed(c)
+	}
+	cb := d.cbs[id]
+	if cb == nil {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if c.Type == wire.CmdBeginCommandBuffer {
+		cb.state, cb.ops = cbRecording, cb.ops[:0]
+		return wire.VkSuccess, nil
+	}
+	if cb.state != cbRecording {
+		return wire.VkErrorValidationFailed, nil
+	}
+	cb.state = cbExecutable
+	return wire.VkSuccess, nil
+}
+
+// dispatch records a vkCmdDispatch into a recording command buffer.
+func (d *device) dispatch(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	var op dispatchOp
+	id := r.U64()
+	op.kernel = r.U32()
+	_ = r.U32() // reserved
+	for i := range op.b {
+		op.b[i] = binding{r.U64(), r.U64()}
+	}
+	for i := range op.p {
+		op.p[i] = r.U32()
+	}
+	if !r.Done() {
+		return malformed(c)
+	}
+	cb := d.cbs[id]
+	if cb == nil || cb.state != cbRecording || len(cb.ops) >= maxOpsPerCmdBuf {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if err := d.runOp(&op, false); err != nil {
+		return wire.VkErrorValidationFailed, nil
+	}
+	cb.ops = append(cb.ops, op)
+	return wire.VkSuccess, nil
+}
+
+// queueSubmit runs vkQueueSubmit: the dispatches of its command buffers, then its fence.
+func (d *device) queueSubmit(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+	queue, fence := r.U64(), r.U64()
+	n := r.Count(8)
+	var first [8]*cmdBuf
+	list := first[:0]
+	res := wire.VkSuccess
+	for i := 0; i < n; i++ {
+		cb := d.cbs[r.U64()]
+		if cb == nil || cb.state != cbExecutable {
+			res = wire.VkErrorValidationFailed
+			continue
+		}
+		list = append(list, cb)
+	}
+	if !r.Done() {
+		return malformed(c)
+	}
+	if queue != 1 || res != wire.VkSuccess {
+		return wire.VkErrorValidationFailed, nil
+	}
+	if fence != 0 {
+		sig, ok := d.fences[fence]
+		if !ok || sig {
+			return wire.VkErrorValidationFailed, nil
+		}
+	}
+	for _, cb := range list {
+		for i := range cb.ops {
+			if err := d.runOp(&cb.ops[i], true); err != nil {
+				return wire.VkErrorDeviceLost, nil
+			}
+		}
+	}
+	if fence != 0 {
+		d.fences[fence] = true
+	}
+	return wire.VkSuccess, nil
 }
 
 // f32view returns n float32 values of m at byte offset off, or an error when they do not fit

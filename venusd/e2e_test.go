@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 var shmSeq atomic.Int64
@@ -226,26 +228,26 @@ func TestDeferredErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.close()
-			e := c.start(CmdTransferMemoryData, kindAsync) // memory 0x77 does not exist
-			e.u64(0x77)
-			e.u64(0)
-			e.u64(4)
-			e.bytes([]byte{1, 2, 3, 4})
+			e := c.start(wire.CmdTransferMemoryData, kindAsync) // memory 0x77 does not exist
+			e.U64(0x77)
+			e.U64(0)
+			e.U64(4)
+			e.Bytes([]byte{1, 2, 3, 4})
 			_, asyncErr := c.done(kindAsync)
-			e = c.start(CmdPing, kindSync)
-			e.u32(4)
+			e = c.start(wire.CmdPing, kindSync)
+			e.U32(4)
 			_, syncErr := c.done(kindSync)
-			var ve *VkError
+			var ve *wire.VkError
 			switch {
 			case m == ModeBaseline:
-				if !errors.As(asyncErr, &ve) || ve.Deferred || ve.Result != VkErrorValidationFailed {
+				if !errors.As(asyncErr, &ve) || ve.Deferred || ve.Result != wire.VkErrorValidationFailed {
 					t.Errorf("baseline: the call returned %v", asyncErr)
 				}
 			default:
 				if asyncErr != nil {
 					t.Errorf("the call itself returned %v", asyncErr)
 				}
-				if !errors.As(syncErr, &ve) || !ve.Deferred || ve.Cmd != CmdTransferMemoryData || ve.Result != VkErrorValidationFailed {
+				if !errors.As(syncErr, &ve) || !ve.Deferred || ve.Cmd != wire.CmdTransferMemoryData || ve.Result != wire.VkErrorValidationFailed {
 					t.Errorf("sync point returned %v, want the deferred vnTransferMemoryData error", syncErr)
 				}
 			}

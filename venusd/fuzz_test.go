@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // memConn is a conn over a byte slice: reads come from it, writes are counted and dropped.
@@ -27,38 +29,38 @@ func (m *memConn) remoteAddr() string                { return "mem" }
 
 // fuzzSeeds are valid VPLS sessions and near misses.
 func fuzzSeeds() [][]byte {
-	ping := frameOf(cmdOf(CmdPing, FlagReplyWanted, 1, func(e *encoder) { e.u32(8); e.bytes([]byte("abcd")) }))
+	ping := frameOf(cmdOf(wire.CmdPing, wire.FlagReplyWanted, 1, func(e *wire.Encoder) { e.U32(8); e.Bytes([]byte("abcd")) }))
 	session := append(frameOf(
-		cmdOf(CmdAllocateMemory, 0, 1, alloc(9, 4096, MemHostVisible|MemHostCoherent)),
-		cmdOf(CmdMapMemory, 0, 2, u64s(9, 0, wholeSize)),
-		cmdOf(CmdTransferMemoryData, 0, 3, func(e *encoder) { u64s(9, 0, 8)(e); e.bytes([]byte{0, 0, 128, 63, 0, 0, 0, 64}) }),
-		cmdOf(CmdAllocateMemory, 0, 4, alloc(0x100, 64, MemHostVisible)),
-		cmdOf(CmdCreateFence, 0, 5, func(e *encoder) { e.u64(0x400); e.u32(0) }),
-		cmdOf(CmdAllocateCommandBuffers, 0, 6, u64s(0x300)),
-		cmdOf(CmdBeginCommandBuffer, 0, 7, u64s(0x300)),
-		cmdOf(CmdDispatch, 0, 8, func(e *encoder) {
-			e.u64(0x300)
-			e.u32(KernelMatVecTanh)
-			e.u32(0)
+		cmdOf(wire.CmdAllocateMemory, 0, 1, alloc(9, 4096, wire.MemHostVisible|wire.MemHostCoherent)),
+		cmdOf(wire.CmdMapMemory, 0, 2, u64s(9, 0, wholeSize)),
+		cmdOf(wire.CmdTransferMemoryData, 0, 3, func(e *wire.Encoder) { u64s(9, 0, 8)(e); e.Bytes([]byte{0, 0, 128, 63, 0, 0, 0, 64}) }),
+		cmdOf(wire.CmdAllocateMemory, 0, 4, alloc(0x100, 64, wire.MemHostVisible)),
+		cmdOf(wire.CmdCreateFence, 0, 5, func(e *wire.Encoder) { e.U64(0x400); e.U32(0) }),
+		cmdOf(wire.CmdAllocateCommandBuffers, 0, 6, u64s(0x300)),
+		cmdOf(wire.CmdBeginCommandBuffer, 0, 7, u64s(0x300)),
+		cmdOf(wire.CmdDispatch, 0, 8, func(e *wire.Encoder) {
+			e.U64(0x300)
+			e.U32(KernelMatVecTanh)
+			e.U32(0)
 			u64s(0x100, 0, 9, 0, 9, 64)(e)
-			e.u32(2)
-			e.u32(2)
-			e.u32(0)
-			e.u32(0)
+			e.U32(2)
+			e.U32(2)
+			e.U32(0)
+			e.U32(0)
 		}),
-		cmdOf(CmdEndCommandBuffer, 0, 9, u64s(0x300)),
-		cmdOf(CmdResetFences, 0, 10, func(e *encoder) { e.u32(1); e.u64(0x400) }),
-		cmdOf(CmdQueueSubmit, FlagReplyWanted, 11, func(e *encoder) { e.u64(1); e.u64(0x400); e.u32(1); e.u64(0x300) }),
+		cmdOf(wire.CmdEndCommandBuffer, 0, 9, u64s(0x300)),
+		cmdOf(wire.CmdResetFences, 0, 10, func(e *wire.Encoder) { e.U32(1); e.U64(0x400) }),
+		cmdOf(wire.CmdQueueSubmit, wire.FlagReplyWanted, 11, func(e *wire.Encoder) { e.U64(1); e.U64(0x400); e.U32(1); e.U64(0x300) }),
 	), frameOf(
-		cmdOf(CmdWaitForFences, FlagReplyWanted, 12, func(e *encoder) { e.u32(1); e.u64(1e9); e.u32(1); e.u64(0x400) }),
-		cmdOf(CmdReadMemoryData, FlagReplyWanted, 13, func(e *encoder) { e.u32(1); u64s(9, 0, 4096)(e) }),
-		cmdOf(CmdGetFenceStatus, FlagReplyWanted, 14, u64s(0x400)),
-		cmdOf(CmdFreeMemory, 0, 15, u64s(9)),
-		cmdOf(CmdFreeMemory, FlagReplyWanted, 16, u64s(9)),
+		cmdOf(wire.CmdWaitForFences, wire.FlagReplyWanted, 12, func(e *wire.Encoder) { e.U32(1); e.U64(1e9); e.U32(1); e.U64(0x400) }),
+		cmdOf(wire.CmdReadMemoryData, wire.FlagReplyWanted, 13, func(e *wire.Encoder) { e.U32(1); u64s(9, 0, 4096)(e) }),
+		cmdOf(wire.CmdGetFenceStatus, wire.FlagReplyWanted, 14, u64s(0x400)),
+		cmdOf(wire.CmdFreeMemory, 0, 15, u64s(9)),
+		cmdOf(wire.CmdFreeMemory, wire.FlagReplyWanted, 16, u64s(9)),
 	)...)
 	badMagic := append([]byte(nil), ping...)
 	binary.LittleEndian.PutUint32(badMagic, 0x53504C56)
-	huge := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 0xFFFFFFF0)
+	huge := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), 0xFFFFFFF0)
 	return [][]byte{ping, session, badMagic, huge, ping[:11], {}, frameOf(cmdOf(12345, 1, 1, nil))}
 }
 
@@ -82,11 +84,11 @@ func FuzzServeFrame(f *testing.F) {
 
 // FuzzClientReply feeds arbitrary bytes to the client's reply reader: a server is a peer too.
 func FuzzClientReply(f *testing.F) {
-	reply := func(recs ...func(e *encoder)) []byte { return frameOf(recs...) }
-	f.Add(reply(cmdOf(CmdPing, FlagReply, 1, func(e *encoder) { e.i32(0); e.bytes([]byte("data")) })))
-	f.Add(reply(cmdOf(CmdWaitForFences, FlagReply, 2, func(e *encoder) { e.i32(2) }),
-		cmdOf(CmdQueueSubmit, FlagReply|FlagDeferred, 1, func(e *encoder) { e.i32(-4) })))
-	f.Add(reply(cmdOf(CmdPing, FlagReply, 1, nil)))
+	reply := func(recs ...func(e *wire.Encoder)) []byte { return frameOf(recs...) }
+	f.Add(reply(cmdOf(wire.CmdPing, wire.FlagReply, 1, func(e *wire.Encoder) { e.I32(0); e.Bytes([]byte("data")) })))
+	f.Add(reply(cmdOf(wire.CmdWaitForFences, wire.FlagReply, 2, func(e *wire.Encoder) { e.I32(2) }),
+		cmdOf(wire.CmdQueueSubmit, wire.FlagReply|wire.FlagDeferred, 1, func(e *wire.Encoder) { e.I32(-4) })))
+	f.Add(reply(cmdOf(wire.CmdPing, wire.FlagReply, 1, nil)))
 	f.Add([]byte("SLPV\xff\xff\xff\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := &memConn{r: bytes.NewReader(data)}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // The attacks of a hostile user (docs/reliability.md, rows H1-H5).
@@ -129,7 +131,7 @@ func TestHostileShmShrink(t *testing.T) {
 		}
 		// Make the server touch the whole ring: a frame header that claims the ring is full.
 		c := newShmConn(mem, ring, true, uc, 0, "hostile", addr)
-		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), uint32(ring)))
+		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), uint32(ring)))
 		c.Write(make([]byte, ring/2))
 		c.Close()
 		select {
@@ -177,7 +179,7 @@ func TestHostileNoLockout(t *testing.T) {
 						nc, err := net.Dial("tcp", a.Where)
 						if err == nil {
 							if half {
-								nc.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 64)[:7])
+								nc.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), 64)[:7])
 							}
 							if first {
 								held.Done()
@@ -223,16 +225,16 @@ func TestHostileNoLockout(t *testing.T) {
 func TestHostileHalfHeaderClosed(t *testing.T) {
 	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, FrameTimeout: 300 * time.Millisecond, IdleTimeout: time.Hour})
 	half := dialRaw(t, s.Addr())
-	half.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 64)[:7])
+	half.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), 64)[:7])
 	silent := dialRaw(t, s.Addr())
 	half.expectClosed()
 	silent.expectClosed()
 	// One that sent a frame is idle, not dead: it stays past the frame timeout.
 	c := dialRaw(t, s.Addr())
-	c.call(CmdPing, func(e *encoder) { e.u32(4) })
+	c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) })
 	time.Sleep(600 * time.Millisecond)
-	if r := c.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
-		t.Errorf("an idle client within the idle timeout: %s", ResultName(r))
+	if r := c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) }); r != wire.VkSuccess {
+		t.Errorf("an idle client within the idle timeout: %s", wire.ResultName(r))
 	}
 	if _, err := NewServer(ServerConfig{Listen: "tcp://127.0.0.1:0", IdleTimeout: -time.Second}); err == nil || !strings.Contains(err.Error(), "idle timeout") {
 		t.Errorf("a negative idle timeout: %v, want refused", err)
@@ -330,10 +332,10 @@ func TestHostileIdleMemory(t *testing.T) {
 
 	// One 60 MiB ping frame, shared by the writers: header, command header, reply size, padding.
 	pad := make([]byte, frameBytes)
-	head := binary.LittleEndian.AppendUint32(nil, Magic)
-	head = binary.LittleEndian.AppendUint32(head, uint32(CmdHeaderSize+4+frameBytes))
-	head = binary.LittleEndian.AppendUint32(head, uint32(CmdPing))
-	head = binary.LittleEndian.AppendUint32(head, FlagReplyWanted)
+	head := binary.LittleEndian.AppendUint32(nil, wire.Magic)
+	head = binary.LittleEndian.AppendUint32(head, uint32(wire.CmdHeaderSize+4+frameBytes))
+	head = binary.LittleEndian.AppendUint32(head, uint32(wire.CmdPing))
+	head = binary.LittleEndian.AppendUint32(head, wire.FlagReplyWanted)
 	head = binary.LittleEndian.AppendUint32(head, uint32(4+frameBytes))
 	head = binary.LittleEndian.AppendUint32(head, 1)
 	head = binary.LittleEndian.AppendUint32(head, 4)
@@ -352,7 +354,7 @@ func TestHostileIdleMemory(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if rs, err := c.reply(); err != nil || len(rs) != 1 || result(rs[0]) != VkSuccess {
+			if rs, err := c.reply(); err != nil || len(rs) != 1 || result(rs[0]) != wire.VkSuccess {
 				t.Errorf("reply to a 60 MiB frame: %v, %v", rs, err)
 			}
 		}(clients[i])
@@ -398,7 +400,7 @@ func nonReaders(t *testing.T, addr string, n, reqs, replyBytes int) (close func(
 	a, _ := ParseAddr(addr)
 	var frames []byte
 	for i := 0; i < reqs; i++ {
-		frames = append(frames, frameOf(cmdOf(CmdPing, FlagReplyWanted, uint32(i), func(e *encoder) { e.u32(uint32(replyBytes)) }))...)
+		frames = append(frames, frameOf(cmdOf(wire.CmdPing, wire.FlagReplyWanted, uint32(i), func(e *wire.Encoder) { e.U32(uint32(replyBytes)) }))...)
 	}
 	var conns []*net.TCPConn
 	for i := 0; i < n; i++ {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // frameConn moves whole frames (header included) over a transport.
@@ -48,13 +50,13 @@ func (d *directFrames) readFrame() ([]byte, error) {
 		return nil, err
 	}
 	// Rebuild header+payload contiguously for the caller; small frames are the common case.
-	need := HeaderSize + len(p)
+	need := wire.HeaderSize + len(p)
 	if cap(d.rb) < need {
 		d.rb = make([]byte, need)
 	}
 	d.rb = d.rb[:need]
 	copy(d.rb, d.fr.hdr[:])
-	copy(d.rb[HeaderSize:], p)
+	copy(d.rb[wire.HeaderSize:], p)
 	if d.shm {
 		shmFrameIn(d.rb)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // H5: out-of-range link parameters are refused before anything runs (they used to hang: a
@@ -102,7 +104,7 @@ func BenchmarkLinkAccuracy(b *testing.B) {
 	run := func(s setting, emulate bool) float64 {
 		expect := 2*s.delay + s.jitter
 		if s.bw > 0 {
-			expect += time.Duration(float64(2*HeaderSize+s.req+64) / s.bw * 1e9)
+			expect += time.Duration(float64(2*wire.HeaderSize+s.req+64) / s.bw * 1e9)
 		}
 		n := int(min(400, max(60, float64(time.Second)/float64(expect+100*time.Microsecond))))
 		if s.jitter > 0 {
@@ -139,7 +141,7 @@ func BenchmarkLinkAccuracy(b *testing.B) {
 		}
 		fixed := float64(2*s.delay) / 1e3
 		if s.bw > 0 {
-			fixed += float64(2*HeaderSize+s.req+64) / s.bw * 1e6
+			fixed += float64(2*wire.HeaderSize+s.req+64) / s.bw * 1e6
 		}
 		excess := make([]float64, len(res.Ping.RTTsUS))
 		for i, rtt := range res.Ping.RTTsUS {
@@ -173,7 +175,7 @@ func BenchmarkLinkAccuracy(b *testing.B) {
 	for i, s := range settings {
 		want := float64(2*s.delay+s.jitter) / 1e3
 		if s.bw > 0 {
-			want += float64(2*HeaderSize+s.req+64) / s.bw * 1e6
+			want += float64(2*wire.HeaderSize+s.req+64) / s.bw * 1e6
 		}
 		want /= 2
 		e := median(extra[i]) / 2

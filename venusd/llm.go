@@ -11,13 +11,15 @@ import (
 	"unsafe"
 
 	"github.com/perflab/perflab/units"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // icd is what the llm workload needs from the ICD: build a command, carry it out as its kind
 // asks. The network client implements it in every mode; localICD runs the same commands on an
 // in-process device, without a network, for the reference checksum.
 type icd interface {
-	start(t CommandType, k callKind) *encoder
+	start(t wire.CommandType, k callKind) *wire.Encoder
 	done(k callKind) ([]reply, error)
 	finishCmd()
 	coalescing() bool
@@ -186,55 +188,65 @@ func (r *llmRun) submitBytes(t, s int) int {
 	return max(4, n&^3)
 }
 
-func (r *llmRun) async(t CommandType, args func(e *encoder)) error {
+func (r *llmRun) async(t wire.CommandType, args func(e *wire.Encoder)) error {
 	args(r.x.start(t, kindAsync))
 	_, err := r.x.done(kindAsync)
 	return err
 }
 
 func (r *llmRun) alloc(h uint64, size int, props uint32) error {
-	return r.async(CmdAllocateMemory, func(e *encoder) { e.u64(h); e.u64(uint64(size)); e.u32(props) })
+	return r.async(wire.CmdAllocateMemory, func(e *wire.Encoder) { e.U64(h); e.U64(uint64(size)); e.U32(props) })
 }
 
 func (r *llmRun) mapMem(h uint64) error {
-	return r.async(CmdMapMemory, func(e *encoder) { e.u64(h); e.u64(0); e.u64(wholeSize) })
+	return r.async(wire.CmdMapMemory, func(e *wire.Encoder) { e.U64(h); e.U64(0); e.U64(wholeSize) })
 }
 
 // transfer writes data to memory h at off (Venus Plus's TransferMemoryData).
 func (r *llmRun) transfer(h uint64, off int, data []byte) error {
-	e := r.x.start(CmdTransferMemoryData, kindAsync)
-	e.u64(h)
-	e.u64(uint64(off))
-	e.u64(uint64(len(data)))
-	e.bytes(data)
+	e := r.x.start(wire.CmdTransferMemoryData, kindAsync)
+	e.U64(h)
+	e.U64(uint64(off))
+	e.U64(uint64(len(data)))
+	e.Bytes(data)
 	_, err := r.x.done(kindAsync)
 	return err
 }
 
 func (r *llmRun) dispatch(cb uint64, kernel uint32, b [3]memRange, p0, p1 uint32) error {
-	return r.async(CmdDispatch, func(e *encoder) {
-		e.u64(cb)
-		e.u32(kernel)
-		e.u32(0)
+	return r.async(wire.CmdDispatch, func(e *wire.Encoder) {
+		e.U64(cb)
+		e.U32(kernel)
+		e.U32(0)
 		for _, x := range b {
-			e.u64(x.mem)
-			e.u64(x.off)
+			e.U64(x.mem)
+			e.U64(x.off)
 		}
-		e.u32(p0)
-		e.u32(p1)
-		e.u32(0)
-		e.u32(0)
+		e.U32(p0)
+		e.U32(p1)
+		e.U32(0)
+		e.U32(0)
 	})
 }
 
 // load allocates and maps the memory objects, uploads the weights, creates fences and command
 // buffers, and ends on a sync point.
 func (r *llmRun) load() error {
+	r.vocab = r.cfg.LogitsBytes / 4
+	for _, step := range []func() error{r.mapCoherent, r.uploadWeights, r.createObjects} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	r.planInvalidate()
+	return r.loadSync()
+}
+
+// mapCoherent allocates and maps the host-coherent objects (state, logits, parameters), each
+// with its client shadow copy.
+func (r *llmRun) mapCoherent() error {
 	c := r.cfg
-	H := c.Hidden
-	r.vocab = c.LogitsBytes / 4
-	coherent := uint32(MemHostVisible | MemHostCoherent)
-	visible := uint32(MemHostVisible)
+	coherent := uint32(wire.MemHostVisible | wire.MemHostCoherent)
 	for _, m := range []struct {
 		h     uint64
 		size  int
@@ -248,105 +260,129 @@ func (r *llmRun) load() error {
 		}
 		r.maps = append(r.maps, &mapping{handle: m.h, shadow: make([]byte, m.size)})
 	}
-	weights := []struct {
-		h     uint64
-		size  int
-		seed  uint64
-		scale float32
-	}{{hEmbed, r.vocab * H * 4, 1, 1}}
+	return nil
+}
+
+// weight is one weight matrix of the model: its memory object, size in bytes, and the seed and
+// scale of its values.
+type weight struct {
+	h     uint64
+	size  int
+	seed  uint64
+	scale float32
+}
+
+// uploadWeights allocates each weight matrix, uploads it in UploadChunk pieces, flushes and
+// unmaps it.
+func (r *llmRun) uploadWeights() error {
+	c := r.cfg
+	H := c.Hidden
+	weights := []weight{{hEmbed, r.vocab * H * 4, 1, 1}}
 	for l := 0; l < c.SubmitsPerToken; l++ {
-		weights = append(weights, struct {
-			h     uint64
-			size  int
-			seed  uint64
-			scale float32
-		}{hLayer0 + uint64(l), H * H * 4, uint64(10 + l), 2 / float32(math.Sqrt(float64(H)))})
+		weights = append(weights, weight{hLayer0 + uint64(l), H * H * 4, uint64(10 + l), 2 / float32(math.Sqrt(float64(H)))})
 	}
-	weights = append(weights, struct {
-		h     uint64
-		size  int
-		seed  uint64
-		scale float32
-	}{hOutput, r.vocab * H * 4, 2, 1 / float32(math.Sqrt(float64(H)))})
+	weights = append(weights, weight{hOutput, r.vocab * H * 4, 2, 1 / float32(math.Sqrt(float64(H)))})
 	buf := make([]byte, c.UploadChunk&^3)
 	for _, w := range weights {
-		if err := r.alloc(w.h, w.size, visible); err != nil {
-			return err
-		}
-		if err := r.mapMem(w.h); err != nil {
-			return err
-		}
-		for off, chunk := 0, 0; off < w.size; off, chunk = off+len(buf), chunk+1 {
-			n := min(len(buf), w.size-off)
-			fillFloats(buf[:n], splitmix64(c.Seed^w.seed<<32^uint64(chunk)), w.scale)
-			if err := r.transfer(w.h, off, buf[:n]); err != nil {
-				return err
-			}
-		}
-		if err := r.async(CmdFlushMappedMemoryRanges, func(e *encoder) {
-			e.u32(1)
-			e.u64(w.h)
-			e.u64(0)
-			e.u64(wholeSize)
-		}); err != nil {
-			return err
-		}
-		if err := r.async(CmdUnmapMemory, func(e *encoder) { e.u64(w.h) }); err != nil {
+		if err := r.uploadWeight(w, buf); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// uploadWeight allocates, maps, fills (through buf), flushes and unmaps one weight matrix.
+func (r *llmRun) uploadWeight(w weight, buf []byte) error {
+	visible := uint32(wire.MemHostVisible)
+	if err := r.alloc(w.h, w.size, visible); err != nil {
+		return err
+	}
+	if err := r.mapMem(w.h); err != nil {
+		return err
+	}
+	for off, chunk := 0, 0; off < w.size; off, chunk = off+len(buf), chunk+1 {
+		n := min(len(buf), w.size-off)
+		fillFloats(buf[:n], splitmix64(r.cfg.Seed^w.seed<<32^uint64(chunk)), w.scale)
+		if err := r.transfer(w.h, off, buf[:n]); err != nil {
+			return err
+		}
+	}
+	if err := r.async(wire.CmdFlushMappedMemoryRanges, func(e *wire.Encoder) {
+		e.U32(1)
+		e.U64(w.h)
+		e.U64(0)
+		e.U64(wholeSize)
+	}); err != nil {
+		return err
+	}
+	return r.async(wire.CmdUnmapMemory, func(e *wire.Encoder) { e.U64(w.h) })
+}
+
+// createObjects allocates and maps the staging memory, and creates the command buffers and
+// fences of the token loop.
+func (r *llmRun) createObjects() error {
+	c := r.cfg
 	stagingSize := (c.SubmitMaxBytes + 3) &^ 3
 	r.stage = make([]byte, stagingSize)
-	if err := r.alloc(hStaging, stagingSize, visible); err != nil {
+	if err := r.alloc(hStaging, stagingSize, uint32(wire.MemHostVisible)); err != nil {
 		return err
 	}
 	if err := r.mapMem(hStaging); err != nil {
 		return err
 	}
 	for s := 0; s < c.SubmitsPerToken; s++ {
-		if err := r.async(CmdAllocateCommandBuffers, func(e *encoder) { e.u64(hCmdBuf0 + uint64(s)) }); err != nil {
+		if err := r.async(wire.CmdAllocateCommandBuffers, func(e *wire.Encoder) { e.U64(hCmdBuf0 + uint64(s)) }); err != nil {
 			return err
 		}
 	}
 	for w := 0; w < c.WaitsPerToken; w++ {
-		if err := r.async(CmdCreateFence, func(e *encoder) { e.u64(hFence0 + uint64(w)); e.u32(0) }); err != nil {
+		if err := r.async(wire.CmdCreateFence, func(e *wire.Encoder) { e.U64(hFence0 + uint64(w)); e.U32(0) }); err != nil {
 			return err
 		}
-	}
-	// The auto-invalidate batch, decided once: the mappings do not change during the loop.
-	sort.Slice(r.maps, func(i, j int) bool { return r.maps[i].handle < r.maps[j].handle })
-	r.stats = Invalidate{Enabled: r.inv.enabled, CapBytes: r.inv.cap, Handles: r.inv.list}
-	if r.inv.enabled {
-		total := int64(0)
-		for _, m := range r.maps {
-			if r.inv.handles != nil && !r.inv.handles[m.handle] {
-				r.stats.SkippedHandle++
-				continue
-			}
-			if total+int64(len(m.shadow)) > r.inv.cap {
-				r.stats.SkippedLarge++
-				continue
-			}
-			total += int64(len(m.shadow))
-			r.ranges = append(r.ranges, memRange{m.handle, 0, uint64(len(m.shadow))})
-		}
-		r.stats.Eligible = len(r.ranges)
-		r.stats.BytesPerWait = total
-	}
-	// Sync point: the load's deferred errors surface here.
-	e := r.x.start(CmdGetFenceStatus, kindSync)
-	e.u64(hFence0)
-	rs, err := r.x.done(kindSync)
-	if err != nil {
-		return err
-	}
-	if res := findResult(rs, CmdGetFenceStatus); res != VkNotReady {
-		return fmt.Errorf("load: vkGetFenceStatus: %s, want VK_NOT_READY", ResultName(res))
 	}
 	return nil
 }
 
-func findReply(rs []reply, t CommandType) *reply {
+// planInvalidate decides the auto-invalidate batch once (the mappings do not change during
+// the loop): the mappings the policy allows, within its byte cap.
+func (r *llmRun) planInvalidate() {
+	sort.Slice(r.maps, func(i, j int) bool { return r.maps[i].handle < r.maps[j].handle })
+	r.stats = Invalidate{Enabled: r.inv.enabled, CapBytes: r.inv.cap, Handles: r.inv.list}
+	if !r.inv.enabled {
+		return
+	}
+	total := int64(0)
+	for _, m := range r.maps {
+		if r.inv.handles != nil && !r.inv.handles[m.handle] {
+			r.stats.SkippedHandle++
+			continue
+		}
+		if total+int64(len(m.shadow)) > r.inv.cap {
+			r.stats.SkippedLarge++
+			continue
+		}
+		total += int64(len(m.shadow))
+		r.ranges = append(r.ranges, memRange{m.handle, 0, uint64(len(m.shadow))})
+	}
+	r.stats.Eligible = len(r.ranges)
+	r.stats.BytesPerWait = total
+}
+
+// loadSync ends the load on a sync point, where its deferred errors surface.
+func (r *llmRun) loadSync() error {
+	e := r.x.start(wire.CmdGetFenceStatus, kindSync)
+	e.U64(hFence0)
+	rs, err := r.x.done(kindSync)
+	if err != nil {
+		return err
+	}
+	if res := findResult(rs, wire.CmdGetFenceStatus); res != wire.VkNotReady {
+		return fmt.Errorf("load: vkGetFenceStatus: %s, want VK_NOT_READY", wire.ResultName(res))
+	}
+	return nil
+}
+
+func findReply(rs []reply, t wire.CommandType) *reply {
 	for i := range rs {
 		if rs[i].cmd == t && !rs[i].deferred {
 			return &rs[i]
@@ -355,11 +391,11 @@ func findReply(rs []reply, t CommandType) *reply {
 	return nil
 }
 
-func findResult(rs []reply, t CommandType) int32 {
+func findResult(rs []reply, t wire.CommandType) int32 {
 	if r := findReply(rs, t); r != nil {
 		return r.result
 	}
-	return VkErrorUnknown
+	return wire.VkErrorUnknown
 }
 
 func (r *llmRun) shadow(h uint64) []byte {
@@ -375,52 +411,52 @@ func (r *llmRun) shadow(h uint64) []byte {
 // back into the shadow copies. Coalescing ICDs send both in one frame and drop the data if the
 // wait did not succeed.
 func (r *llmRun) waitAndInvalidate(fence uint64) error {
-	waitArgs := func(e *encoder) {
-		e.u32(1)                // waitAll
-		e.u64(uint64(1e9) * 10) // timeout ns
-		e.u32(1)
-		e.u64(fence)
+	waitArgs := func(e *wire.Encoder) {
+		e.U32(1)                // waitAll
+		e.U64(uint64(1e9) * 10) // timeout ns
+		e.U32(1)
+		e.U64(fence)
 	}
-	readArgs := func(e *encoder) {
-		e.u32(uint32(len(r.ranges)))
+	readArgs := func(e *wire.Encoder) {
+		e.U32(uint32(len(r.ranges)))
 		for _, g := range r.ranges {
-			e.u64(g.mem)
-			e.u64(g.off)
-			e.u64(g.size)
+			e.U64(g.mem)
+			e.U64(g.off)
+			e.U64(g.size)
 		}
 	}
 	var rs []reply
 	var err error
 	if r.x.coalescing() && len(r.ranges) > 0 {
-		waitArgs(r.x.start(CmdWaitForFences, kindSync))
+		waitArgs(r.x.start(wire.CmdWaitForFences, kindSync))
 		r.x.finishCmd()
-		readArgs(r.x.start(CmdReadMemoryData, kindSync))
+		readArgs(r.x.start(wire.CmdReadMemoryData, kindSync))
 		if rs, err = r.x.done(kindSync); err != nil {
 			return err
 		}
-		if res := findResult(rs, CmdWaitForFences); res != VkSuccess {
-			return fmt.Errorf("vkWaitForFences: %s", ResultName(res))
+		if res := findResult(rs, wire.CmdWaitForFences); res != wire.VkSuccess {
+			return fmt.Errorf("vkWaitForFences: %s", wire.ResultName(res))
 		}
 	} else {
-		waitArgs(r.x.start(CmdWaitForFences, kindSync))
+		waitArgs(r.x.start(wire.CmdWaitForFences, kindSync))
 		if rs, err = r.x.done(kindSync); err != nil {
 			return err
 		}
-		if res := findResult(rs, CmdWaitForFences); res != VkSuccess {
-			return fmt.Errorf("vkWaitForFences: %s", ResultName(res))
+		if res := findResult(rs, wire.CmdWaitForFences); res != wire.VkSuccess {
+			return fmt.Errorf("vkWaitForFences: %s", wire.ResultName(res))
 		}
 		if len(r.ranges) == 0 {
 			r.stats.Waits++
 			return nil
 		}
-		readArgs(r.x.start(CmdReadMemoryData, kindSync))
+		readArgs(r.x.start(wire.CmdReadMemoryData, kindSync))
 		if rs, err = r.x.done(kindSync); err != nil {
 			return err
 		}
 	}
-	rd := findReply(rs, CmdReadMemoryData)
-	if rd == nil || rd.result != VkSuccess {
-		return fmt.Errorf("auto-invalidate: vnReadMemoryData: %s", ResultName(findResult(rs, CmdReadMemoryData)))
+	rd := findReply(rs, wire.CmdReadMemoryData)
+	if rd == nil || rd.result != wire.VkSuccess {
+		return fmt.Errorf("auto-invalidate: vnReadMemoryData: %s", wire.ResultName(findResult(rs, wire.CmdReadMemoryData)))
 	}
 	data := rd.data
 	for _, g := range r.ranges {
@@ -459,7 +495,7 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 		g := s / perWait
 		fence := hFence0 + uint64(g)
 		if s%perWait == 0 {
-			if err := r.async(CmdResetFences, func(e *encoder) { e.u32(1); e.u64(fence) }); err != nil {
+			if err := r.async(wire.CmdResetFences, func(e *wire.Encoder) { e.U32(1); e.U64(fence) }); err != nil {
 				return 0, err
 			}
 		}
@@ -469,7 +505,7 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 			return 0, err
 		}
 		cb := hCmdBuf0 + uint64(s)
-		if err := r.async(CmdBeginCommandBuffer, func(e *encoder) { e.u64(cb) }); err != nil {
+		if err := r.async(wire.CmdBeginCommandBuffer, func(e *wire.Encoder) { e.U64(cb) }); err != nil {
 			return 0, err
 		}
 		if s == 0 {
@@ -489,19 +525,19 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 				return 0, err
 			}
 		}
-		if err := r.async(CmdEndCommandBuffer, func(e *encoder) { e.u64(cb) }); err != nil {
+		if err := r.async(wire.CmdEndCommandBuffer, func(e *wire.Encoder) { e.U64(cb) }); err != nil {
 			return 0, err
 		}
 		last := s%perWait == perWait-1
-		e := r.x.start(CmdQueueSubmit, kindSubmit)
-		e.u64(queueID)
+		e := r.x.start(wire.CmdQueueSubmit, kindSubmit)
+		e.U64(queueID)
 		if last {
-			e.u64(fence)
+			e.U64(fence)
 		} else {
-			e.u64(0)
+			e.U64(0)
 		}
-		e.u32(1)
-		e.u64(cb)
+		e.U32(1)
+		e.U64(cb)
 		if _, err := r.x.done(kindSubmit); err != nil {
 			return 0, err
 		}
@@ -557,43 +593,43 @@ func (r *llmRun) run() (uint64, error) {
 // the server, without a network or framing.
 type localICD struct {
 	dev    *device
-	enc    encoder
+	enc    wire.Encoder
 	curOff int
-	rep    encoder
+	rep    wire.Encoder
 }
 
 func newLocalICD() *localICD {
 	l := &localICD{dev: newDevice(DefaultMaxObjects, DefaultMaxMemoryBytes, DefaultMaxFrameBytes, nil)}
-	l.enc.reset()
-	l.rep.reset()
+	l.enc.Reset()
+	l.rep.Reset()
 	return l
 }
 
-func (l *localICD) start(t CommandType, k callKind) *encoder {
-	l.enc.reset()
-	l.curOff = l.enc.begin(t, FlagReplyWanted, 1)
+func (l *localICD) start(t wire.CommandType, k callKind) *wire.Encoder {
+	l.enc.Reset()
+	l.curOff = l.enc.Begin(t, wire.FlagReplyWanted, 1)
 	return &l.enc
 }
 
-func (l *localICD) finishCmd()       { l.enc.end(l.curOff) }
+func (l *localICD) finishCmd()       { l.enc.End(l.curOff) }
 func (l *localICD) coalescing() bool { return false }
 
 func (l *localICD) done(k callKind) ([]reply, error) {
-	l.enc.end(l.curOff)
-	it := NewCommandIter(l.enc.b[HeaderSize:])
-	var c Command
+	l.enc.End(l.curOff)
+	it := wire.NewCommandIter(l.enc.Payload())
+	var c wire.Command
 	if !it.Next(&c) {
 		return nil, fmt.Errorf("local: %v", it.Err())
 	}
-	l.rep.reset()
+	l.rep.Reset()
 	res, err := l.dev.exec(&c, &l.rep)
 	if err != nil {
 		return nil, err
 	}
 	if k != kindSync && res < 0 {
-		return nil, &VkError{Cmd: c.Type, ReqID: c.ReqID, Result: res}
+		return nil, &wire.VkError{Cmd: c.Type, ReqID: c.ReqID, Result: res}
 	}
-	return []reply{{cmd: c.Type, req: c.ReqID, result: res, data: l.rep.b[HeaderSize:]}}, nil
+	return []reply{{cmd: c.Type, req: c.ReqID, result: res, data: l.rep.Payload()}}, nil
 }
 
 // ReferenceChecksum runs the llm workload in-process, without a network, with auto-invalidate

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -18,7 +20,7 @@ func unhex(t *testing.T, s string) []byte {
 
 // The example of docs/venus-protocol.md, byte for byte, and the server's answer to it.
 func TestProtocolDocExample(t *testing.T) {
-	req := frameOf(cmdOf(CmdPing, FlagReplyWanted, 1, func(e *encoder) { e.u32(8) }))
+	req := frameOf(cmdOf(wire.CmdPing, wire.FlagReplyWanted, 1, func(e *wire.Encoder) { e.U32(8) }))
 	want := unhex(t, "534c5056 14000000 02000010 01000000 04000000 01000000 08000000")
 	if !bytes.Equal(req, want) {
 		t.Fatalf("ping frame\n got % x\nwant % x", req, want)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // rawClient speaks VPLS by hand, for hostile-input tests.
@@ -37,22 +39,22 @@ func dialRaw(t testing.TB, addr string) *rawClient {
 }
 
 // cmd encodes one command as a frame.
-func frameOf(cmds ...func(e *encoder)) []byte {
-	var e encoder
-	e.reset()
+func frameOf(cmds ...func(e *wire.Encoder)) []byte {
+	var e wire.Encoder
+	e.Reset()
 	for _, c := range cmds {
 		c(&e)
 	}
-	return append([]byte(nil), e.finish()...)
+	return append([]byte(nil), e.Finish()...)
 }
 
-func cmdOf(t CommandType, flags, req uint32, args func(e *encoder)) func(e *encoder) {
-	return func(e *encoder) {
-		off := e.begin(t, flags, req)
+func cmdOf(t wire.CommandType, flags, req uint32, args func(e *wire.Encoder)) func(e *wire.Encoder) {
+	return func(e *wire.Encoder) {
+		off := e.Begin(t, flags, req)
 		if args != nil {
 			args(e)
 		}
-		e.end(off)
+		e.End(off)
 	}
 }
 
@@ -64,13 +66,13 @@ func (c *rawClient) send(b []byte) {
 }
 
 // reply reads one reply frame and returns its records; io.EOF when the server closed.
-func (c *rawClient) reply() ([]Command, error) {
+func (c *rawClient) reply() ([]wire.Command, error) {
 	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var h [HeaderSize]byte
+	var h [wire.HeaderSize]byte
 	if _, err := io.ReadFull(c.nc, h[:]); err != nil {
 		return nil, err
 	}
-	fh, err := ParseFrameHeader(h[:], DefaultMaxFrameBytes)
+	fh, err := wire.ParseFrameHeader(h[:], DefaultMaxFrameBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +80,9 @@ func (c *rawClient) reply() ([]Command, error) {
 	if _, err := io.ReadFull(c.nc, p); err != nil {
 		return nil, err
 	}
-	var out []Command
-	it := NewCommandIter(p)
-	var cmd Command
+	var out []wire.Command
+	it := wire.NewCommandIter(p)
+	var cmd wire.Command
 	for it.Next(&cmd) {
 		cmd.Args = append([]byte(nil), cmd.Args...)
 		out = append(out, cmd)
@@ -88,12 +90,12 @@ func (c *rawClient) reply() ([]Command, error) {
 	return out, it.Err()
 }
 
-func result(c Command) int32 { return int32(binary.LittleEndian.Uint32(c.Args)) }
+func result(c wire.Command) int32 { return int32(binary.LittleEndian.Uint32(c.Args)) }
 
 // call sends one command wanting a reply and returns its VkResult.
-func (c *rawClient) call(t CommandType, args func(e *encoder)) int32 {
+func (c *rawClient) call(t wire.CommandType, args func(e *wire.Encoder)) int32 {
 	c.t.Helper()
-	c.send(frameOf(cmdOf(t, FlagReplyWanted, 7, args)))
+	c.send(frameOf(cmdOf(t, wire.FlagReplyWanted, 7, args)))
 	rs, err := c.reply()
 	if err != nil || len(rs) == 0 {
 		c.t.Fatalf("%s: reply %v, %v", t, rs, err)
@@ -117,19 +119,19 @@ func (c *rawClient) expectClosed() {
 func stillServes(t *testing.T, s *Server) {
 	t.Helper()
 	c := dialRaw(t, s.Addr())
-	if r := c.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
-		t.Fatalf("ping after abuse: %s", ResultName(r))
+	if r := c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) }); r != wire.VkSuccess {
+		t.Fatalf("ping after abuse: %s", wire.ResultName(r))
 	}
 }
 
-func alloc(h, size uint64, props uint32) func(e *encoder) {
-	return func(e *encoder) { e.u64(h); e.u64(size); e.u32(props) }
+func alloc(h, size uint64, props uint32) func(e *wire.Encoder) {
+	return func(e *wire.Encoder) { e.U64(h); e.U64(size); e.U32(props) }
 }
 
-func u64s(v ...uint64) func(e *encoder) {
-	return func(e *encoder) {
+func u64s(v ...uint64) func(e *wire.Encoder) {
+	return func(e *wire.Encoder) {
 		for _, x := range v {
-			e.u64(x)
+			e.U64(x)
 		}
 	}
 }
@@ -195,17 +197,17 @@ func TestD3BadFrames(t *testing.T) {
 		frame     []byte
 		wantReply int32 // 0: no reply expected, only a close
 	}{
-		{"size 2^32-1", hdr(Magic, 0xFFFFFFFF), 0},
-		{"size over cap", hdr(Magic, 1<<20+1), 0},
+		{"size 2^32-1", hdr(wire.Magic, 0xFFFFFFFF), 0},
+		{"size over cap", hdr(wire.Magic, 1<<20+1), 0},
 		{"bad magic", hdr(0x12345678, 16), 0},
 		{"magic byte-swapped", hdr(0x534C5056, 16), 0},
-		{"args past frame", binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(hdr(Magic, 16), uint32(CmdPing)), 1), 100), 1), 0},
-		{"unknown command", frameOf(cmdOf(9999, FlagReplyWanted, 3, nil)), VkErrorFeatureNotPresent},
-		{"reply flag in request", frameOf(cmdOf(CmdPing, FlagReply, 3, func(e *encoder) { e.u32(0) })), VkErrorFeatureNotPresent},
-		{"short args", frameOf(cmdOf(CmdAllocateMemory, FlagReplyWanted, 3, func(e *encoder) { e.u32(1) })), VkErrorValidationFailed},
-		{"long args", frameOf(cmdOf(CmdFreeMemory, FlagReplyWanted, 3, u64s(1, 2))), VkErrorValidationFailed},
-		{"count larger than args", frameOf(cmdOf(CmdResetFences, FlagReplyWanted, 3, func(e *encoder) { e.u32(1000); e.u64(1) })), VkErrorValidationFailed},
-		{"transfer size larger than args", frameOf(cmdOf(CmdTransferMemoryData, FlagReplyWanted, 3, u64s(1, 0, 1<<40))), VkErrorValidationFailed},
+		{"args past frame", binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(hdr(wire.Magic, 16), uint32(wire.CmdPing)), 1), 100), 1), 0},
+		{"unknown command", frameOf(cmdOf(9999, wire.FlagReplyWanted, 3, nil)), wire.VkErrorFeatureNotPresent},
+		{"reply flag in request", frameOf(cmdOf(wire.CmdPing, wire.FlagReply, 3, func(e *wire.Encoder) { e.U32(0) })), wire.VkErrorFeatureNotPresent},
+		{"short args", frameOf(cmdOf(wire.CmdAllocateMemory, wire.FlagReplyWanted, 3, func(e *wire.Encoder) { e.U32(1) })), wire.VkErrorValidationFailed},
+		{"long args", frameOf(cmdOf(wire.CmdFreeMemory, wire.FlagReplyWanted, 3, u64s(1, 2))), wire.VkErrorValidationFailed},
+		{"count larger than args", frameOf(cmdOf(wire.CmdResetFences, wire.FlagReplyWanted, 3, func(e *wire.Encoder) { e.U32(1000); e.U64(1) })), wire.VkErrorValidationFailed},
+		{"transfer size larger than args", frameOf(cmdOf(wire.CmdTransferMemoryData, wire.FlagReplyWanted, 3, u64s(1, 0, 1<<40))), wire.VkErrorValidationFailed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,7 +219,7 @@ func TestD3BadFrames(t *testing.T) {
 			if tc.wantReply != 0 {
 				rs, err := c.reply()
 				if err != nil || len(rs) != 1 || result(rs[0]) != tc.wantReply {
-					t.Fatalf("reply %+v, %v; want one record with %s", rs, err, ResultName(tc.wantReply))
+					t.Fatalf("reply %+v, %v; want one record with %s", rs, err, wire.ResultName(tc.wantReply))
 				}
 			}
 			c.expectClosed()
@@ -231,22 +233,22 @@ func TestD3BadFrames(t *testing.T) {
 	}
 	// Out-of-range memory access is an error reply; the connection goes on.
 	c := dialRaw(t, s.Addr())
-	if r := c.call(CmdAllocateMemory, alloc(5, 4096, MemHostVisible)); r != VkSuccess {
-		t.Fatal(ResultName(r))
+	if r := c.call(wire.CmdAllocateMemory, alloc(5, 4096, wire.MemHostVisible)); r != wire.VkSuccess {
+		t.Fatal(wire.ResultName(r))
 	}
-	if r := c.call(CmdMapMemory, u64s(5, 0, wholeSize)); r != VkSuccess {
-		t.Fatal(ResultName(r))
+	if r := c.call(wire.CmdMapMemory, u64s(5, 0, wholeSize)); r != wire.VkSuccess {
+		t.Fatal(wire.ResultName(r))
 	}
 	for _, rng := range [][3]uint64{{5, 4000, 200}, {5, ^uint64(0) - 10, 20}, {5, 1, ^uint64(0) - 1}} {
-		if r := c.call(CmdReadMemoryData, func(e *encoder) { e.u32(1); u64s(rng[:]...)(e) }); r != VkErrorValidationFailed {
-			t.Errorf("read %v: %s, want VK_ERROR_VALIDATION_FAILED_EXT", rng, ResultName(r))
+		if r := c.call(wire.CmdReadMemoryData, func(e *wire.Encoder) { e.U32(1); u64s(rng[:]...)(e) }); r != wire.VkErrorValidationFailed {
+			t.Errorf("read %v: %s, want VK_ERROR_VALIDATION_FAILED_EXT", rng, wire.ResultName(r))
 		}
 	}
-	if r := c.call(CmdTransferMemoryData, func(e *encoder) { u64s(5, 4090, 8)(e); e.bytes(make([]byte, 8)) }); r != VkErrorValidationFailed {
-		t.Errorf("transfer past the end: %s", ResultName(r))
+	if r := c.call(wire.CmdTransferMemoryData, func(e *wire.Encoder) { u64s(5, 4090, 8)(e); e.Bytes(make([]byte, 8)) }); r != wire.VkErrorValidationFailed {
+		t.Errorf("transfer past the end: %s", wire.ResultName(r))
 	}
-	if r := c.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
-		t.Errorf("connection unusable after range errors: %s", ResultName(r))
+	if r := c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) }); r != wire.VkSuccess {
+		t.Errorf("connection unusable after range errors: %s", wire.ResultName(r))
 	}
 }
 
@@ -254,33 +256,33 @@ func TestD3BadFrames(t *testing.T) {
 func TestD4Handles(t *testing.T) {
 	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv})
 	a, b := dialRaw(t, s.Addr()), dialRaw(t, s.Addr())
-	if r := a.call(CmdAllocateMemory, alloc(0x9, 4096, MemHostVisible|MemHostCoherent)); r != VkSuccess {
-		t.Fatal(ResultName(r))
+	if r := a.call(wire.CmdAllocateMemory, alloc(0x9, 4096, wire.MemHostVisible|wire.MemHostCoherent)); r != wire.VkSuccess {
+		t.Fatal(wire.ResultName(r))
 	}
 	cases := []struct {
 		name string
 		c    *rawClient
-		cmd  CommandType
-		args func(e *encoder)
+		cmd  wire.CommandType
+		args func(e *wire.Encoder)
 		want int32
 	}{
-		{"other connection's memory", b, CmdMapMemory, u64s(0x9, 0, wholeSize), VkErrorValidationFailed},
-		{"other connection's free", b, CmdFreeMemory, u64s(0x9), VkErrorValidationFailed},
-		{"null handle alloc", a, CmdAllocateMemory, alloc(0, 16, MemHostVisible), VkErrorValidationFailed},
-		{"null handle map", a, CmdMapMemory, u64s(0, 0, 16), VkErrorValidationFailed},
-		{"null fence wait", a, CmdWaitForFences, func(e *encoder) { e.u32(1); e.u64(0); e.u32(1); e.u64(0) }, VkErrorValidationFailed},
-		{"duplicate id", a, CmdAllocateMemory, alloc(0x9, 16, MemHostVisible), VkErrorValidationFailed},
-		{"unknown fence", a, CmdGetFenceStatus, u64s(0x77), VkErrorValidationFailed},
-		{"unknown command buffer", a, CmdBeginCommandBuffer, u64s(0x77), VkErrorValidationFailed},
-		{"free", a, CmdFreeMemory, u64s(0x9), VkSuccess},
-		{"double free", a, CmdFreeMemory, u64s(0x9), VkErrorValidationFailed},
-		{"use after free", a, CmdMapMemory, u64s(0x9, 0, wholeSize), VkErrorValidationFailed},
-		{"submit unknown fence", a, CmdQueueSubmit, func(e *encoder) { e.u64(1); e.u64(0x55); e.u32(0) }, VkErrorValidationFailed},
-		{"dispatch into a buffer not recording", a, CmdDispatch, func(e *encoder) { e.u64(0x66); e.bytes(make([]byte, 72)) }, VkErrorValidationFailed},
+		{"other connection's memory", b, wire.CmdMapMemory, u64s(0x9, 0, wholeSize), wire.VkErrorValidationFailed},
+		{"other connection's free", b, wire.CmdFreeMemory, u64s(0x9), wire.VkErrorValidationFailed},
+		{"null handle alloc", a, wire.CmdAllocateMemory, alloc(0, 16, wire.MemHostVisible), wire.VkErrorValidationFailed},
+		{"null handle map", a, wire.CmdMapMemory, u64s(0, 0, 16), wire.VkErrorValidationFailed},
+		{"null fence wait", a, wire.CmdWaitForFences, func(e *wire.Encoder) { e.U32(1); e.U64(0); e.U32(1); e.U64(0) }, wire.VkErrorValidationFailed},
+		{"duplicate id", a, wire.CmdAllocateMemory, alloc(0x9, 16, wire.MemHostVisible), wire.VkErrorValidationFailed},
+		{"unknown fence", a, wire.CmdGetFenceStatus, u64s(0x77), wire.VkErrorValidationFailed},
+		{"unknown command buffer", a, wire.CmdBeginCommandBuffer, u64s(0x77), wire.VkErrorValidationFailed},
+		{"free", a, wire.CmdFreeMemory, u64s(0x9), wire.VkSuccess},
+		{"double free", a, wire.CmdFreeMemory, u64s(0x9), wire.VkErrorValidationFailed},
+		{"use after free", a, wire.CmdMapMemory, u64s(0x9, 0, wholeSize), wire.VkErrorValidationFailed},
+		{"submit unknown fence", a, wire.CmdQueueSubmit, func(e *wire.Encoder) { e.U64(1); e.U64(0x55); e.U32(0) }, wire.VkErrorValidationFailed},
+		{"dispatch into a buffer not recording", a, wire.CmdDispatch, func(e *wire.Encoder) { e.U64(0x66); e.Bytes(make([]byte, 72)) }, wire.VkErrorValidationFailed},
 	}
 	for _, tc := range cases {
 		if r := tc.c.call(tc.cmd, tc.args); r != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, ResultName(r), ResultName(tc.want))
+			t.Errorf("%s: %s, want %s", tc.name, wire.ResultName(r), wire.ResultName(tc.want))
 		}
 	}
 }
@@ -291,7 +293,7 @@ func TestD6Deadlines(t *testing.T) {
 		FrameTimeout: 200 * time.Millisecond, MaxConns: 3})
 	idle := dialRaw(t, s.Addr())
 	slow := dialRaw(t, s.Addr())
-	slow.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), 64))
+	slow.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), 64))
 	start := time.Now()
 	idle.expectClosed()
 	slow.expectClosed()
@@ -303,20 +305,20 @@ func TestD6Deadlines(t *testing.T) {
 	var cs []*rawClient
 	for i := 0; i < 3; i++ {
 		c := dialRaw(t, s.Addr())
-		c.call(CmdPing, func(e *encoder) { e.u32(4) })
+		c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) })
 		cs = append(cs, c)
 	}
 	extra := dialRaw(t, s.Addr())
-	if r := extra.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
-		t.Fatalf("the fourth client: %s", ResultName(r))
+	if r := extra.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) }); r != wire.VkSuccess {
+		t.Fatalf("the fourth client: %s", wire.ResultName(r))
 	}
 	cs[0].expectClosed()
 	if st := s.Stats(); st.Evicted != 1 || st.Active != 3 {
 		t.Errorf("stats %+v: want 1 evicted, 3 active", st)
 	}
 	for _, c := range cs[1:] {
-		if r := c.call(CmdPing, func(e *encoder) { e.u32(4) }); r != VkSuccess {
-			t.Errorf("a client that was not the longest idle: %s", ResultName(r))
+		if r := c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) }); r != wire.VkSuccess {
+			t.Errorf("a client that was not the longest idle: %s", wire.ResultName(r))
 		}
 	}
 }
@@ -331,21 +333,21 @@ func TestD7Quotas(t *testing.T) {
 			defer wg.Done()
 			c := dialRaw(t, s.Addr())
 			for i := uint64(1); i <= 10; i++ {
-				if r := c.call(CmdAllocateMemory, alloc(i, 1024, MemHostVisible)); r != VkSuccess {
-					t.Errorf("alloc %d: %s", i, ResultName(r))
+				if r := c.call(wire.CmdAllocateMemory, alloc(i, 1024, wire.MemHostVisible)); r != wire.VkSuccess {
+					t.Errorf("alloc %d: %s", i, wire.ResultName(r))
 				}
 			}
-			if r := c.call(CmdAllocateMemory, alloc(11, 16, MemHostVisible)); r != VkErrorTooManyObjects {
-				t.Errorf("alloc over the object quota: %s", ResultName(r))
+			if r := c.call(wire.CmdAllocateMemory, alloc(11, 16, wire.MemHostVisible)); r != wire.VkErrorTooManyObjects {
+				t.Errorf("alloc over the object quota: %s", wire.ResultName(r))
 			}
-			if r := c.call(CmdFreeMemory, u64s(1)); r != VkSuccess {
-				t.Error(ResultName(r))
+			if r := c.call(wire.CmdFreeMemory, u64s(1)); r != wire.VkSuccess {
+				t.Error(wire.ResultName(r))
 			}
-			if r := c.call(CmdAllocateMemory, alloc(12, 2<<20, MemHostVisible)); r != VkErrorOutOfDeviceMemory {
-				t.Errorf("alloc over the byte quota: %s", ResultName(r))
+			if r := c.call(wire.CmdAllocateMemory, alloc(12, 2<<20, wire.MemHostVisible)); r != wire.VkErrorOutOfDeviceMemory {
+				t.Errorf("alloc over the byte quota: %s", wire.ResultName(r))
 			}
-			if r := c.call(CmdAllocateMemory, alloc(13, 1<<62, MemHostVisible)); r != VkErrorOutOfDeviceMemory {
-				t.Errorf("alloc of 2^62 bytes: %s", ResultName(r))
+			if r := c.call(wire.CmdAllocateMemory, alloc(13, 1<<62, wire.MemHostVisible)); r != wire.VkErrorOutOfDeviceMemory {
+				t.Errorf("alloc of 2^62 bytes: %s", wire.ResultName(r))
 			}
 			c.nc.Close()
 		}()
@@ -429,33 +431,33 @@ func readFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }
 func TestD7TotalMemoryAndReplyCap(t *testing.T) {
 	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, MaxTotalMemoryBytes: 3 << 20, MaxFrameBytes: 1 << 20})
 	a, b := dialRaw(t, s.Addr()), dialRaw(t, s.Addr())
-	if r := a.call(CmdAllocateMemory, alloc(1, 2<<20, MemHostVisible)); r != VkSuccess {
-		t.Fatal(ResultName(r))
+	if r := a.call(wire.CmdAllocateMemory, alloc(1, 2<<20, wire.MemHostVisible)); r != wire.VkSuccess {
+		t.Fatal(wire.ResultName(r))
 	}
-	if r := b.call(CmdAllocateMemory, alloc(1, 2<<20, MemHostVisible)); r != VkErrorOutOfDeviceMemory {
-		t.Errorf("second client past the server's total: %s", ResultName(r))
+	if r := b.call(wire.CmdAllocateMemory, alloc(1, 2<<20, wire.MemHostVisible)); r != wire.VkErrorOutOfDeviceMemory {
+		t.Errorf("second client past the server's total: %s", wire.ResultName(r))
 	}
-	if r := b.call(CmdAllocateMemory, alloc(2, 1<<20, MemHostVisible)); r != VkSuccess {
-		t.Errorf("second client within the total: %s", ResultName(r))
+	if r := b.call(wire.CmdAllocateMemory, alloc(2, 1<<20, wire.MemHostVisible)); r != wire.VkSuccess {
+		t.Errorf("second client within the total: %s", wire.ResultName(r))
 	}
-	if r := a.call(CmdMapMemory, u64s(1, 0, wholeSize)); r != VkSuccess {
-		t.Fatal(ResultName(r))
+	if r := a.call(wire.CmdMapMemory, u64s(1, 0, wholeSize)); r != wire.VkSuccess {
+		t.Fatal(wire.ResultName(r))
 	}
 	// Replies count too: with the total taken by device memory, a 600 KiB read has no room.
-	read := func(e *encoder) { e.u32(1); u64s(1, 0, 600<<10)(e) }
-	if r := a.call(CmdReadMemoryData, read); r != VkErrorOutOfHostMemory {
-		t.Errorf("a reply past the server's total: %s", ResultName(r))
+	read := func(e *wire.Encoder) { e.U32(1); u64s(1, 0, 600<<10)(e) }
+	if r := a.call(wire.CmdReadMemoryData, read); r != wire.VkErrorOutOfHostMemory {
+		t.Errorf("a reply past the server's total: %s", wire.ResultName(r))
 	}
-	if r := b.call(CmdFreeMemory, u64s(2)); r != VkSuccess {
-		t.Fatal(ResultName(r))
+	if r := b.call(wire.CmdFreeMemory, u64s(2)); r != wire.VkSuccess {
+		t.Fatal(wire.ResultName(r))
 	}
 	// Two reads of 600 KiB in one frame: the second would push the reply past 1 MiB.
-	a.send(frameOf(cmdOf(CmdReadMemoryData, FlagReplyWanted, 1, read), cmdOf(CmdReadMemoryData, FlagReplyWanted, 2, read)))
+	a.send(frameOf(cmdOf(wire.CmdReadMemoryData, wire.FlagReplyWanted, 1, read), cmdOf(wire.CmdReadMemoryData, wire.FlagReplyWanted, 2, read)))
 	rs, err := a.reply()
-	if err != nil || len(rs) != 2 || result(rs[0]) != VkSuccess || result(rs[1]) != VkErrorOutOfHostMemory {
+	if err != nil || len(rs) != 2 || result(rs[0]) != wire.VkSuccess || result(rs[1]) != wire.VkErrorOutOfHostMemory {
 		t.Fatalf("replies %d, %v", len(rs), err)
 	}
-	if r := a.call(CmdPing, func(e *encoder) { e.u32(2 << 20) }); r != VkErrorOutOfHostMemory {
-		t.Errorf("ping asking for a reply larger than a frame: %s", ResultName(r))
+	if r := a.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(2 << 20) }); r != wire.VkErrorOutOfHostMemory {
+		t.Errorf("ping asking for a reply larger than a frame: %s", wire.ResultName(r))
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // ErrChecksum is returned (wrapped) with the Result when the llm workload's checksum differs
@@ -203,10 +206,10 @@ func (p PingConfig) normalize() (PingConfig, error) {
 	switch {
 	case p.Requests < 0 || p.Warmup < 0 || p.Duration < 0:
 		return p, errors.New("ping: requests, warm-up and duration must not be negative")
-	case p.RequestBytes < CmdHeaderSize+4 || p.RequestBytes > 16<<20:
-		return p, fmt.Errorf("ping: request of %d bytes: want %d to 16MiB", p.RequestBytes, CmdHeaderSize+4)
-	case p.ReplyBytes < CmdHeaderSize+ReplyFixedSize || p.ReplyBytes > 16<<20:
-		return p, fmt.Errorf("ping: reply of %d bytes: want %d to 16MiB", p.ReplyBytes, CmdHeaderSize+ReplyFixedSize)
+	case p.RequestBytes < wire.CmdHeaderSize+4 || p.RequestBytes > 16<<20:
+		return p, fmt.Errorf("ping: request of %d bytes: want %d to 16MiB", p.RequestBytes, wire.CmdHeaderSize+4)
+	case p.ReplyBytes < wire.CmdHeaderSize+wire.ReplyFixedSize || p.ReplyBytes > 16<<20:
+		return p, fmt.Errorf("ping: reply of %d bytes: want %d to 16MiB", p.ReplyBytes, wire.CmdHeaderSize+wire.ReplyFixedSize)
 	}
 	return p, nil
 }
@@ -227,66 +230,109 @@ func runPing(ctx context.Context, cfg ClientConfig, getenv func(string) string) 
 	res.Workload = "ping"
 	res.ChecksumOK = true
 
-	pad := make([]byte, pc.RequestBytes-CmdHeaderSize-4)
-	replyData := uint32(pc.ReplyBytes - CmdHeaderSize - ReplyFixedSize)
-	ping := func(k callKind) error {
-		e := c.start(CmdPing, k)
-		e.u32(replyData)
-		e.bytes(pad)
-		_, err := c.done(k)
-		return err
+	p := newPinger(c, pc, cfg.Mode)
+	if err := p.warmUp(); err != nil {
+		return nil, err
 	}
-	kind := kindSync
-	if cfg.Mode.Pipeline() {
-		kind = kindSubmit // pipelined: sent at once, up to Depth in flight
+	samples, n, elapsed, err := p.measure(ctx)
+	if err != nil {
+		return nil, err
 	}
-	for i := 0; i < pc.Warmup; i++ {
-		if err := ping(kind); err != nil {
-			return nil, fmt.Errorf("ping warm-up: %w", err)
+	if err := c.close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
+	}
+	res.Totals = c.totals()
+	res.Ping = pingStats(n, elapsed, samples, pc.KeepSamples)
+	return res, nil
+}
+
+// pinger sends the pings of one run: vnPing commands of a fixed size asking for replies of a
+// fixed size, synchronous or pipelined as the mode says.
+type pinger struct {
+	c         *client
+	pc        PingConfig
+	pad       []byte
+	replyData uint32
+	kind      callKind
+}
+
+func newPinger(c *client, pc PingConfig, mode Mode) *pinger {
+	p := &pinger{c: c, pc: pc, kind: kindSync,
+		pad:       make([]byte, pc.RequestBytes-wire.CmdHeaderSize-4),
+		replyData: uint32(pc.ReplyBytes - wire.CmdHeaderSize - wire.ReplyFixedSize)}
+	if mode.Pipeline() {
+		p.kind = kindSubmit // pipelined: sent at once, up to Depth in flight
+	}
+	return p
+}
+
+// ping sends one ping of kind k.
+func (p *pinger) ping(k callKind) error {
+	e := p.c.start(wire.CmdPing, k)
+	e.U32(p.replyData)
+	e.Bytes(p.pad)
+	_, err := p.c.done(k)
+	return err
+}
+
+// warmUp sends the warm-up pings and drains them with a synchronous one.
+func (p *pinger) warmUp() error {
+	for i := 0; i < p.pc.Warmup; i++ {
+		if err := p.ping(p.kind); err != nil {
+			return fmt.Errorf("ping warm-up: %w", err)
 		}
 	}
-	if err := ping(kindSync); err != nil { // drain the warm-up
-		return nil, fmt.Errorf("ping warm-up: %w", err)
+	if err := p.ping(kindSync); err != nil { // drain the warm-up
+		return fmt.Errorf("ping warm-up: %w", err)
 	}
+	return nil
+}
+
+// measure sends the measured pings (Requests of them, or for Duration), the last one
+// synchronous so that every reply is in, and returns their round-trip times (µs), how many
+// there were and how long they took.
+func (p *pinger) measure(ctx context.Context) (samples []float64, n int, elapsed time.Duration, err error) {
 	var mu sync.Mutex
-	rtts := make([]float64, 0, min(pc.Requests, 1<<20))
-	c.onRTT = func(d time.Duration) {
+	rtts := make([]float64, 0, min(p.pc.Requests, 1<<20))
+	p.c.onRTT = func(d time.Duration) {
 		mu.Lock()
 		rtts = append(rtts, float64(d)/1e3)
 		mu.Unlock()
 	}
 	start := time.Now()
-	deadline := start.Add(pc.Duration)
-	n := 0
+	deadline := start.Add(p.pc.Duration)
 	for {
-		if pc.Duration > 0 {
+		if p.pc.Duration > 0 {
 			if n%64 == 0 && time.Now().After(deadline) {
 				break
 			}
-		} else if n >= pc.Requests-1 {
+		} else if n >= p.pc.Requests-1 {
 			break
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, 0, ctx.Err()
 		}
-		if err := ping(kind); err != nil {
-			return nil, fmt.Errorf("ping %d: %w", n, err)
+		if err := p.ping(p.kind); err != nil {
+			return nil, 0, 0, fmt.Errorf("ping %d: %w", n, err)
 		}
 		n++
 	}
-	if err := ping(kindSync); err != nil {
-		return nil, fmt.Errorf("ping %d: %w", n, err)
+	if err := p.ping(kindSync); err != nil {
+		return nil, 0, 0, fmt.Errorf("ping %d: %w", n, err)
 	}
 	n++
-	elapsed := time.Since(start)
+	elapsed = time.Since(start)
 	mu.Lock()
-	samples := append([]float64(nil), rtts...)
+	samples = append([]float64(nil), rtts...)
 	mu.Unlock()
-	c.onRTT = nil
-	if err := c.close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
-	}
-	res.Totals = c.totals()
+	p.c.onRTT = nil
+	return samples, n, elapsed, nil
+}
+
+// pingStats summarises n pings that took elapsed, with their round-trip times (µs): throughput,
+// RTT min, max, mean and nearest-rank percentiles (models.Quantile), and the mean in flight by
+// Little's law.
+func pingStats(n int, elapsed time.Duration, samples []float64, keep bool) *PingStats {
 	st := &PingStats{Requests: int64(n)}
 	if elapsed > 0 {
 		st.ThroughputPerS = float64(n) / elapsed.Seconds()
@@ -298,15 +344,13 @@ func runPing(ctx context.Context, cfg ClientConfig, getenv func(string) string) 
 		for _, v := range sorted {
 			sum += v
 		}
-		q := func(p float64) float64 { return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))] }
 		st.RTTMinUS, st.RTTMaxUS = sorted[0], sorted[len(sorted)-1]
-		st.RTTP50US, st.RTTP99US = q(0.50), q(0.99)
+		st.RTTP50US, st.RTTP99US = models.Quantile(sorted, 0.50), models.Quantile(sorted, 0.99)
 		st.RTTMeanUS = sum / float64(len(sorted))
 		st.InflightMean = st.ThroughputPerS * st.RTTMeanUS / 1e6 // Little's law
 	}
-	if pc.KeepSamples {
+	if keep {
 		st.RTTsUS = samples
 	}
-	res.Ping = st
-	return res, nil
+	return st
 }

@@ -2,7 +2,6 @@ package venusd
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // Server is a running venusd server: it accepts clients and runs each one's commands on its own
@@ -335,7 +336,7 @@ func (s *Server) setIdle(sc *serverConn, idle bool) bool {
 }
 
 type deferredRec struct {
-	cmd    CommandType
+	cmd    wire.CommandType
 	req    uint32
 	result int32
 }
@@ -405,7 +406,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 	fr.frame = s.cfg.FrameTimeout
 	fr.budget = &s.live
 	defer fr.release()
-	var rep encoder
+	var rep wire.Encoder
 	var deferred []deferredRec
 	for {
 		if !s.setIdle(sc, true) {
@@ -419,7 +420,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 		}
 		payload, err := fr.read()
 		if err != nil {
-			if errors.Is(err, ErrBadMagic) || errors.Is(err, ErrFrameTooLarge) {
+			if errors.Is(err, wire.ErrBadMagic) || errors.Is(err, wire.ErrFrameTooLarge) {
 				return s.protocolError(err)
 			}
 			return err
@@ -429,17 +430,17 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 		s.frames.Add(1)
 		if timed {
 			dur := time.Duration(Monotonic() - ts)
-			frame := make([]byte, 0, min(HeaderSize+len(payload), 512))
+			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
 			frame = append(frame, fr.hdr[:]...)
-			frame = append(frame, payload[:min(len(payload), 512-HeaderSize)]...)
-			tr.frameSized(trace.DirRecv, ts, dur, frame, HeaderSize+len(payload))
+			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
+			tr.frameSized(trace.DirRecv, ts, dur, frame, wire.HeaderSize+len(payload))
 		}
-		rep.reset()
+		rep.Reset()
 		// A reply is bounded by the frame cap and by what is left of the memory budget; once
 		// built it is counted in the budget until it is written.
 		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, min(s.cfg.MaxFrameBytes, max(1, s.live.room())))
 		if wantAny {
-			frame := rep.finish()
+			frame := rep.Finish()
 			var ts int64
 			if timed {
 				ts = Monotonic()
@@ -449,8 +450,8 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			// and counting it would let a client that already has its reply find the budget
 			// still held for a moment.
 			held := int64(0)
-			if cap(rep.b) > keepFrameBytes {
-				held = int64(cap(rep.b))
+			if rep.Cap() > keepFrameBytes {
+				held = int64(rep.Cap())
 			}
 			s.live.bytes.Add(held)
 			s.setWriteDeadline(c)
@@ -462,8 +463,8 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			if err != nil {
 				return err
 			}
-			if cap(rep.b) > keepFrameBytes {
-				rep.b = nil // an idle connection keeps no large reply buffer
+			if rep.Cap() > keepFrameBytes {
+				rep.Free() // an idle connection keeps no large reply buffer
 			}
 		}
 		if fatal != nil {
@@ -478,56 +479,56 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 // command may return so that the reply frame fits the cap the client reads with. It reports
 // whether rep holds a reply, and a protocol error after which the connection must close (its
 // error record is in rep first).
-func execCommands(dev *device, payload []byte, rep *encoder, deferred *[]deferredRec, maxFrame int) (wantAny bool, fatal error) {
-	var cmd Command
-	it := NewCommandIter(payload)
+func execCommands(dev *device, payload []byte, rep *wire.Encoder, deferred *[]deferredRec, maxFrame int) (wantAny bool, fatal error) {
+	var cmd wire.Command
+	it := wire.NewCommandIter(payload)
 	for it.Next(&cmd) {
-		want := cmd.Flags&FlagReplyWanted != 0
-		if cmd.Flags&^uint32(FlagReplyWanted) != 0 {
-			fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
+		want := cmd.Flags&wire.FlagReplyWanted != 0
+		if cmd.Flags&^uint32(wire.FlagReplyWanted) != 0 {
+			fatal = fmt.Errorf("%w: %s request %d: flags 0x%x not valid in a request", wire.ErrMalformed, cmd.Type, cmd.ReqID, cmd.Flags)
 		} else if !cmd.Type.Known() {
 			fatal = fmt.Errorf("unknown command type %d (request %d)", uint32(cmd.Type), cmd.ReqID)
 		}
 		if fatal != nil {
-			off := rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-			rep.i32(VkErrorFeatureNotPresent)
-			rep.end(off)
+			off := rep.Begin(cmd.Type, wire.FlagReply, cmd.ReqID)
+			rep.I32(wire.VkErrorFeatureNotPresent)
+			rep.End(off)
 			wantAny = true
 			break
 		}
 		if maxFrame > 0 {
 			// What a command may return shrinks as the reply frame fills.
-			dev.maxReply = max(0, maxFrame-len(rep.b)-4*CmdHeaderSize)
+			dev.maxReply = max(0, maxFrame-rep.Len()-4*wire.CmdHeaderSize)
 		}
 		var off, resOff int
-		var out *encoder
+		var out *wire.Encoder
 		if want {
 			wantAny = true
-			off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-			resOff = len(rep.b)
-			rep.i32(0)
+			off = rep.Begin(cmd.Type, wire.FlagReply, cmd.ReqID)
+			resOff = rep.Len()
+			rep.I32(0)
 			out = rep
 		}
 		res, perr := dev.exec(&cmd, out)
 		if perr != nil {
 			if !want {
-				off = rep.begin(cmd.Type, FlagReply, cmd.ReqID)
-				resOff = len(rep.b)
-				rep.i32(0)
+				off = rep.Begin(cmd.Type, wire.FlagReply, cmd.ReqID)
+				resOff = rep.Len()
+				rep.I32(0)
 			}
-			rep.b = rep.b[:resOff+4]
-			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
-			rep.end(off)
+			rep.Truncate(resOff + 4)
+			rep.PutI32(resOff, res)
+			rep.End(off)
 			wantAny = true
 			fatal = perr
 			break
 		}
 		if want {
-			binary.LittleEndian.PutUint32(rep.b[resOff:], uint32(res))
-			if res != VkSuccess {
-				rep.b = rep.b[:resOff+4]
+			rep.PutI32(resOff, res)
+			if res != wire.VkSuccess {
+				rep.Truncate(resOff + 4)
 			}
-			rep.end(off)
+			rep.End(off)
 		} else if res < 0 && len(*deferred) < maxDeferred {
 			*deferred = append(*deferred, deferredRec{cmd.Type, cmd.ReqID, res})
 		}
@@ -537,9 +538,9 @@ func execCommands(dev *device, payload []byte, rep *encoder, deferred *[]deferre
 	}
 	if wantAny {
 		for _, d := range *deferred {
-			off := rep.begin(d.cmd, FlagReply|FlagDeferred, d.req)
-			rep.i32(d.result)
-			rep.end(off)
+			off := rep.Begin(d.cmd, wire.FlagReply|wire.FlagDeferred, d.req)
+			rep.I32(d.result)
+			rep.End(off)
 		}
 		*deferred = (*deferred)[:0]
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 func pingOnce(t *testing.T, addr string) {
@@ -120,7 +122,7 @@ func TestShmLargeFrames(t *testing.T) {
 	if res.Totals.SendCalls != 0 || res.Totals.RecvCalls != 0 {
 		t.Errorf("shm made %d send and %d recv system calls, want none", res.Totals.SendCalls, res.Totals.RecvCalls)
 	}
-	if want := int64(52 * (5<<20 + HeaderSize)); res.Totals.BytesRecv != want {
+	if want := int64(52 * (5<<20 + wire.HeaderSize)); res.Totals.BytesRecv != want {
 		t.Errorf("received %d bytes, want %d", res.Totals.BytesRecv, want)
 	}
 }

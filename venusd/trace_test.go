@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // TestTraceMatchesCounters writes a client trace in every transport and checks that the trace
@@ -48,7 +50,7 @@ func TestTraceMatchesCounters(t *testing.T) {
 					sendReq[e.ReqID] = true
 					sent++
 					sentBytes += e.Bytes
-					if len(e.Payload) < HeaderSize || binary.LittleEndian.Uint32(e.Payload) != Magic {
+					if len(e.Payload) < wire.HeaderSize || binary.LittleEndian.Uint32(e.Payload) != wire.Magic {
 						t.Fatalf("frame event without a VPLS header in its payload: % x", e.Payload)
 					}
 				case trace.OpFrameRecv:

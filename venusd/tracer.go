@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // The in-process tracer: one trace event per frame a venusd endpoint sends or receives (the shm
@@ -102,19 +104,19 @@ func (t *frameTracer) connection(fam trace.Family, local, remote string, first, 
 // prefix is enough): the first command's type, and the request id of the first command that
 // wants a reply (of a request) or of the first non-deferred record (of a reply), else the first
 // command's.
-func frameKey(frame []byte) (CommandType, uint32) {
-	if len(frame) < HeaderSize+CmdHeaderSize {
+func frameKey(frame []byte) (wire.CommandType, uint32) {
+	if len(frame) < wire.HeaderSize+wire.CmdHeaderSize {
 		return 0, 0
 	}
-	first := CommandType(binary.LittleEndian.Uint32(frame[HeaderSize:]))
-	req := binary.LittleEndian.Uint32(frame[HeaderSize+12:])
-	for off := HeaderSize; off+CmdHeaderSize <= len(frame); {
+	first := wire.CommandType(binary.LittleEndian.Uint32(frame[wire.HeaderSize:]))
+	req := binary.LittleEndian.Uint32(frame[wire.HeaderSize+12:])
+	for off := wire.HeaderSize; off+wire.CmdHeaderSize <= len(frame); {
 		flags := binary.LittleEndian.Uint32(frame[off+4:])
-		if flags&FlagReplyWanted != 0 || (flags&FlagReply != 0 && flags&FlagDeferred == 0) {
+		if flags&wire.FlagReplyWanted != 0 || (flags&wire.FlagReply != 0 && flags&wire.FlagDeferred == 0) {
 			return first, binary.LittleEndian.Uint32(frame[off+12:])
 		}
 		size := uint64(binary.LittleEndian.Uint32(frame[off+8:]))
-		next := uint64(off) + CmdHeaderSize + size
+		next := uint64(off) + wire.CmdHeaderSize + size
 		if next > uint64(len(frame)) {
 			break
 		}
@@ -154,7 +156,7 @@ func (t *frameTracer) frameSized(dir trace.Dir, ts int64, dur time.Duration, hea
 }
 
 // roundTrip records a completed request/reply pair.
-func (t *frameTracer) roundTrip(ts int64, rtt time.Duration, cmd CommandType, req uint32) {
+func (t *frameTracer) roundTrip(ts int64, rtt time.Duration, cmd wire.CommandType, req uint32) {
 	if t.w == nil {
 		return
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/units"
+
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // ioCounters counts the system calls a transport made to move bytes.
@@ -249,7 +251,7 @@ type frameReader struct {
 	c   conn
 	br  *bufio.Reader
 	max int
-	hdr [HeaderSize]byte
+	hdr [wire.HeaderSize]byte
 	buf []byte
 	// header and frame deadlines; zero means none
 	idle, frame time.Duration
@@ -399,7 +401,7 @@ func (f *frameReader) read() ([]byte, error) {
 		if _, err := f.br.Peek(1); err != nil {
 			return nil, err
 		}
-		if f.br.Buffered() < HeaderSize {
+		if f.br.Buffered() < wire.HeaderSize {
 			f.c.SetReadDeadline(time.Now().Add(f.frame))
 			f.dlFrame, framed = true, true
 		}
@@ -410,7 +412,7 @@ func (f *frameReader) read() ([]byte, error) {
 		}
 		return nil, err
 	}
-	h, err := ParseFrameHeader(f.hdr[:], f.max)
+	h, err := wire.ParseFrameHeader(f.hdr[:], f.max)
 	if err != nil {
 		return nil, err
 	}

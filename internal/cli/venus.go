@@ -14,6 +14,7 @@ import (
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/units"
 	"github.com/perflab/perflab/venusd"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 func init() {
@@ -219,8 +220,8 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	IntRange(fs, "requests", 1, 1e9)
 	DurationRange(fs, "duration", 0, 24*time.Hour)
 	IntRange(fs, "warmup", 0, 1e9)
-	IntRange(fs, "request-bytes", venusd.CmdHeaderSize+4, 16<<20)
-	IntRange(fs, "reply-bytes", venusd.CmdHeaderSize+venusd.ReplyFixedSize, 16<<20)
+	IntRange(fs, "request-bytes", wire.CmdHeaderSize+4, 16<<20)
+	IntRange(fs, "reply-bytes", wire.CmdHeaderSize+wire.ReplyFixedSize, 16<<20)
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err

@@ -1,4 +1,8 @@
-package venusd
+// Package wire is the VPLS frame format venusd speaks (docs/venus-protocol.md): the magic, the
+// frame and command headers, the command ids and names, the VkResult codes, and the Encoder and
+// decoders of frames and command arguments. It is the one place these are written; a test checks
+// them against the venus protocol spec that perflab analyze decodes with.
+package wire
 
 import (
 	"encoding/binary"
@@ -231,23 +235,51 @@ func (it *CommandIter) Err() error { return it.err }
 // Offset is the byte offset of the next command in the payload.
 func (it *CommandIter) Offset() int { return it.off }
 
-// encoder appends commands to a frame buffer. The first HeaderSize bytes are the frame header,
-// filled by finish.
-type encoder struct {
+// Encoder appends commands to a frame buffer. The first HeaderSize bytes are the frame header,
+// filled by Finish.
+type Encoder struct {
 	b []byte
 }
 
-func (e *encoder) reset() {
+// Reset empties the frame, keeping its buffer.
+func (e *Encoder) Reset() {
 	if cap(e.b) < HeaderSize {
 		e.b = make([]byte, HeaderSize, 4096)
 	}
 	e.b = e.b[:HeaderSize]
 }
 
-func (e *encoder) empty() bool { return len(e.b) <= HeaderSize }
+// ResetOn empties the frame and builds the next one in buf's spare capacity (a new buffer when
+// it has less than a header's room).
+func (e *Encoder) ResetOn(buf []byte) {
+	e.b = buf
+	e.Reset()
+}
 
-// begin starts a command and returns the offset of its header, for end.
-func (e *encoder) begin(t CommandType, flags uint32, req uint32) int {
+// Len is the frame's length so far in bytes, header included.
+func (e *Encoder) Len() int { return len(e.b) }
+
+// Cap is the capacity of the frame's buffer in bytes.
+func (e *Encoder) Cap() int { return cap(e.b) }
+
+// Free drops the buffer (an idle connection keeps no large one); the next Reset allocates.
+func (e *Encoder) Free() { e.b = nil }
+
+// Truncate cuts the frame to its first n bytes (n ≤ Len), dropping what was written after.
+func (e *Encoder) Truncate(n int) { e.b = e.b[:n] }
+
+// PutI32 overwrites the little-endian i32 at byte offset off of the frame (a result written
+// before its value was known).
+func (e *Encoder) PutI32(off int, v int32) { binary.LittleEndian.PutUint32(e.b[off:], uint32(v)) }
+
+// Payload is the frame's bytes after the header, so far (aliases the buffer).
+func (e *Encoder) Payload() []byte { return e.b[HeaderSize:] }
+
+// Empty reports whether the frame holds no command.
+func (e *Encoder) Empty() bool { return len(e.b) <= HeaderSize }
+
+// Begin starts a command and returns the offset of its header, for End.
+func (e *Encoder) Begin(t CommandType, flags uint32, req uint32) int {
 	off := len(e.b)
 	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(t))
 	e.b = binary.LittleEndian.AppendUint32(e.b, flags)
@@ -256,20 +288,21 @@ func (e *encoder) begin(t CommandType, flags uint32, req uint32) int {
 	return off
 }
 
-// end fills the args size of the command begun at off.
-func (e *encoder) end(off int) {
+// End fills the args size of the command begun at off.
+func (e *Encoder) End(off int) {
 	binary.LittleEndian.PutUint32(e.b[off+8:], uint32(len(e.b)-off-CmdHeaderSize))
 }
 
-func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
-func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *encoder) i32(v int32)  { e.b = binary.LittleEndian.AppendUint32(e.b, uint32(v)) }
-func (e *encoder) bytes(p []byte) {
+// U32, U64, I32 and Bytes append little-endian arguments.
+func (e *Encoder) U32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *Encoder) U64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *Encoder) I32(v int32)  { e.b = binary.LittleEndian.AppendUint32(e.b, uint32(v)) }
+func (e *Encoder) Bytes(p []byte) {
 	e.b = append(e.b, p...)
 }
 
-// grow appends n bytes and returns them for the caller to fill.
-func (e *encoder) grow(n int) []byte {
+// Grow appends n bytes and returns them for the caller to fill.
+func (e *Encoder) Grow(n int) []byte {
 	l := len(e.b)
 	if cap(e.b)-l < n {
 		nb := make([]byte, l, 2*cap(e.b)+n)
@@ -280,21 +313,21 @@ func (e *encoder) grow(n int) []byte {
 	return e.b[l:]
 }
 
-// finish fills the frame header and returns the whole frame.
-func (e *encoder) finish() []byte {
+// Finish fills the frame header and returns the whole frame.
+func (e *Encoder) Finish() []byte {
 	binary.LittleEndian.PutUint32(e.b, Magic)
 	binary.LittleEndian.PutUint32(e.b[4:], uint32(len(e.b)-HeaderSize))
 	return e.b
 }
 
-// argReader decodes a command's arguments with bounds checks; the first failure sticks.
-type argReader struct {
+// ArgReader decodes a command's arguments with bounds checks; the first failure sticks.
+type ArgReader struct {
 	b   []byte
 	off int
 	bad bool
 }
 
-func (r *argReader) need(n int) bool {
+func (r *ArgReader) need(n int) bool {
 	if r.bad || n < 0 || n > len(r.b)-r.off {
 		r.bad = true
 		return false
@@ -302,7 +335,11 @@ func (r *argReader) need(n int) bool {
 	return true
 }
 
-func (r *argReader) u32() uint32 {
+// NewArgReader returns a reader of args.
+func NewArgReader(args []byte) ArgReader { return ArgReader{b: args} }
+
+// U32 and U64 read the next little-endian value (0 once out of bounds).
+func (r *ArgReader) U32() uint32 {
 	if !r.need(4) {
 		return 0
 	}
@@ -311,7 +348,7 @@ func (r *argReader) u32() uint32 {
 	return v
 }
 
-func (r *argReader) u64() uint64 {
+func (r *ArgReader) U64() uint64 {
 	if !r.need(8) {
 		return 0
 	}
@@ -320,8 +357,8 @@ func (r *argReader) u64() uint64 {
 	return v
 }
 
-// bytes returns the next n bytes, n checked against what remains (never allocates).
-func (r *argReader) bytes(n uint64) []byte {
+// Bytes returns the next n bytes, n checked against what remains (never allocates).
+func (r *ArgReader) Bytes(n uint64) []byte {
 	if n > uint64(len(r.b)) || !r.need(int(n)) {
 		r.bad = true
 		return nil
@@ -331,9 +368,9 @@ func (r *argReader) bytes(n uint64) []byte {
 	return v
 }
 
-// count reads a u32 element count and checks that count*elem bytes remain.
-func (r *argReader) count(elem int) int {
-	n := r.u32()
+// Count reads a u32 element count and checks that count*elem bytes remain.
+func (r *ArgReader) Count(elem int) int {
+	n := r.U32()
 	if r.bad || uint64(n)*uint64(elem) > uint64(len(r.b)-r.off) {
 		r.bad = true
 		return 0
@@ -341,5 +378,8 @@ func (r *argReader) count(elem int) int {
 	return int(n)
 }
 
-// done reports whether every byte was consumed and nothing was out of bounds.
-func (r *argReader) done() bool { return !r.bad && r.off == len(r.b) }
+// Bad reports whether a read went out of bounds.
+func (r *ArgReader) Bad() bool { return r.bad }
+
+// Done reports whether every byte was consumed and nothing was out of bounds.
+func (r *ArgReader) Done() bool { return !r.bad && r.off == len(r.b) }
