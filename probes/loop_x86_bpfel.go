@@ -42,6 +42,8 @@ type loopWait struct {
 const (
 	loopMapPerflabCounts             = "perflab_counts"
 	loopMapPerflabEvents             = "perflab_events"
+	loopMapPerflabGen                = "perflab_gen"
+	loopMapPerflabNotarget           = "perflab_notarget"
 	loopMapPerflabTargets            = "perflab_targets"
 	loopMapPerflabWaits              = "perflab_waits"
 	loopProgPerflabEnterEpollPwait   = "perflab_enter_epoll_pwait"
@@ -132,10 +134,12 @@ type loopProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loopMapSpecs struct {
-	PerflabCounts  *ebpf.MapSpec `ebpf:"perflab_counts"`
-	PerflabEvents  *ebpf.MapSpec `ebpf:"perflab_events"`
-	PerflabTargets *ebpf.MapSpec `ebpf:"perflab_targets"`
-	PerflabWaits   *ebpf.MapSpec `ebpf:"perflab_waits"`
+	PerflabCounts   *ebpf.MapSpec `ebpf:"perflab_counts"`
+	PerflabEvents   *ebpf.MapSpec `ebpf:"perflab_events"`
+	PerflabGen      *ebpf.MapSpec `ebpf:"perflab_gen"`
+	PerflabNotarget *ebpf.MapSpec `ebpf:"perflab_notarget"`
+	PerflabTargets  *ebpf.MapSpec `ebpf:"perflab_targets"`
+	PerflabWaits    *ebpf.MapSpec `ebpf:"perflab_waits"`
 }
 
 // loopVariableSpecs contains global variables before they are loaded into the kernel.
@@ -166,16 +170,20 @@ func (o *loopObjects) Close() error {
 //
 // It can be passed to loadLoopObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loopMaps struct {
-	PerflabCounts  *ebpf.Map `ebpf:"perflab_counts"`
-	PerflabEvents  *ebpf.Map `ebpf:"perflab_events"`
-	PerflabTargets *ebpf.Map `ebpf:"perflab_targets"`
-	PerflabWaits   *ebpf.Map `ebpf:"perflab_waits"`
+	PerflabCounts   *ebpf.Map `ebpf:"perflab_counts"`
+	PerflabEvents   *ebpf.Map `ebpf:"perflab_events"`
+	PerflabGen      *ebpf.Map `ebpf:"perflab_gen"`
+	PerflabNotarget *ebpf.Map `ebpf:"perflab_notarget"`
+	PerflabTargets  *ebpf.Map `ebpf:"perflab_targets"`
+	PerflabWaits    *ebpf.Map `ebpf:"perflab_waits"`
 }
 
 func (m *loopMaps) Close() error {
 	return _LoopClose(
 		m.PerflabCounts,
 		m.PerflabEvents,
+		m.PerflabGen,
+		m.PerflabNotarget,
 		m.PerflabTargets,
 		m.PerflabWaits,
 	)

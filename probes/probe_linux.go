@@ -160,6 +160,7 @@ func (p *Probe) sharedMaps() map[string]*ebpf.Map {
 		"perflab_events":  p.objs.PerflabEvents,
 		"perflab_targets": p.objs.PerflabTargets,
 		"perflab_counts":  p.objs.PerflabCounts,
+		"perflab_gen":     p.objs.PerflabGen,
 	}
 }
 
@@ -241,6 +242,20 @@ func (p *Probe) Probes() []string {
 func (p *Probe) AddPID(pid uint32) error {
 	if err := p.objs.PerflabTargets.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("add target %d: %w", pid, err)
+	}
+	return p.targetsChanged()
+}
+
+// targetsChanged bumps the generation of the target set (bpf/common.h), after an addition:
+// what the programs remember of processes that were not targets is then forgotten. A bump by
+// the fork hook in between is harmless: the addition is already in the map.
+func (p *Probe) targetsChanged() error {
+	var gen uint64
+	if err := p.objs.PerflabGen.Lookup(uint32(0), &gen); err != nil {
+		return fmt.Errorf("read target generation: %w", err)
+	}
+	if err := p.objs.PerflabGen.Update(uint32(0), gen+1, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bump target generation: %w", err)
 	}
 	return nil
 }

@@ -411,3 +411,47 @@ func TestLoadObjectSharesMaps(t *testing.T) {
 		t.Errorf("an unknown kind: err %v, %d bad records, want 1", err, p.bad)
 	}
 }
+
+// TestLateTarget: a process that was making socket calls before it became a target (so the
+// programs have remembered it as not one) is recorded from AddPID on.
+func TestLateTarget(t *testing.T) {
+	p := requireProbes(t, Config{PayloadBytes: -1})
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "100000000")
+	cmd.Env = append(os.Environ(), helperEnv+"=burst")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(200 * time.Millisecond) // its calls go through the hooks as another process's
+	if err := p.AddPID(uint32(cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recording{conns: map[uint64]trace.Connection{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, rec.emit) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := p.Counts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Produced >= 1000 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range rec.events {
+		if e.PID == uint32(cmd.Process.Pid) {
+			n++
+		}
+	}
+	if n < 1000 {
+		t.Errorf("%d events of the late target, want at least 1000", n)
+	}
+}

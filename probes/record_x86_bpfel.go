@@ -87,6 +87,8 @@ type recordTask struct {
 const (
 	recordMapPerflabCounts   = "perflab_counts"
 	recordMapPerflabEvents   = "perflab_events"
+	recordMapPerflabGen      = "perflab_gen"
+	recordMapPerflabNotarget = "perflab_notarget"
 	recordMapPerflabSocks    = "perflab_socks"
 	recordMapPerflabSpawners = "perflab_spawners"
 	recordMapPerflabTargets  = "perflab_targets"
@@ -162,6 +164,8 @@ type recordProgramSpecs struct {
 type recordMapSpecs struct {
 	PerflabCounts   *ebpf.MapSpec `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.MapSpec `ebpf:"perflab_events"`
+	PerflabGen      *ebpf.MapSpec `ebpf:"perflab_gen"`
+	PerflabNotarget *ebpf.MapSpec `ebpf:"perflab_notarget"`
 	PerflabSocks    *ebpf.MapSpec `ebpf:"perflab_socks"`
 	PerflabSpawners *ebpf.MapSpec `ebpf:"perflab_spawners"`
 	PerflabTargets  *ebpf.MapSpec `ebpf:"perflab_targets"`
@@ -201,6 +205,8 @@ func (o *recordObjects) Close() error {
 type recordMaps struct {
 	PerflabCounts   *ebpf.Map `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.Map `ebpf:"perflab_events"`
+	PerflabGen      *ebpf.Map `ebpf:"perflab_gen"`
+	PerflabNotarget *ebpf.Map `ebpf:"perflab_notarget"`
 	PerflabSocks    *ebpf.Map `ebpf:"perflab_socks"`
 	PerflabSpawners *ebpf.Map `ebpf:"perflab_spawners"`
 	PerflabTargets  *ebpf.Map `ebpf:"perflab_targets"`
@@ -211,6 +217,8 @@ func (m *recordMaps) Close() error {
 	return _RecordClose(
 		m.PerflabCounts,
 		m.PerflabEvents,
+		m.PerflabGen,
+		m.PerflabNotarget,
 		m.PerflabSocks,
 		m.PerflabSpawners,
 		m.PerflabTargets,

@@ -69,6 +69,8 @@ type uprobeUspec struct {
 const (
 	uprobeMapPerflabCounts   = "perflab_counts"
 	uprobeMapPerflabEvents   = "perflab_events"
+	uprobeMapPerflabGen      = "perflab_gen"
+	uprobeMapPerflabNotarget = "perflab_notarget"
 	uprobeMapPerflabSslsocks = "perflab_sslsocks"
 	uprobeMapPerflabTargets  = "perflab_targets"
 	uprobeMapPerflabUcalls   = "perflab_ucalls"
@@ -136,6 +138,8 @@ type uprobeProgramSpecs struct {
 type uprobeMapSpecs struct {
 	PerflabCounts   *ebpf.MapSpec `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.MapSpec `ebpf:"perflab_events"`
+	PerflabGen      *ebpf.MapSpec `ebpf:"perflab_gen"`
+	PerflabNotarget *ebpf.MapSpec `ebpf:"perflab_notarget"`
 	PerflabSslsocks *ebpf.MapSpec `ebpf:"perflab_sslsocks"`
 	PerflabTargets  *ebpf.MapSpec `ebpf:"perflab_targets"`
 	PerflabUcalls   *ebpf.MapSpec `ebpf:"perflab_ucalls"`
@@ -173,6 +177,8 @@ func (o *uprobeObjects) Close() error {
 type uprobeMaps struct {
 	PerflabCounts   *ebpf.Map `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.Map `ebpf:"perflab_events"`
+	PerflabGen      *ebpf.Map `ebpf:"perflab_gen"`
+	PerflabNotarget *ebpf.Map `ebpf:"perflab_notarget"`
 	PerflabSslsocks *ebpf.Map `ebpf:"perflab_sslsocks"`
 	PerflabTargets  *ebpf.Map `ebpf:"perflab_targets"`
 	PerflabUcalls   *ebpf.Map `ebpf:"perflab_ucalls"`
@@ -183,6 +189,8 @@ func (m *uprobeMaps) Close() error {
 	return _UprobeClose(
 		m.PerflabCounts,
 		m.PerflabEvents,
+		m.PerflabGen,
+		m.PerflabNotarget,
 		m.PerflabSslsocks,
 		m.PerflabTargets,
 		m.PerflabUcalls,

@@ -297,6 +297,29 @@ func BenchmarkRecordNeighbours(b *testing.B) {
 			b.ReportMetric(median(plainWall), "plain_s")
 		}
 	})
+	b.Run("tcp_pingpong_not_recorded", func(b *testing.B) {
+		// Pairs accumulate over b.N: -benchtime 3x gives 3 * rounds pairs.
+		var rate, cpu, plainRate, plainCPU, load []float64
+		for i := 0; i < b.N; i++ {
+			for r := 0; r < rounds; r++ {
+				load = append(load, loadAverage())
+				r0, c0 := tcpPingPong(b, 20000)
+				var r1 float64
+				var c1 time.Duration
+				whileRecordingIdle(b, func() { r1, c1 = tcpPingPong(b, 20000) })
+				rate = append(rate, r1/r0)
+				cpu = append(cpu, float64(c1)/float64(c0))
+				plainRate = append(plainRate, r0)
+				plainCPU = append(plainCPU, float64(c0))
+			}
+		}
+		b.ReportMetric(median(rate), "ratio")
+		b.ReportMetric(median(cpu), "cpu_ratio")
+		b.ReportMetric(median(plainRate), "plain_rt/s")
+		b.ReportMetric(median(plainCPU), "plain_cpu_ns/rt")
+		b.ReportMetric(median(load), "loadavg")
+		b.ReportMetric(float64(len(rate)), "pairs")
+	})
 	b.Run("ping_tcp_not_recorded", func(b *testing.B) {
 		srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0"})
 		if err != nil {

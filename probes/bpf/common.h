@@ -139,12 +139,52 @@ static __always_inline __u64 ring_flags_nth(__u64 n)
 	return ring_flags();
 }
 
-// is_target_tgid reports whether the current process is a target (one hash lookup; the base
-// object's socket hooks use per-thread task storage first).
+// The generation of the target set (one entry): bumped after every process that becomes a
+// target is in perflab_targets (by the fork hook, and by perflab after AddPID).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} perflab_gen SEC(".maps");
+
+// The last process this CPU found not to be a target, as tgid << 32 | generation (one store,
+// so never torn), so that a process that is not recorded, calling again, is told apart with
+// two array lookups instead of a hash lookup. Each object has its own.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} perflab_notarget SEC(".maps");
+
+// is_target_tgid reports whether the current process is a target: a look at this CPU's last
+// process that was not, then one hash lookup. The generation is read before the lookup and
+// bumped after every addition, so a remembered answer is never older than the target set.
 static __always_inline bool is_target_tgid(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	return bpf_map_lookup_elem(&perflab_targets, &tgid) != 0;
+	__u32 zero = 0;
+	__u64 *gen = bpf_map_lookup_elem(&perflab_gen, &zero);
+	__u64 *last = bpf_map_lookup_elem(&perflab_notarget, &zero);
+	if (!gen || !last)
+		return bpf_map_lookup_elem(&perflab_targets, &tgid) != 0;
+	__u64 key = ((__u64)tgid << 32) | (__u32)*(volatile __u64 *)gen;
+	if (*last == key)
+		return false;
+	if (bpf_map_lookup_elem(&perflab_targets, &tgid))
+		return true;
+	*last = key;
+	return false;
+}
+
+// targets_changed bumps the generation of the target set, after an addition to it.
+static __always_inline void targets_changed(void)
+{
+	__u32 zero = 0;
+	__u64 *gen = bpf_map_lookup_elem(&perflab_gen, &zero);
+	if (gen)
+		__sync_fetch_and_add(gen, 1);
 }
 
 #endif

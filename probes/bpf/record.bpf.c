@@ -399,14 +399,26 @@ static __always_inline int flush_mm(struct task *t, struct task_struct *cur, __u
 	return emit(t, buf, 0, t->mm_first);
 }
 
+// has_storage reports whether a task may have local storage: a task with none at all (every
+// task of a process that is not recorded, unless another BPF tool gave it some) is told apart
+// with one load, without the cost of a storage lookup (about 60 ns measured on the hook).
+static __always_inline bool has_storage(struct task_struct *task)
+{
+	if (!bpf_core_field_exists(task->bpf_storage))
+		return true;
+	return task->bpf_storage != 0;
+}
+
 // task_of returns the calling thread's state when it belongs to a target process. Threads of
 // target processes get their storage at their first socket message; any other thread costs
 // one lookup in perflab_targets.
 static __always_inline struct task *task_of(struct task_struct *cur)
 {
-	struct task *t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
-	if (t)
-		return t;
+	if (has_storage(cur)) {
+		struct task *t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
+		if (t)
+			return t;
+	}
 	if (!is_target_tgid()) {
 		count(CNT_OTHER);
 		return 0;
@@ -541,7 +553,10 @@ int BPF_PROG(perflab_recv, struct sock *sk, int ret, int flags)
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(perflab_tcpsend, struct sock *sk, void *msg, void *skb, int size_goal)
 {
-	struct task *t = bpf_task_storage_get(&perflab_tasks, bpf_get_current_task_btf(), 0, 0);
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (!has_storage(cur))
+		return 0;
+	struct task *t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
 	if (!t)
 		return 0;
 	if (t->send_ts)
@@ -559,6 +574,8 @@ int BPF_PROG(perflab_switch, bool preempt, struct task_struct *prev, struct task
 {
 	if (preempt || prev_state == 0)
 		return 0; // still runnable: not waiting
+	if (!has_storage(prev))
+		return 0;
 	struct task *t = bpf_task_storage_get(&perflab_tasks, prev, 0, 0);
 	if (!t)
 		return 0;
@@ -589,6 +606,7 @@ int BPF_PROG(perflab_fork, struct task_struct *parent, struct task_struct *child
 		return 0;
 	__u8 one = 1;
 	bpf_map_update_elem(&perflab_targets, &ctgid, &one, BPF_ANY);
+	targets_changed();
 	return 0;
 }
 

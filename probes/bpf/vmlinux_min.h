@@ -23,6 +23,7 @@ typedef _Bool bool;
 
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_SK_STORAGE = 24,
@@ -57,6 +58,7 @@ struct pt_regs {
 struct task_struct {
 	int pid;
 	int tgid;
+	void *bpf_storage; // the task's BPF local storage, NULL when it has none
 } __attribute__((preserve_access_index));
 
 struct sock_common {
