@@ -24,10 +24,6 @@ func init() {
 	})
 }
 
-// defaultBatchK is the batch size assumed for coalescing with --fit when --coalesce is not given:
-// a batch model has no sync points to coalesce up to.
-const defaultBatchK = 8
-
 // maxModelK and maxModelD bound --coalesce and --pipeline: no token loop makes 65536 calls
 // between two sync points, nor keeps that many frames in flight.
 const (
@@ -110,22 +106,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return BadInput("-fit: %v", err)
 		}
-		k := *coalesce
-		for i := range scenarios {
-			if scenarios[i].WhatIf.Coalesce <= 0 {
-				if k <= 0 {
-					k = defaultBatchK
-				}
-				scenarios[i].WhatIf.Coalesce = k
-			}
-		}
-		rep = compare.PredictBatch(b, scenarios)
-		if *coalesce <= 0 && k == defaultBatchK {
-			rep.Assumptions = append(rep.Assumptions, fmt.Sprintf("coalescing puts K=%d requests in a cycle (set --coalesce)", defaultBatchK))
-		}
-		if wl != nil {
-			rep.Assumptions = append(rep.Assumptions, "--rtt, --link and --bandwidth were ignored: a batch fit has no link of its own")
-		}
+		rep = compare.PredictBatchWhatIf(b, scenarios, *coalesce, wl)
 	} else {
 		m := -1.0
 		if *measured >= 0 {
@@ -135,16 +116,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return BadInput("%v", err)
 		}
-		if wl != nil {
-			if wl.RTTUS < 0 {
-				wl.RTTUS = lf.Loop.Link.RTTUS
-			}
-			for i := range scenarios {
-				scenarios[i].WhatIf.Link = wl
-				scenarios[i].Name += " @ " + modelLinkName(wl)
-			}
-		}
-		rep = compare.PredictLoop(*from, lf, scenarios)
+		rep = compare.PredictLoopOn(*from, lf, scenarios, wl)
 	}
 	format := "table"
 	if *asJSON {
@@ -153,48 +125,17 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 	return writeOutput(env, "", func(w writer) error { return reports.Model(w, rep, format) })
 }
 
-func modelLinkName(l *models.Link) string {
-	if l.Name != "" && l.Name != "what-if" {
-		return l.Name
-	}
-	s := time.Duration(l.RTTUS * 1e3).String()
-	if l.BandwidthBps > 0 {
-		s += fmt.Sprintf(", %.3g B/s", l.BandwidthBps)
-	}
-	return s
-}
-
-// modelScenarios returns the what-ifs the flags ask for: the preset --mode, changed by
-// --coalesce and --pipeline; or, with none of them, the four venusd modes.
+// modelScenarios returns the what-ifs the flags ask for (compare.Scenarios), checking
+// --pipeline here too: 0 is no pipeline depth.
 func modelScenarios(mode string, k, d int) ([]compare.Scenario, error) {
-	if mode == "" && k < 0 && d < 0 {
-		var out []compare.Scenario
-		for _, m := range models.Modes {
-			out = append(out, compare.Scenario{Name: m.Name, WhatIf: m.WhatIf()})
-		}
-		return out, nil
-	}
-	m := models.Mode{Name: "custom", Coalesce: 1, Pipeline: 1}
-	if mode != "" {
-		var err error
-		if m, err = models.LookupMode(mode); err != nil {
-			return nil, BadInput("-mode: %v", err)
-		}
-	}
-	if k >= 0 {
-		m.Coalesce = k
-	}
 	if d == 0 || d > maxModelD {
 		return nil, FlagError("pipeline", d, "1 to %d", maxModelD)
 	}
-	if d > 0 {
-		m.Pipeline = d
+	sc, err := compare.Scenarios(mode, k, d)
+	if err != nil {
+		return nil, BadInput("-mode: %v", err)
 	}
-	name := m.Name
-	if k >= 0 || d > 0 {
-		name = fmt.Sprintf("%s K=%d D=%d", m.Name, m.Coalesce, m.Pipeline)
-	}
-	return []compare.Scenario{{Name: name, WhatIf: m.WhatIf()}}, nil
+	return sc, nil
 }
 
 // modelFit reads "T_FIXED,T_PER_REQ": two durations, or two numbers in µs.
