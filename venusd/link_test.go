@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -79,7 +80,8 @@ func TestSleepUntilNotEarly(t *testing.T) {
 // instead would add the sampling error of 600 draws (about 2% of a 10 ms jitter) and, on a
 // loaded machine, the mean rather than the median of late wake-ups. Settings and baselines are
 // interleaved over rounds; the figures are medians over rounds. docs/venusd.md has the table
-// of this VM.
+// of this VM. PERFLAB_LINK_SETTINGS=bandwidth (or delay, jitter) runs only the settings whose
+// name contains it.
 func BenchmarkLinkAccuracy(b *testing.B) {
 	p := startPeer(b)
 	type setting struct {
@@ -100,6 +102,16 @@ func BenchmarkLinkAccuracy(b *testing.B) {
 		bw := bits / 8
 		// A request that takes about 2 ms on the wire.
 		settings = append(settings, setting{name: fmt.Sprintf("bandwidth %gMbit", bits/1e6), bw: bw, req: max(64, int(bw*0.002))})
+	}
+	if only := os.Getenv("PERFLAB_LINK_SETTINGS"); only != "" {
+		// e.g. PERFLAB_LINK_SETTINGS=bandwidth: only the settings whose name contains it.
+		var some []setting
+		for _, s := range settings {
+			if strings.Contains(s.name, only) {
+				some = append(some, s)
+			}
+		}
+		settings = some
 	}
 	run := func(s setting, emulate bool) float64 {
 		expect := 2*s.delay + s.jitter
