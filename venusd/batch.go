@@ -17,6 +17,8 @@ import (
 	"github.com/perflab/perflab/trace"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // The batch loop: a single-threaded event loop modelled on the benchkv daemon of seed 003. Each
@@ -221,7 +223,7 @@ type batchReq struct {
 type batchConn struct {
 	sc       *serverConn
 	c        conn
-	dev      *device
+	dev      *device.Device
 	tr       *frameTracer
 	slots    chan struct{} // one token per queued request
 	deferred []deferredRec
@@ -237,7 +239,7 @@ type batchConn struct {
 	wake   chan struct{} // the writer has replies to write
 	room   chan struct{} // the writer wrote some: a waiting reader may go on
 	wDone  chan struct{} // the writer ended
-	budget *liveCounters
+	budget *device.Budget
 
 	fatal    atomic.Pointer[error] // a protocol error: the writer closes the connection once its error reply is out
 	killOnce sync.Once
@@ -267,7 +269,7 @@ func (bc *batchConn) behind() bool {
 func (bc *batchConn) hand() {
 	n := int64(len(bc.out))
 	bc.unsent.Add(n)
-	bc.budget.bytes.Add(n)
+	bc.budget.Bytes.Add(n)
 	bc.wmu.Lock()
 	if len(bc.wq) == 0 {
 		bc.wq, bc.out = bc.out, bc.wq[:0]
@@ -309,7 +311,7 @@ func (b *BatchServer) writer(bc *batchConn) {
 		_, err := bc.c.Write(buf)
 		traceFrames(bc.tr, ts, time.Since(w0), buf)
 		bc.unsent.Add(-int64(len(buf)))
-		bc.budget.bytes.Add(-int64(len(buf)))
+		bc.budget.Bytes.Add(-int64(len(buf)))
 		if cap(buf) > keepFrameBytes {
 			buf = nil
 		}
@@ -444,7 +446,7 @@ func (b *BatchServer) reader(sc *serverConn) {
 	defer c.Close()
 
 	bc := &batchConn{sc: sc, c: c, slots: make(chan struct{}, batchConnDepth), done: make(chan struct{}),
-		dev:  newDevice(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live),
+		dev:  device.New(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live),
 		tr:   newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log),
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), wDone: make(chan struct{}), budget: &s.live}
 	go b.writer(bc)
@@ -460,11 +462,11 @@ func (b *BatchServer) reader(sc *serverConn) {
 			bc.slots <- struct{}{}
 		}
 		bc.wmu.Lock()
-		s.live.bytes.Add(-int64(len(bc.wq)))
+		s.live.Bytes.Add(-int64(len(bc.wq)))
 		bc.unsent.Add(-int64(len(bc.wq)))
 		bc.wq = nil
 		bc.wmu.Unlock()
-		bc.dev.release()
+		bc.dev.Release()
 		bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
 		bc.tr.finish()
 	}()
@@ -660,7 +662,7 @@ func (b *BatchServer) execute(r *batchReq, touched []*batchConn) []*batchConn {
 			touched = append(touched, bc)
 		}
 		var err error
-		bc.out, err = execFrame(bc.dev, r.payload, bc.out, &bc.deferred, min(b.cfg.MaxFrameBytes, max(1, b.live.room())))
+		bc.out, err = execFrame(bc.dev, r.payload, bc.out, &bc.deferred, min(b.cfg.MaxFrameBytes, max(1, b.live.Room())))
 		if err != nil {
 			b.protoErr.Add(1)
 			bc.fatal.Store(&err)
@@ -683,7 +685,7 @@ func (b *BatchServer) kill(bc *batchConn, err error) {
 // execFrame executes the commands of one request frame on dev and appends its reply frame, if
 // any command wants one, to out; maxFrame, above 0, bounds the reply frame. It returns a protocol error after which the connection must
 // close (the error reply is appended first). This is the per-frame work of Server.serveConn.
-func execFrame(dev *device, payload []byte, out []byte, deferred *[]deferredRec, maxFrame int) ([]byte, error) {
+func execFrame(dev *device.Device, payload []byte, out []byte, deferred *[]deferredRec, maxFrame int) ([]byte, error) {
 	var rep wire.Encoder
 	rep.ResetOn(out[len(out):])
 	wantAny, fatal := execCommands(dev, payload, &rep, deferred, maxFrame)

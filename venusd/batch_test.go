@@ -16,6 +16,8 @@ import (
 	"github.com/perflab/perflab/trace"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // startBatch runs a batch server until the test ends.
@@ -189,8 +191,8 @@ func FuzzBatchExecFrame(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var live liveCounters
-		dev := newDevice(64, 1<<20, 1<<20, &live)
+		var live device.Budget
+		dev := device.New(64, 1<<20, 1<<20, &live)
 		fr := newFrameReader(&memConn{r: bytes.NewReader(data)}, 1<<20)
 		var deferred []deferredRec
 		var out []byte
@@ -222,9 +224,9 @@ func FuzzBatchExecFrame(f *testing.F) {
 				break
 			}
 		}
-		dev.release()
-		if live.objects.Load() != 0 || live.bytes.Load() != 0 {
-			t.Fatalf("objects left after release: %d objects, %d bytes", live.objects.Load(), live.bytes.Load())
+		dev.Release()
+		if live.Objects.Load() != 0 || live.Bytes.Load() != 0 {
+			t.Fatalf("objects left after release: %d objects, %d bytes", live.Objects.Load(), live.Bytes.Load())
 		}
 	})
 }

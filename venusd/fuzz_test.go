@@ -9,6 +9,8 @@ import (
 	"github.com/perflab/perflab/trace"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // memConn is a conn over a byte slice: reads come from it, writes are counted and dropped.
@@ -32,7 +34,7 @@ func fuzzSeeds() [][]byte {
 	ping := frameOf(cmdOf(wire.CmdPing, wire.FlagReplyWanted, 1, func(e *wire.Encoder) { e.U32(8); e.Bytes([]byte("abcd")) }))
 	session := append(frameOf(
 		cmdOf(wire.CmdAllocateMemory, 0, 1, alloc(9, 4096, wire.MemHostVisible|wire.MemHostCoherent)),
-		cmdOf(wire.CmdMapMemory, 0, 2, u64s(9, 0, wholeSize)),
+		cmdOf(wire.CmdMapMemory, 0, 2, u64s(9, 0, device.WholeSize)),
 		cmdOf(wire.CmdTransferMemoryData, 0, 3, func(e *wire.Encoder) { u64s(9, 0, 8)(e); e.Bytes([]byte{0, 0, 128, 63, 0, 0, 0, 64}) }),
 		cmdOf(wire.CmdAllocateMemory, 0, 4, alloc(0x100, 64, wire.MemHostVisible)),
 		cmdOf(wire.CmdCreateFence, 0, 5, func(e *wire.Encoder) { e.U64(0x400); e.U32(0) }),
@@ -40,7 +42,7 @@ func fuzzSeeds() [][]byte {
 		cmdOf(wire.CmdBeginCommandBuffer, 0, 7, u64s(0x300)),
 		cmdOf(wire.CmdDispatch, 0, 8, func(e *wire.Encoder) {
 			e.U64(0x300)
-			e.U32(KernelMatVecTanh)
+			e.U32(device.KernelMatVecTanh)
 			e.U32(0)
 			u64s(0x100, 0, 9, 0, 9, 64)(e)
 			e.U32(2)

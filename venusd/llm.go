@@ -13,6 +13,8 @@ import (
 	"github.com/perflab/perflab/units"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // icd is what the llm workload needs from the ICD: build a command, carry it out as its kind
@@ -199,7 +201,7 @@ func (r *llmRun) alloc(h uint64, size int, props uint32) error {
 }
 
 func (r *llmRun) mapMem(h uint64) error {
-	return r.async(wire.CmdMapMemory, func(e *wire.Encoder) { e.U64(h); e.U64(0); e.U64(wholeSize) })
+	return r.async(wire.CmdMapMemory, func(e *wire.Encoder) { e.U64(h); e.U64(0); e.U64(device.WholeSize) })
 }
 
 // transfer writes data to memory h at off (Venus Plus's TransferMemoryData).
@@ -311,7 +313,7 @@ func (r *llmRun) uploadWeight(w weight, buf []byte) error {
 		e.U32(1)
 		e.U64(w.h)
 		e.U64(0)
-		e.U64(wholeSize)
+		e.U64(device.WholeSize)
 	}); err != nil {
 		return err
 	}
@@ -509,19 +511,19 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 			return 0, err
 		}
 		if s == 0 {
-			if err := r.dispatch(cb, KernelEmbed, [3]memRange{{mem: hEmbed}, {mem: hParams}, {mem: hState, off: cur}}, H, uint32(r.vocab)); err != nil {
+			if err := r.dispatch(cb, device.KernelEmbed, [3]memRange{{mem: hEmbed}, {mem: hParams}, {mem: hState, off: cur}}, H, uint32(r.vocab)); err != nil {
 				return 0, err
 			}
 		}
-		if err := r.dispatch(cb, KernelStage, [3]memRange{{mem: hStaging}, {mem: hStaging}, {mem: hState, off: cur}}, H, uint32(n/4)); err != nil {
+		if err := r.dispatch(cb, device.KernelStage, [3]memRange{{mem: hStaging}, {mem: hStaging}, {mem: hState, off: cur}}, H, uint32(n/4)); err != nil {
 			return 0, err
 		}
-		if err := r.dispatch(cb, KernelMatVecTanh, [3]memRange{{mem: hLayer0 + uint64(s)}, {mem: hState, off: cur}, {mem: hState, off: other}}, H, H); err != nil {
+		if err := r.dispatch(cb, device.KernelMatVecTanh, [3]memRange{{mem: hLayer0 + uint64(s)}, {mem: hState, off: cur}, {mem: hState, off: other}}, H, H); err != nil {
 			return 0, err
 		}
 		cur, other = other, cur
 		if s == c.SubmitsPerToken-1 {
-			if err := r.dispatch(cb, KernelMatVec, [3]memRange{{mem: hOutput}, {mem: hState, off: cur}, {mem: hLogits}}, uint32(r.vocab), H); err != nil {
+			if err := r.dispatch(cb, device.KernelMatVec, [3]memRange{{mem: hOutput}, {mem: hState, off: cur}, {mem: hLogits}}, uint32(r.vocab), H); err != nil {
 				return 0, err
 			}
 		}
@@ -592,14 +594,14 @@ func (r *llmRun) run() (uint64, error) {
 // localICD runs commands on an in-process device: the same encoding, decoding and kernels as
 // the server, without a network or framing.
 type localICD struct {
-	dev    *device
+	dev    *device.Device
 	enc    wire.Encoder
 	curOff int
 	rep    wire.Encoder
 }
 
 func newLocalICD() *localICD {
-	l := &localICD{dev: newDevice(DefaultMaxObjects, DefaultMaxMemoryBytes, DefaultMaxFrameBytes, nil)}
+	l := &localICD{dev: device.New(DefaultMaxObjects, DefaultMaxMemoryBytes, DefaultMaxFrameBytes, nil)}
 	l.enc.Reset()
 	l.rep.Reset()
 	return l
@@ -622,7 +624,7 @@ func (l *localICD) done(k callKind) ([]reply, error) {
 		return nil, fmt.Errorf("local: %v", it.Err())
 	}
 	l.rep.Reset()
-	res, err := l.dev.exec(&c, &l.rep)
+	res, err := l.dev.Exec(&c, &l.rep)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // rawClient speaks VPLS by hand, for hostile-input tests.
@@ -236,7 +238,7 @@ func TestD3BadFrames(t *testing.T) {
 	if r := c.call(wire.CmdAllocateMemory, alloc(5, 4096, wire.MemHostVisible)); r != wire.VkSuccess {
 		t.Fatal(wire.ResultName(r))
 	}
-	if r := c.call(wire.CmdMapMemory, u64s(5, 0, wholeSize)); r != wire.VkSuccess {
+	if r := c.call(wire.CmdMapMemory, u64s(5, 0, device.WholeSize)); r != wire.VkSuccess {
 		t.Fatal(wire.ResultName(r))
 	}
 	for _, rng := range [][3]uint64{{5, 4000, 200}, {5, ^uint64(0) - 10, 20}, {5, 1, ^uint64(0) - 1}} {
@@ -266,7 +268,7 @@ func TestD4Handles(t *testing.T) {
 		args func(e *wire.Encoder)
 		want int32
 	}{
-		{"other connection's memory", b, wire.CmdMapMemory, u64s(0x9, 0, wholeSize), wire.VkErrorValidationFailed},
+		{"other connection's memory", b, wire.CmdMapMemory, u64s(0x9, 0, device.WholeSize), wire.VkErrorValidationFailed},
 		{"other connection's free", b, wire.CmdFreeMemory, u64s(0x9), wire.VkErrorValidationFailed},
 		{"null handle alloc", a, wire.CmdAllocateMemory, alloc(0, 16, wire.MemHostVisible), wire.VkErrorValidationFailed},
 		{"null handle map", a, wire.CmdMapMemory, u64s(0, 0, 16), wire.VkErrorValidationFailed},
@@ -276,7 +278,7 @@ func TestD4Handles(t *testing.T) {
 		{"unknown command buffer", a, wire.CmdBeginCommandBuffer, u64s(0x77), wire.VkErrorValidationFailed},
 		{"free", a, wire.CmdFreeMemory, u64s(0x9), wire.VkSuccess},
 		{"double free", a, wire.CmdFreeMemory, u64s(0x9), wire.VkErrorValidationFailed},
-		{"use after free", a, wire.CmdMapMemory, u64s(0x9, 0, wholeSize), wire.VkErrorValidationFailed},
+		{"use after free", a, wire.CmdMapMemory, u64s(0x9, 0, device.WholeSize), wire.VkErrorValidationFailed},
 		{"submit unknown fence", a, wire.CmdQueueSubmit, func(e *wire.Encoder) { e.U64(1); e.U64(0x55); e.U32(0) }, wire.VkErrorValidationFailed},
 		{"dispatch into a buffer not recording", a, wire.CmdDispatch, func(e *wire.Encoder) { e.U64(0x66); e.Bytes(make([]byte, 72)) }, wire.VkErrorValidationFailed},
 	}
@@ -440,7 +442,7 @@ func TestD7TotalMemoryAndReplyCap(t *testing.T) {
 	if r := b.call(wire.CmdAllocateMemory, alloc(2, 1<<20, wire.MemHostVisible)); r != wire.VkSuccess {
 		t.Errorf("second client within the total: %s", wire.ResultName(r))
 	}
-	if r := a.call(wire.CmdMapMemory, u64s(1, 0, wholeSize)); r != wire.VkSuccess {
+	if r := a.call(wire.CmdMapMemory, u64s(1, 0, device.WholeSize)); r != wire.VkSuccess {
 		t.Fatal(wire.ResultName(r))
 	}
 	// Replies count too: with the total taken by device memory, a 600 KiB read has no room.

@@ -15,6 +15,8 @@ import (
 	"github.com/perflab/perflab/trace"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // Server is a running venusd server: it accepts clients and runs each one's commands on its own
@@ -26,7 +28,7 @@ type Server struct {
 	getenv func(string) string
 	buf    int
 
-	live     liveCounters
+	live     device.Budget
 	accepted atomic.Int64
 	active   atomic.Int64
 	rejected atomic.Int64
@@ -149,7 +151,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, addr: a, getenv: cfg.Getenv, buf: buf, conns: map[*serverConn]struct{}{}}
-	s.live.maxBytes = cfg.MaxTotalMemoryBytes
+	s.live.MaxBytes = cfg.MaxTotalMemoryBytes
 	switch a.Transport {
 	case "tcp":
 		lc := net.ListenConfig{Control: bufferControl(buf)}
@@ -183,7 +185,7 @@ func (s *Server) Addr() string { return s.addr.String() }
 func (s *Server) Stats() ServerStats {
 	return ServerStats{
 		Accepted: s.accepted.Load(), Active: s.active.Load(), Rejected: s.rejected.Load(),
-		LiveObjects: s.live.objects.Load(), LiveBytes: s.live.bytes.Load(),
+		LiveObjects: s.live.Objects.Load(), LiveBytes: s.live.Bytes.Load(),
 		ProtocolErrors: s.protoErr.Load(), Frames: s.frames.Load(), Evicted: s.evictions.Load(),
 	}
 }
@@ -393,8 +395,8 @@ func (s *Server) protocolError(err error) error {
 // serveConn reads frames and executes their commands in order until the client leaves. Every
 // object of the client is freed when it returns.
 func (s *Server) serveConn(sc *serverConn, c conn) error {
-	dev := newDevice(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live)
-	defer dev.release()
+	dev := device.New(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live)
+	defer dev.Release()
 	tr := newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)
 	first := Monotonic()
 	tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
@@ -438,7 +440,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 		rep.Reset()
 		// A reply is bounded by the frame cap and by what is left of the memory budget; once
 		// built it is counted in the budget until it is written.
-		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, min(s.cfg.MaxFrameBytes, max(1, s.live.room())))
+		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, min(s.cfg.MaxFrameBytes, max(1, s.live.Room())))
 		if wantAny {
 			frame := rep.Finish()
 			var ts int64
@@ -453,10 +455,10 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			if rep.Cap() > keepFrameBytes {
 				held = int64(rep.Cap())
 			}
-			s.live.bytes.Add(held)
+			s.live.Bytes.Add(held)
 			s.setWriteDeadline(c)
 			_, err := c.Write(frame)
-			s.live.bytes.Add(-held)
+			s.live.Bytes.Add(-held)
 			if timed {
 				tr.frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
 			}
@@ -479,7 +481,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 // command may return so that the reply frame fits the cap the client reads with. It reports
 // whether rep holds a reply, and a protocol error after which the connection must close (its
 // error record is in rep first).
-func execCommands(dev *device, payload []byte, rep *wire.Encoder, deferred *[]deferredRec, maxFrame int) (wantAny bool, fatal error) {
+func execCommands(dev *device.Device, payload []byte, rep *wire.Encoder, deferred *[]deferredRec, maxFrame int) (wantAny bool, fatal error) {
 	var cmd wire.Command
 	it := wire.NewCommandIter(payload)
 	for it.Next(&cmd) {
@@ -498,7 +500,7 @@ func execCommands(dev *device, payload []byte, rep *wire.Encoder, deferred *[]de
 		}
 		if maxFrame > 0 {
 			// What a command may return shrinks as the reply frame fills.
-			dev.maxReply = max(0, maxFrame-rep.Len()-4*wire.CmdHeaderSize)
+			dev.SetMaxReply(max(0, maxFrame-rep.Len()-4*wire.CmdHeaderSize))
 		}
 		var off, resOff int
 		var out *wire.Encoder
@@ -509,7 +511,7 @@ func execCommands(dev *device, payload []byte, rep *wire.Encoder, deferred *[]de
 			rep.I32(0)
 			out = rep
 		}
-		res, perr := dev.exec(&cmd, out)
+		res, perr := dev.Exec(&cmd, out)
 		if perr != nil {
 			if !want {
 				off = rep.Begin(cmd.Type, wire.FlagReply, cmd.ReqID)

@@ -16,6 +16,8 @@ import (
 	"github.com/perflab/perflab/units"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/device"
 )
 
 // ioCounters counts the system calls a transport made to move bytes.
@@ -262,7 +264,7 @@ type frameReader struct {
 	// budget, when set (the server), accounts for frames larger than keepFrameBytes: each has
 	// its own memory, counted in budget while it lives (until the next read, or until the
 	// owner of take's result releases it).
-	budget *liveCounters
+	budget *device.Budget
 	cur    *frameMem
 }
 
@@ -288,7 +290,7 @@ type frameMem struct {
 	b        []byte
 	mapped   bool
 	reserved int64
-	budget   *liveCounters
+	budget   *device.Budget
 }
 
 // free returns the frame's memory and its share of the budget.
@@ -300,7 +302,7 @@ func (m *frameMem) free() {
 		syscall.Munmap(m.b)
 	}
 	m.b = nil
-	m.budget.bytes.Add(-m.reserved)
+	m.budget.Bytes.Add(-m.reserved)
 	m.reserved = 0
 }
 
@@ -318,21 +320,6 @@ func (f *frameReader) take(payload []byte) ([]byte, func()) {
 		return payload, m.free
 	}
 	return append([]byte(nil), payload...), func() {}
-}
-
-// reserve counts n bytes against the budget, waiting until deadline for room.
-func (l *liveCounters) reserve(n int64, deadline time.Time) error {
-	for {
-		total := l.bytes.Add(n)
-		if l.maxBytes <= 0 || total <= l.maxBytes {
-			return nil
-		}
-		l.bytes.Add(-n)
-		if time.Now().After(deadline) {
-			return errNoMemory
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // readLarge reads a payload of size bytes (more than keepFrameBytes) into memory of its own,
@@ -356,8 +343,8 @@ func (f *frameReader) readLarge(size int) ([]byte, error) {
 	f.cur = m
 	// The whole frame is counted at once: frames counted piecemeal as their bytes arrive
 	// could each hold part of the budget and wait for each other forever.
-	if err := f.budget.reserve(int64(size), deadline); err != nil {
-		return nil, err
+	if !f.budget.Reserve(int64(size), deadline) {
+		return nil, errNoMemory
 	}
 	m.reserved = int64(size)
 	m.b = m.b[:size]

@@ -28,16 +28,18 @@ var allowed = map[string][]string{
 	"venusd":     {"trace", "units", "models"},
 	// venusd/wire, the VPLS frame format, is a leaf that anything may build frames with.
 	"venusd/wire": {},
-	"protocol":    {"trace"},
-	"loops":       {"trace"},
-	"analyzers":   {"trace", "models", "protocol", "loops"},
-	"compare":     {"trace", "models", "protocol", "analyzers"},
-	"reports":     {"trace", "models", "protocol", "analyzers", "loops", "compare"},
-	"export":      {"trace", "protocol", "analyzers"},
-	"fixtures":    {"trace", "venusd/wire"},
-	"merge":       {"trace"},
-	"lab":         {"trace", "models", "protocol", "loops", "analyzers", "reports", "venusd"},
-	"e2e":         {"trace", "models", "protocol", "loops", "analyzers", "compare", "reports", "export", "venusd", "fixtures"},
+	// venusd/device, the emulated GPU, runs the commands of the wire format.
+	"venusd/device": {"venusd/wire"},
+	"protocol":      {"trace"},
+	"loops":         {"trace"},
+	"analyzers":     {"trace", "models", "protocol", "loops"},
+	"compare":       {"trace", "models", "protocol", "analyzers"},
+	"reports":       {"trace", "models", "protocol", "analyzers", "loops", "compare"},
+	"export":        {"trace", "protocol", "analyzers"},
+	"fixtures":      {"trace", "venusd/wire"},
+	"merge":         {"trace"},
+	"lab":           {"trace", "models", "protocol", "loops", "analyzers", "reports", "venusd"},
+	"e2e":           {"trace", "models", "protocol", "loops", "analyzers", "compare", "reports", "export", "venusd", "fixtures"},
 }
 
 // testsMayImport lists what the tests of a package may import beyond its row: venusd/wire's

@@ -1,9 +1,14 @@
-package venusd
+// Package device is venusd's emulated GPU: one Device per connection runs the Vulkan commands
+// of the wire format (memory objects, mappings, fences, command buffers, dispatches of a few
+// float32 kernels) against its quotas and a Budget of device memory shared by a server's
+// connections.
+package device
 
 import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/perflab/perflab/venusd/wire"
@@ -21,8 +26,10 @@ const (
 const (
 	maxOpsPerCmdBuf = 4096    // dispatches recorded in one command buffer
 	maxKernelDim    = 1 << 24 // rows or cols of a kernel
-	wholeSize       = ^uint64(0)
 )
+
+// WholeSize is VK_WHOLE_SIZE: a mapping or range to the end of the memory object.
+const WholeSize = ^uint64(0)
 
 // binding is a (memory object, byte offset) pair of a dispatch.
 type binding struct {
@@ -58,24 +65,40 @@ type cmdBuf struct {
 	ops   []dispatchOp
 }
 
-// liveCounters are shared by the devices of a server.
-type liveCounters struct {
-	objects  atomic.Int64
-	bytes    atomic.Int64
-	maxBytes int64 // device memory of all connections together; 0: no limit
+// Budget counts the objects and bytes of memory of all the devices and frames of a server.
+type Budget struct {
+	Objects  atomic.Int64
+	Bytes    atomic.Int64
+	MaxBytes int64 // device memory of all connections together, bytes; 0: no limit
 }
 
-// room returns the bytes left in the budget (a large number when there is no limit).
-func (l *liveCounters) room() int {
-	if l.maxBytes <= 0 {
+// Room returns the bytes left in the budget (a large number when there is no limit).
+func (l *Budget) Room() int {
+	if l.MaxBytes <= 0 {
 		return 1 << 62
 	}
-	return int(max(0, l.maxBytes-l.bytes.Load()))
+	return int(max(0, l.MaxBytes-l.Bytes.Load()))
 }
 
-// device is the emulated GPU of one connection: its own handle table and quotas. It is not safe
+// Reserve counts n bytes against the budget, waiting until deadline for room; it reports
+// whether it did.
+func (l *Budget) Reserve(n int64, deadline time.Time) bool {
+	for {
+		total := l.Bytes.Add(n)
+		if l.MaxBytes <= 0 || total <= l.MaxBytes {
+			return true
+		}
+		l.Bytes.Add(-n)
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Device is the emulated GPU of one connection: its own handle table and quotas. It is not safe
 // for concurrent use: one connection's commands run in order on one goroutine.
-type device struct {
+type Device struct {
 	maxObjects int
 	maxBytes   int64
 	maxReply   int
@@ -86,49 +109,56 @@ type device struct {
 
 	objects int
 	bytes   int64
-	live    *liveCounters
+	live    *Budget
 }
 
-func newDevice(maxObjects int, maxBytes int64, maxReply int, live *liveCounters) *device {
+// New returns a device that holds at most maxObjects objects and maxBytes bytes of memory,
+// returns at most maxReply bytes in one reply, and counts its memory in live (nil: a budget of
+// its own, without limit).
+func New(maxObjects int, maxBytes int64, maxReply int, live *Budget) *Device {
 	if live == nil {
-		live = &liveCounters{}
+		live = &Budget{}
 	}
-	return &device{
+	return &Device{
 		maxObjects: maxObjects, maxBytes: maxBytes, maxReply: maxReply,
 		mem: map[uint64]*memObj{}, fences: map[uint64]bool{}, cbs: map[uint64]*cmdBuf{},
 		live: live,
 	}
 }
 
-// release frees every object of the device (the client disconnected).
-func (d *device) release() {
-	d.live.objects.Add(-int64(d.objects))
-	d.live.bytes.Add(-d.bytes)
+// Release frees every object of the device (the client disconnected).
+func (d *Device) Release() {
+	d.live.Objects.Add(-int64(d.objects))
+	d.live.Bytes.Add(-d.bytes)
 	d.objects, d.bytes = 0, 0
 	d.mem, d.fences, d.cbs = map[uint64]*memObj{}, map[uint64]bool{}, map[uint64]*cmdBuf{}
 }
 
 // addObject accounts for a new object of n bytes against the connection's and the server's
 // quotas, before it is allocated.
-func (d *device) addObject(n int64) int32 {
+// SetMaxReply bounds what one command may return from now on, in bytes (the room left in the
+// reply frame).
+func (d *Device) SetMaxReply(n int) { d.maxReply = n }
+
+func (d *Device) addObject(n int64) int32 {
 	if d.objects >= d.maxObjects {
 		return wire.VkErrorTooManyObjects
 	}
-	if total := d.live.bytes.Add(n); d.live.maxBytes > 0 && total > d.live.maxBytes {
-		d.live.bytes.Add(-n)
+	if total := d.live.Bytes.Add(n); d.live.MaxBytes > 0 && total > d.live.MaxBytes {
+		d.live.Bytes.Add(-n)
 		return wire.VkErrorOutOfDeviceMemory
 	}
 	d.objects++
 	d.bytes += n
-	d.live.objects.Add(1)
+	d.live.Objects.Add(1)
 	return wire.VkSuccess
 }
 
-func (d *device) dropObject(n int64) {
+func (d *Device) dropObject(n int64) {
 	d.objects--
 	d.bytes -= n
-	d.live.objects.Add(-1)
-	d.live.bytes.Add(-n)
+	d.live.Objects.Add(-1)
+	d.live.Bytes.Add(-n)
 }
 
 // rangeOK reports whether [off, off+size) lies in a buffer of length n, without overflow.
@@ -136,11 +166,11 @@ func rangeOK(off, size uint64, n int) bool {
 	return off <= uint64(n) && size <= uint64(n)-off
 }
 
-// exec runs one command. When out is not nil the command wants a reply: exec appends its reply
+// Exec runs one command. When out is not nil the command wants a reply: Exec appends its reply
 // data to out (the caller has written the record header). It returns the VkResult, and a non-nil
 // error for a protocol error (malformed arguments, unknown command) after which the connection
 // is closed.
-func (d *device) exec(c *wire.Command, out *wire.Encoder) (int32, error) {
+func (d *Device) Exec(c *wire.Command, out *wire.Encoder) (int32, error) {
 	r := wire.NewArgReader(c.Args)
 	switch c.Type {
 	case wire.CmdAllocateMemory:
@@ -188,7 +218,7 @@ func malformed(c *wire.Command) (int32, error) {
 }
 
 // allocateMemory runs vkAllocateMemory: a new memory object, within the quotas.
-func (d *device) allocateMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) allocateMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id, size, props := r.U64(), r.U64(), r.U32()
 	if !r.Done() {
 		return malformed(c)
@@ -207,7 +237,7 @@ func (d *device) allocateMemory(c *wire.Command, r *wire.ArgReader, out *wire.En
 }
 
 // freeMemory runs vkFreeMemory.
-func (d *device) freeMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) freeMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -222,7 +252,7 @@ func (d *device) freeMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encode
 }
 
 // mapMemory runs vkMapMemory of a host-visible object.
-func (d *device) mapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) mapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id, off, size := r.U64(), r.U64(), r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -234,7 +264,7 @@ func (d *device) mapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder
 	if m.props&wire.MemHostVisible == 0 {
 		return wire.VkErrorMemoryMapFailed, nil
 	}
-	if size == wholeSize && off <= uint64(len(m.data)) {
+	if size == WholeSize && off <= uint64(len(m.data)) {
 		size = uint64(len(m.data)) - off
 	}
 	if size == 0 || !rangeOK(off, size, len(m.data)) {
@@ -245,7 +275,7 @@ func (d *device) mapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder
 }
 
 // unmapMemory runs vkUnmapMemory.
-func (d *device) unmapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) unmapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -260,7 +290,7 @@ func (d *device) unmapMemory(c *wire.Command, r *wire.ArgReader, out *wire.Encod
 
 // memoryRanges runs vkFlushMappedMemoryRanges, vkInvalidateMappedMemoryRanges and vnReadMemoryData:
 // the ranges are checked, and read back into the reply for the last two.
-func (d *device) memoryRanges(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) memoryRanges(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	n := r.Count(24)
 	type rng struct {
 		m         *memObj
@@ -278,7 +308,7 @@ func (d *device) memoryRanges(c *wire.Command, r *wire.ArgReader, out *wire.Enco
 			res = wire.VkErrorValidationFailed
 			continue
 		}
-		if size == wholeSize && off >= m.mapOff && off <= m.mapOff+m.mapSize {
+		if size == WholeSize && off >= m.mapOff && off <= m.mapOff+m.mapSize {
 			size = m.mapOff + m.mapSize - off
 		}
 		if off < m.mapOff || !rangeOK(off-m.mapOff, size, int(m.mapSize)) {
@@ -307,7 +337,7 @@ func (d *device) memoryRanges(c *wire.Command, r *wire.ArgReader, out *wire.Enco
 }
 
 // transferMemoryData runs vnTransferMemoryData: bytes from the host into a memory object.
-func (d *device) transferMemoryData(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) transferMemoryData(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id, off, size := r.U64(), r.U64(), r.U64()
 	data := r.Bytes(size)
 	if !r.Done() {
@@ -322,7 +352,7 @@ func (d *device) transferMemoryData(c *wire.Command, r *wire.ArgReader, out *wir
 }
 
 // ping runs vnPing: a reply of the size asked.
-func (d *device) ping(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) ping(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	n := r.U32()
 	if r.Bad() {
 		return malformed(c)
@@ -337,7 +367,7 @@ func (d *device) ping(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (in
 }
 
 // createFence runs vkCreateFence.
-func (d *device) createFence(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) createFence(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id, flags := r.U64(), r.U32()
 	if !r.Done() {
 		return malformed(c)
@@ -356,7 +386,7 @@ func (d *device) createFence(c *wire.Command, r *wire.ArgReader, out *wire.Encod
 }
 
 // destroyFence runs vkDestroyFence.
-func (d *device) destroyFence(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) destroyFence(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -370,7 +400,7 @@ func (d *device) destroyFence(c *wire.Command, r *wire.ArgReader, out *wire.Enco
 }
 
 // resetFences runs vkResetFences.
-func (d *device) resetFences(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) resetFences(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	n := r.Count(8)
 	res := wire.VkSuccess
 	for i := 0; i < n; i++ {
@@ -388,7 +418,7 @@ func (d *device) resetFences(c *wire.Command, r *wire.ArgReader, out *wire.Encod
 }
 
 // getFenceStatus runs vkGetFenceStatus.
-func (d *device) getFenceStatus(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) getFenceStatus(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -404,7 +434,7 @@ func (d *device) getFenceStatus(c *wire.Command, r *wire.ArgReader, out *wire.En
 }
 
 // waitForFences runs vkWaitForFences (every fence is signaled by the submit that names it).
-func (d *device) waitForFences(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) waitForFences(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	waitAll, _ := r.U32(), r.U64() // timeout: the queue runs in order, so an unsignaled fence never signals later
 	n := r.Count(8)
 	all, any := true, false
@@ -430,7 +460,7 @@ func (d *device) waitForFences(c *wire.Command, r *wire.ArgReader, out *wire.Enc
 }
 
 // allocateCommandBuffers runs vkAllocateCommandBuffers.
-func (d *device) allocateCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) allocateCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -446,7 +476,7 @@ func (d *device) allocateCommandBuffers(c *wire.Command, r *wire.ArgReader, out 
 }
 
 // freeCommandBuffers runs vkFreeCommandBuffers.
-func (d *device) freeCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) freeCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -460,7 +490,7 @@ func (d *device) freeCommandBuffers(c *wire.Command, r *wire.ArgReader, out *wir
 }
 
 // recordCommandBuffer runs vkBeginCommandBuffer and vkEndCommandBuffer.
-func (d *device) recordCommandBuffer(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) recordCommandBuffer(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	id := r.U64()
 	if !r.Done() {
 		return malformed(c)
@@ -481,7 +511,7 @@ func (d *device) recordCommandBuffer(c *wire.Command, r *wire.ArgReader, out *wi
 }
 
 // dispatch records a vkCmdDispatch into a recording command buffer.
-func (d *device) dispatch(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) dispatch(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	var op dispatchOp
 	id := r.U64()
 	op.kernel = r.U32()
@@ -507,7 +537,7 @@ func (d *device) dispatch(c *wire.Command, r *wire.ArgReader, out *wire.Encoder)
 }
 
 // queueSubmit runs vkQueueSubmit: the dispatches of its command buffers, then its fence.
-func (d *device) queueSubmit(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
+func (d *Device) queueSubmit(c *wire.Command, r *wire.ArgReader, out *wire.Encoder) (int32, error) {
 	queue, fence := r.U64(), r.U64()
 	n := r.Count(8)
 	var first [8]*cmdBuf
@@ -548,7 +578,7 @@ func (d *device) queueSubmit(c *wire.Command, r *wire.ArgReader, out *wire.Encod
 
 // f32view returns n float32 values of m at byte offset off, or an error when they do not fit
 // or are misaligned.
-func (d *device) f32view(b binding, n uint64) ([]float32, error) {
+func (d *Device) f32view(b binding, n uint64) ([]float32, error) {
 	m := d.mem[b.mem]
 	if m == nil {
 		return nil, fmt.Errorf("bad memory handle 0x%x", b.mem)
@@ -563,7 +593,7 @@ func (d *device) f32view(b binding, n uint64) ([]float32, error) {
 }
 
 // runOp checks a dispatch's bindings and, with run, executes it.
-func (d *device) runOp(op *dispatchOp, run bool) error {
+func (d *Device) runOp(op *dispatchOp, run bool) error {
 	p0, p1 := uint64(op.p[0]), uint64(op.p[1])
 	switch op.kernel {
 	case KernelEmbed:
