@@ -1,6 +1,7 @@
 package analyzers
 
 import (
+	"github.com/perflab/perflab/breakdown"
 	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/trace"
 )
@@ -60,6 +61,9 @@ type Summary struct {
 	// Loops are the event-loop threads of a server recorded with their wait calls (record
 	// --waits): cycles, phases and their batch model (package loops).
 	Loops *loops.Report `json:"loops,omitempty"`
+	// TwoHosts splits the round trips of a merged trace (perflab merge) into client, network,
+	// server queue and service, counting each message once (docs/merge.md); nil otherwise.
+	TwoHosts *breakdown.Report `json:"two_hosts,omitempty"`
 
 	Warnings []string `json:"warnings"`
 }

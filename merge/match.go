@@ -21,9 +21,9 @@ type Msg struct {
 	Send, Recv int64
 }
 
-// normAddr returns addr with its IP in canonical form (IPv4-mapped IPv6 as IPv4), so that
+// NormAddr returns addr with its IP in canonical form (IPv4-mapped IPv6 as IPv4), so that
 // "[::ffff:127.0.0.1]:80" and "127.0.0.1:80" compare equal.
-func normAddr(addr string) string {
+func NormAddr(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr
@@ -53,7 +53,7 @@ func MatchConns(a, b int, fa, fb *trace.File) []ConnPair {
 			if c.Family != trace.FamilyTCP && c.Family != trace.FamilyUDP || c.Local == "" || c.Remote == "" {
 				continue
 			}
-			k := key{c.Family, normAddr(c.Local), normAddr(c.Remote)}
+			k := key{c.Family, NormAddr(c.Local), NormAddr(c.Remote)}
 			if mirror {
 				k.local, k.peer = k.peer, k.local
 			}

@@ -32,7 +32,7 @@ func sections(s *analyzers.Summary) []Section {
 		out = append(out, Section{Title: "In short", Notes: a})
 	}
 	for _, lay := range []func(*analyzers.Summary) []Section{
-		overviewSection, connectionsSection, processesSection, commandsSection, statusesSection,
+		overviewSection, func(s *analyzers.Summary) []Section { return twoHostsSections(s.TwoHosts) }, connectionsSection, processesSection, commandsSection, statusesSection,
 		roundTripsSection, unitsSection, unitShapesSection, phasesSection, littleSection, batchSection,
 		modesSection, windowsSection, func(s *analyzers.Summary) []Section { return loopSections(s.Loops) },
 		errorsSection,

@@ -97,6 +97,9 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 		if err != nil {
 			return analyzeError(err)
 		}
+		if s.TwoHosts, err = twoHosts(paths, opt, s); err != nil {
+			return analyzeError(err)
+		}
 		for _, w := range s.Warnings {
 			if s.Recovery != nil && strings.Contains(w, "damaged or cut") {
 				fmt.Fprintf(env.Stderr, "perflab analyze: warning: %s\n", w)

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/perflab/perflab/breakdown"
+)
+
+// analyzeTwoHosts merges the traces and returns analyze's two_hosts split of the merged trace.
+func analyzeTwoHosts(t *testing.T, out string, traces ...string) *breakdown.Report {
+	t.Helper()
+	if code, _, stderr := runCLI(t, append([]string{"merge", "-o", out}, traces...)...); code != 0 {
+		t.Fatalf("merge: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "analyze", "--format", "json", out)
+	if code != 0 {
+		t.Fatalf("analyze: exit %d: %s", code, stderr)
+	}
+	var s struct {
+		TwoHosts *breakdown.Report `json:"two_hosts"`
+		Totals   struct {
+			Send struct{ Frames uint64 } `json:"send"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.TwoHosts == nil {
+		t.Fatal("analyze of a merged trace has no two_hosts")
+	}
+	if s.TwoHosts.Messages != s.Totals.Send.Frames {
+		t.Errorf("two_hosts.messages %d, want each frame once: %d sent", s.TwoHosts.Messages, s.Totals.Send.Frames)
+	}
+	return s.TwoHosts
+}
+
+// TestAnalyzeTwoHosts splits the round trips of a real venusd client and server recorded apart,
+// merged as they are and with the server's clock shifted by seconds and drifting: the parts sum
+// to the RTT, every message is counted once, and the shifted split agrees with the unshifted one
+// within the clock interval it reports.
+func TestAnalyzeTwoHosts(t *testing.T) {
+	clientPath, serverPath := recordTwoHosts(t)
+	dir := t.TempDir()
+	plain := analyzeTwoHosts(t, filepath.Join(dir, "plain.plt"), clientPath, serverPath)
+	shifted := filepath.Join(dir, "shifted.plt")
+	shiftTrace(t, serverPath, shifted, -2.25e9, 120e-6, 0)
+	moved := analyzeTwoHosts(t, filepath.Join(dir, "moved.plt"), clientPath, shifted)
+
+	for name, r := range map[string]*breakdown.Report{"unshifted": plain, "shifted": moved} {
+		m := r.Mean
+		t.Logf("%s: %d round trips, clock ±%.1f µs: rtt %.1f = client %.2f + out %.2f + queue %.2f + service %.2f + back %.2f µs",
+			name, r.RoundTrips, r.ClockUS, m.RTT, m.Client, m.NetOut, m.Queue, m.Service, m.NetBack)
+		if r.RoundTrips < 200 || r.Unmatched != 0 || r.BothEnds != r.Messages {
+			t.Errorf("%s: %d round trips (%d unmatched), %d of %d messages at both ends; want hundreds, all matched", name, r.RoundTrips, r.Unmatched, r.BothEnds, r.Messages)
+		}
+		if sum := m.Client + m.NetOut + m.Queue + m.Service + m.NetBack; math.Abs(sum-m.RTT) > 0.01 {
+			t.Errorf("%s: parts sum to %.3f µs, RTT %.3f", name, sum, m.RTT)
+		}
+		if len(r.Commands) == 0 || len(r.Slowest) == 0 {
+			t.Errorf("%s: no commands or slowest round trips", name)
+		}
+	}
+	if plain.RoundTrips != moved.RoundTrips || plain.Mean.RTT != moved.Mean.RTT || plain.Mean.Client != moved.Mean.Client {
+		t.Errorf("the server's clock changed the client's side: %+v vs %+v", plain.Mean, moved.Mean)
+	}
+	tol := plain.ClockUS + moved.ClockUS + 0.01
+	for _, p := range [][2]float64{{plain.Mean.NetOut, moved.Mean.NetOut}, {plain.Mean.Queue + plain.Mean.Service, moved.Mean.Queue + moved.Mean.Service}, {plain.Mean.NetBack, moved.Mean.NetBack}} {
+		if math.Abs(p[0]-p[1]) > tol {
+			t.Errorf("part %.2f µs unshifted, %.2f shifted: further apart than the clock intervals (±%.2f µs)", p[0], p[1], tol)
+		}
+	}
+}
