@@ -199,6 +199,22 @@ type Trip struct {
 	unit       int    // index of its unit of work, -1 none
 }
 
+// Quantiles are the 10th, 50th and 90th percentiles of a sample (nearest rank), µs.
+type Quantiles struct {
+	P10 float64 `json:"p10"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+}
+
+func quantiles(v []float64) Quantiles {
+	if len(v) == 0 {
+		return Quantiles{}
+	}
+	sort.Float64s(v)
+	at := func(q float64) float64 { return round3(v[int(math.Ceil(q*float64(len(v))))-1]) }
+	return Quantiles{P10: at(0.1), P50: at(0.5), P90: at(0.9)}
+}
+
 // CommandParts is the mean split of one command's round trips.
 type CommandParts struct {
 	Name  string `json:"name"`
@@ -240,8 +256,12 @@ type Report struct {
 	// ClockUS is how far each instant on a server's host may be off on the merged timeline, µs
 	// (the clock interval of docs/merge.md): NetOut, Queue, Service and NetBack are each exact
 	// within ±ClockUS, their sum with the client's time exactly the RTT.
-	ClockUS  float64        `json:"clock_uncertainty_us"`
-	Mean     Parts          `json:"mean_us"` // per round trip
+	ClockUS float64 `json:"clock_uncertainty_us"`
+	Mean    Parts   `json:"mean_us"` // per round trip
+	// NetRTT is the network's part of a round trip (NetOut + NetBack), over the round trips, µs:
+	// the link's round-trip time as measured at both ends (what perflab model takes as the
+	// baseline link).
+	NetRTT   Quantiles      `json:"net_rtt_us"`
 	Commands []CommandParts `json:"commands"`
 	Units    []UnitParts    `json:"units,omitempty"`
 	Slowest  []Trip         `json:"slowest"` // the slowest round trips, slowest first
@@ -536,6 +556,11 @@ func (r *Report) sum(trips []Trip, unit string) {
 		return
 	}
 	var all Parts
+	net := make([]float64, len(trips))
+	for i, t := range trips {
+		net[i] = t.Parts.NetOut + t.Parts.NetBack
+	}
+	r.NetRTT = quantiles(net)
 	byName := map[string]*CommandParts{}
 	sums := map[string]*Parts{}
 	unitSum := map[int]*Parts{}

@@ -68,6 +68,9 @@ func TestSplit(t *testing.T) {
 	if len(r.Units) != 1 || r.Units[0].Count != 1 || r.Units[0].RoundTripsPerUnit != 3 || r.Units[0].PerUnit.RTT != 525 {
 		t.Errorf("units: %+v", r.Units)
 	}
+	if r.NetRTT != (Quantiles{P10: 95, P50: 95, P90: 100}) {
+		t.Errorf("network RTT %+v, want 95, 95, 100", r.NetRTT)
+	}
 	if r.ClockUS != 2 {
 		t.Errorf("clock uncertainty %v µs, want 2", r.ClockUS)
 	}

@@ -49,33 +49,50 @@ func (v *hostsVisitor) Answered(*protocol.Message, protocol.Answered) {}
 func (v *hostsVisitor) End(int, trace.Recovery)                       {}
 
 // twoHosts returns the client/network/server split of the first merged trace in s, nil when
-// none was merged. It decodes that trace a second time.
+// none was merged, and adds its warnings to s's. It decodes that trace a second time.
 func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*breakdown.Report, error) {
-	merged := -1
 	for i, m := range s.Meta {
 		if len(m.Clocks) > 1 {
-			merged = i
-			break
+			r, err := splitMerged(paths[i], opt)
+			if r != nil {
+				for _, w := range r.Warnings {
+					s.Warnings = append(s.Warnings, "two hosts: "+w)
+				}
+			}
+			return r, err
 		}
 	}
-	if merged < 0 {
+	return nil, nil
+}
+
+// mergedSplit returns the split of the trace at path when it is a merged trace (its metadata
+// has clocks of several hosts), else nil.
+func mergedSplit(path string, opt analyzers.Options) (*breakdown.Report, error) {
+	r, err := trace.Open(path)
+	if err != nil {
+		return nil, &protocol.ReadError{Path: path, Err: err}
+	}
+	meta := r.Meta()
+	r.Close()
+	if len(meta.Clocks) < 2 {
 		return nil, nil
 	}
+	return splitMerged(path, opt)
+}
+
+// splitMerged decodes the merged trace at path and splits its round trips.
+func splitMerged(path string, opt analyzers.Options) (*breakdown.Report, error) {
 	v := &hostsVisitor{trace: -1, units: map[string]bool{}}
 	for _, n := range strings.Split(opt.UnitCommands, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			v.units[n] = true
 		}
 	}
-	if err := analyzers.Visit(paths[merged:merged+1], opt, v); err != nil {
+	if err := analyzers.Visit([]string{path}, opt, v); err != nil {
 		return nil, err
 	}
 	if v.b == nil {
 		return nil, nil
 	}
-	r := v.b.Report(opt.Unit)
-	for _, w := range r.Warnings {
-		s.Warnings = append(s.Warnings, "two hosts: "+w)
-	}
-	return r, nil
+	return v.b.Report(opt.Unit), nil
 }

@@ -2,11 +2,15 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/perflab/perflab/breakdown"
+	"github.com/perflab/perflab/venusd"
 )
 
 // analyzeTwoHosts merges the traces and returns analyze's two_hosts split of the merged trace.
@@ -71,5 +75,52 @@ func TestAnalyzeTwoHosts(t *testing.T) {
 		if math.Abs(p[0]-p[1]) > tol {
 			t.Errorf("part %.2f µs unshifted, %.2f shifted: further apart than the clock intervals (±%.2f µs)", p[0], p[1], tol)
 		}
+	}
+}
+
+// TestModelTwoHosts fits the token loop of a merged llm run whose client emulated 300 µs each
+// way: the model takes the link from the network parts measured at both hosts, so a what-if on
+// the measured link reproduces the baseline, and one slower by 1 ms adds 1 ms per round trip
+// and changes nothing else.
+func TestModelTwoHosts(t *testing.T) {
+	paths := recordHostsWith(t, 1, func(c *venusd.ClientConfig) {
+		c.Workload, c.Delay, c.LLM.Tokens = "llm", 300*time.Microsecond, 40
+	})
+	merged := filepath.Join(t.TempDir(), "both.plt")
+	r := analyzeTwoHosts(t, merged, paths...)
+	if r.NetRTT.P50 < 600 {
+		t.Fatalf("network part of a round trip: median %.1f µs, want at least the emulated 600 µs", r.NetRTT.P50)
+	}
+	model := func(rttUS float64) (predicted, baseline float64, rts float64, notes []string) {
+		t.Helper()
+		code, stdout, stderr := runCLI(t, "model", "--from", merged, "--mode", "baseline", "--json", "--rtt", fmt.Sprintf("%.3fus", rttUS))
+		if code != 0 {
+			t.Fatalf("model: exit %d: %s", code, stderr)
+		}
+		var m struct {
+			Model struct {
+				TokenUS float64 `json:"token_time_us"`
+				RTs     float64 `json:"round_trips_per_token"`
+			} `json:"model_baseline"`
+			Predicted struct {
+				TokenUS float64 `json:"token_time_us"`
+			} `json:"predicted"`
+			Assumptions []string `json:"assumptions"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Predicted.TokenUS, m.Model.TokenUS, m.Model.RTs, m.Assumptions
+	}
+	same, base, rts, notes := model(r.NetRTT.P50)
+	if len(notes) == 0 || !strings.Contains(notes[0], "measured at both hosts") {
+		t.Errorf("the model does not say it took the link from the merged trace: %q", notes)
+	}
+	if math.Abs(same-base) > 0.01*base {
+		t.Errorf("what-if on the measured link: %.1f µs per token, the model's baseline %.1f", same, base)
+	}
+	slower, _, _, _ := model(r.NetRTT.P50 + 1000)
+	if want := base + 1000*rts; math.Abs(slower-want) > 0.01*want {
+		t.Errorf("a link 1 ms slower: %.1f µs per token, want %.1f (%.0f round trips × 1 ms more)", slower, want, rts)
 	}
 }

@@ -27,6 +27,15 @@ func recordTwoHosts(t *testing.T) (clientPath, serverPath string) {
 // TCP, every process with its own tracer trace, and returns the client's trace then the servers'.
 func recordHosts(t *testing.T, n int, d time.Duration) []string {
 	t.Helper()
+	return recordHostsWith(t, n, func(c *venusd.ClientConfig) {
+		c.Workload = "ping"
+		c.Ping = venusd.PingConfig{Duration: d, Warmup: 10, RequestBytes: 64, ReplyBytes: 64}
+	})
+}
+
+// recordHostsWith is recordHosts with the client's workload set by set.
+func recordHostsWith(t *testing.T, n int, set func(*venusd.ClientConfig)) []string {
+	t.Helper()
 	dir := t.TempDir()
 	paths := []string{filepath.Join(dir, "client.plt")}
 	cw, err := trace.Create(paths[0], venusd.TraceMeta([]string{"perflab", "venus", "run", "--trace", paths[0]}, 64), nil)
@@ -48,9 +57,9 @@ func recordHosts(t *testing.T, n int, d time.Duration) []string {
 		done := make(chan error, 1)
 		go func() { done <- s.Serve(ctx) }()
 		rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_, err = venusd.RunWorkload(rctx, venusd.ClientConfig{Connect: s.Addr(), Workload: "ping",
-			Ping:  venusd.PingConfig{Duration: d, Warmup: 10, RequestBytes: 64, ReplyBytes: 64},
-			Trace: cw, NoVerify: true, Getenv: func(string) string { return "" }})
+		cc := venusd.ClientConfig{Connect: s.Addr(), Trace: cw, NoVerify: true, Getenv: func(string) string { return "" }}
+		set(&cc)
+		_, err = venusd.RunWorkload(rctx, cc)
 		rcancel()
 		cancel()
 		if serr := <-done; serr != nil {

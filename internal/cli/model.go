@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/breakdown"
 	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/reports"
@@ -112,9 +113,19 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		if *measured >= 0 {
 			m = float64(*measured) / 1e3
 		}
+		split, err := mergedSplit(*from, analyzers.Options{Protocol: *protocol})
+		if err != nil {
+			return BadInput("%v", err)
+		}
+		if split != nil && m < 0 && split.RoundTrips > 0 {
+			m = split.NetRTT.P50 // the link as measured at both hosts: only this part changes
+		}
 		lf, err := compare.FitLoop(*from, analyzers.Options{Protocol: *protocol}, m, 0)
 		if err != nil {
 			return BadInput("%v", err)
+		}
+		if split != nil && *measured < 0 && split.RoundTrips > 0 {
+			lf.Notes = append([]string{networkNote(split)}, lf.Notes...)
 		}
 		rep = compare.PredictLoopOn(*from, lf, scenarios, wl)
 	}
@@ -123,6 +134,12 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		format = "json"
 	}
 	return writeOutput(env, "", func(w writer) error { return reports.Model(w, rep, format) })
+}
+
+// networkNote says what the model took from a merged trace's split.
+func networkNote(r *breakdown.Report) string {
+	return fmt.Sprintf("link: measured at both hosts (merged trace): network out + back per round trip median %.1f µs [p10 %.1f, p90 %.1f], %.0f%% of the mean round trip (the clock offset moves time between out and back, not their sum); a what-if link replaces this part only",
+		r.NetRTT.P50, r.NetRTT.P10, r.NetRTT.P90, 100*r.NetworkShare())
 }
 
 // modelScenarios returns the what-ifs the flags ask for (compare.Scenarios), checking
