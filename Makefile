@@ -31,6 +31,8 @@ e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the
 	@# TLS plaintext and --uprobe: a certificate, redis with TLS, python3 and libzmq5 for a ZeroMQ client and server
 	@(command -v openssl && command -v redis-server && command -v redis-cli && command -v python3 && test -e /usr/lib/x86_64-linux-gnu/libzmq.so.5) >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl redis-server redis-tools python3 libzmq5)
+	@# network namespaces, veth pairs and TBF for the two-host tests
+	@(command -v ip && command -v tc) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
 	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
 	cd e2e/duckdb && PERFLAB_E2E=1 $(GO) test -count=1 -v .   # docs/sql.md in DuckDB (its Go driver, a module of its own)
 

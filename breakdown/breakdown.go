@@ -197,6 +197,9 @@ type Trip struct {
 	RepEnd     int64  `json:"rep_end_ns"`   // client's last receive call for the reply ended
 	Parts      Parts  `json:"parts_us"`     // the split of this round trip
 	unit       int    // index of its unit of work, -1 none
+	// srvPrev and cliPrev are when the server's (client's) previous call on the connection
+	// ended before it began reading the request (reply), ns; math.MinInt64 for none.
+	srvPrev, cliPrev int64
 }
 
 // Quantiles are the 10th, 50th and 90th percentiles of a sample (nearest rank), µs.
@@ -410,6 +413,7 @@ func (b *Builder) pairTrips(p pair, r *Report) []Trip {
 			off += m.Size
 		}
 	}
+	cPrev, sPrev := lastEnds(cm), lastEnds(sm)
 	ch, sh := b.hostName(p.cl), b.hostName(p.sv)
 	var trips []Trip
 	var off int64
@@ -433,10 +437,28 @@ func (b *Builder) pairTrips(p pair, r *Report) []Trip {
 		sreq, srep := sIn.list[si], sOut.list[so]
 		trips = append(trips, Trip{Name: rep.Name, ClientHost: ch, ServerHost: sh, ClientConn: p.cl, ServerConn: p.sv,
 			ReqStart: req.TS, ReqSent: req.End, SrvRead: sreq.TS, SrvHas: sreq.End,
-			RepStart: srep.TS, RepSent: srep.End, CliRead: rep.TS, RepEnd: rep.End, unit: -1})
+			RepStart: srep.TS, RepSent: srep.End, CliRead: rep.TS, RepEnd: rep.End, unit: -1,
+			srvPrev: sPrev(sreq.TS), cliPrev: cPrev(rep.TS)})
 	}
 	split(trips)
 	return trips
+}
+
+// lastEnds returns, for an instant ts, when the last of ms that had ended by ts ended
+// (math.MinInt64 when none had).
+func lastEnds(ms []Msg) func(ts int64) int64 {
+	ends := make([]int64, len(ms))
+	for i, m := range ms {
+		ends[i] = m.End
+	}
+	sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
+	return func(ts int64) int64 {
+		k := sort.Search(len(ends), func(k int) bool { return ends[k] > ts })
+		if k == 0 {
+			return math.MinInt64
+		}
+		return ends[k-1]
+	}
 }
 
 func (b *Builder) hostName(id uint64) string {
@@ -450,35 +472,41 @@ func (b *Builder) hostName(id uint64) string {
 }
 
 // split estimates when each request and reply arrived at the other host and splits the trips
-// of one connection. A receiver already inside its receive call when the message was sent was
-// waiting for it: the message arrived when that call ended. A receiver that began its call
-// later found the message waiting (or not): it is taken to have arrived after the fastest one-way
-// delay seen on the connection in that direction among the messages whose receiver was waiting.
+// of one connection. A receiver was waiting for a message when its receive call began before the
+// message was sent (a blocking read), or when it had done nothing on the connection since before
+// the message was sent (an event loop reads right after the wake-up): the message was on its host
+// when the receiver's last call for it ended. A receiver that was busy on the connection (an
+// earlier reply still going out, pipelined requests) found the message waiting: it is taken to
+// have arrived after the fastest one-way delay seen on the connection in that direction among
+// the waited-for messages, and the rest until the read is queue (server) or the client's.
 func split(trips []Trip) {
+	waitedOut := func(t *Trip) bool { return t.SrvRead <= t.ReqSent || t.srvPrev <= t.ReqSent }
+	waitedBack := func(t *Trip) bool { return t.CliRead <= t.RepSent || t.cliPrev <= t.RepSent }
 	floorOut, floorBack := int64(math.MaxInt64), int64(math.MaxInt64)
-	for _, t := range trips {
-		if t.SrvRead <= t.ReqSent {
+	for i := range trips {
+		t := &trips[i]
+		if waitedOut(t) {
 			floorOut = min(floorOut, t.SrvHas-t.ReqSent)
 		}
-		if t.CliRead <= t.RepSent {
+		if waitedBack(t) {
 			floorBack = min(floorBack, t.RepEnd-t.RepSent)
 		}
 	}
-	floorOut, floorBack = max(0, floorOut), max(0, floorBack)
 	if floorOut == math.MaxInt64 {
 		floorOut = 0
 	}
 	if floorBack == math.MaxInt64 {
 		floorBack = 0
 	}
+	floorOut, floorBack = max(0, floorOut), max(0, floorBack)
 	for i := range trips {
 		t := &trips[i]
-		if t.SrvRead <= t.ReqSent+floorOut {
+		if waitedOut(t) {
 			t.Arrived = t.SrvHas
 		} else {
 			t.Arrived = min(t.SrvHas, t.ReqSent+floorOut)
 		}
-		if t.CliRead <= t.RepSent+floorBack {
+		if waitedBack(t) {
 			t.Back = t.RepEnd
 		} else {
 			t.Back = min(t.RepEnd, t.RepSent+floorBack)

@@ -30,20 +30,25 @@ func exchange(b *Builder, name string, q0, q1, s0, s1, r0, r1, c0, c1 int64) {
 func TestSplit(t *testing.T) {
 	b := twoEnds()
 	// The server waits in its read: the request arrived when the read ended (50 µs after it was
-	// sent); the client waits for the reply likewise (45 µs).
-	exchange(b, "open", 1000, 1010, 500, 1060, 1100, 1105, 1012, 1150)
-	// The server comes to read 90 µs after the request was sent: it waited there since the
-	// fastest one-way delay (50 µs), 40 µs of queue.
-	exchange(b, "get", 2000, 2010, 2100, 2102, 2110, 2120, 2012, 2170)
-	// The client comes late to read the reply: the 30 µs it lay there are the client's.
+	// sent); the client waits for the reply likewise (45 µs). The reply goes out slowly.
+	exchange(b, "open", 1000, 1010, 500, 1060, 1100, 2050, 1012, 2095)
+	// The client sends the next request while the server is still busy sending that reply; the
+	// server comes to read it 90 µs after it was sent: it waited there since the fastest
+	// one-way delay (50 µs), 40 µs of queue.
+	exchange(b, "get", 2000, 2010, 2100, 2102, 2110, 2120, 2096, 2170)
+	// The client is busy sending another request when the reply comes, and reads it late:
+	// the 80 µs it lay there after the fastest one-way delay back (45 µs) are the client's.
 	exchange(b, "get", 3000, 3010, 2900, 3060, 3070, 3080, 3200, 3205)
+	const us = 1000
+	b.Message(Msg{Conn: 1, Send: true, TS: 3100 * us, End: 3150 * us, Size: 100, Name: "put"})
+	b.Message(Msg{Conn: srv | 1, TS: 3160 * us, End: 3170 * us, Size: 100, Name: "put"})
 	// A connection recorded at one end only counts its messages once, splits nothing.
 	b.Conn(trace.Connection{ID: 2, Family: trace.FamilyTCP, Local: "10.0.0.1:40001", Remote: "10.0.0.9:80"})
 	b.Message(Msg{Conn: 2, Send: true, TS: 1, End: 2, Size: 10})
 	r := b.Report("")
 
 	want := []Parts{
-		{RTT: 150, Client: 10, NetOut: 50, Queue: 0, Service: 45, NetBack: 45},
+		{RTT: 1095, Client: 10, NetOut: 50, Queue: 0, Service: 990, NetBack: 45},
 		{RTT: 170, Client: 10, NetOut: 50, Queue: 40, Service: 20, NetBack: 50},
 		{RTT: 205, Client: 10 + 80, NetOut: 50, Queue: 0, Service: 20, NetBack: 45},
 	}
@@ -59,13 +64,13 @@ func TestSplit(t *testing.T) {
 			t.Fatalf("test case does not sum: %v", w)
 		}
 	}
-	if r.Messages != 7 || r.BothEnds != 6 || r.RoundTrips != 3 || r.Unmatched != 0 {
-		t.Errorf("messages %d (both ends %d), round trips %d (unmatched %d); want 7 (6), 3 (0)", r.Messages, r.BothEnds, r.RoundTrips, r.Unmatched)
+	if r.Messages != 8 || r.BothEnds != 7 || r.RoundTrips != 3 || r.Unmatched != 0 {
+		t.Errorf("messages %d (both ends %d), round trips %d (unmatched %d); want 8 (7), 3 (0)", r.Messages, r.BothEnds, r.RoundTrips, r.Unmatched)
 	}
-	if len(r.Commands) != 2 || r.Commands[0].Name != "get" || r.Commands[0].Count != 2 || r.Commands[0].Mean.RTT != 187.5 {
+	if len(r.Commands) != 2 || r.Commands[1].Name != "get" || r.Commands[1].Count != 2 || r.Commands[1].Mean.RTT != 187.5 {
 		t.Errorf("commands: %+v", r.Commands)
 	}
-	if len(r.Units) != 1 || r.Units[0].Count != 1 || r.Units[0].RoundTripsPerUnit != 3 || r.Units[0].PerUnit.RTT != 525 {
+	if len(r.Units) != 1 || r.Units[0].Count != 1 || r.Units[0].RoundTripsPerUnit != 3 || r.Units[0].PerUnit.RTT != 1470 {
 		t.Errorf("units: %+v", r.Units)
 	}
 	if r.NetRTT != (Quantiles{P10: 95, P50: 95, P90: 100}) {
@@ -74,8 +79,8 @@ func TestSplit(t *testing.T) {
 	if r.ClockUS != 2 {
 		t.Errorf("clock uncertainty %v µs, want 2", r.ClockUS)
 	}
-	if sh := r.NetworkShare(); sh < 0.552 || sh > 0.553 {
-		t.Errorf("network share %v, want 290/525", sh)
+	if sh := r.NetworkShare(); sh < 0.197 || sh > 0.198 {
+		t.Errorf("network share %v, want 290/1470", sh)
 	}
 }
 

@@ -28,6 +28,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(ggmlPeerEnv); spec != "" { // re-executed as a ggml-rpc peer of the two-host tests
+		if err := runGGMLPeer(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "ggml peer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -115,7 +115,8 @@ func TestImportDirection(t *testing.T) {
 			if (from == pkg && target == pkg) || (from != pkg && targetSub == from) {
 				continue
 			}
-			if target == "internal" && strings.HasPrefix(strings.TrimPrefix(p, module), "internal/testutil") && isTest {
+			if target == "internal" && isTest && (strings.HasPrefix(strings.TrimPrefix(p, module), "internal/testutil") ||
+				strings.HasPrefix(strings.TrimPrefix(p, module), "internal/ggmlpeer")) {
 				continue
 			}
 			if pkg == "internal" || pkg == "cmd" {
