@@ -12,6 +12,7 @@ import (
 
 	"github.com/perflab/perflab/trace"
 
+	"github.com/perflab/perflab/venusd/link"
 	"github.com/perflab/perflab/venusd/wire"
 )
 
@@ -53,7 +54,7 @@ type pending struct {
 type client struct {
 	mode     Mode
 	depth    int
-	fc       frameConn
+	fc       link.Frames
 	raw      conn
 	tr       *frameTracer
 	maxFrame int
@@ -109,7 +110,7 @@ func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) stri
 	d := newDirectFrames(raw, c.maxFrame)
 	c.fc = d
 	if cfg.Delay > 0 || cfg.Jitter > 0 || cfg.Bandwidth > 0 {
-		c.fc = newLinkFrames(d, cfg.Delay, cfg.Jitter, cfg.Bandwidth, cfg.LLM.Seed+7)
+		c.fc = link.New(d, cfg.Delay, cfg.Jitter, cfg.Bandwidth, cfg.LLM.Seed+7)
 	}
 	c.connFirst = Monotonic()
 	c.tr.connection(raw.family(), raw.localAddr(), raw.remoteAddr(), c.connFirst, c.connFirst)
@@ -131,7 +132,7 @@ func (c *client) close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	err := c.fc.close()
+	err := c.fc.Close()
 	if c.recvDone != nil {
 		<-c.recvDone
 	}
@@ -210,7 +211,7 @@ func (c *client) flushNoReply() error {
 func (c *client) send() error {
 	frame := c.enc.Finish()
 	ts := Monotonic()
-	err := c.fc.writeFrame(frame)
+	err := c.fc.WriteFrame(frame)
 	dur := time.Duration(Monotonic() - ts)
 	c.lastTS = ts
 	c.framesSent.Add(1)
@@ -239,7 +240,7 @@ func addDur(sum, mx *atomic.Int64, d time.Duration) {
 // returns when (Monotonic) the frame was in.
 func (c *client) recv(rs []reply) ([]reply, int64, error) {
 	ts := Monotonic()
-	frame, err := c.fc.readFrame()
+	frame, err := c.fc.ReadFrame()
 	end := Monotonic()
 	dur := time.Duration(end - ts)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/venusd/link"
 	"github.com/perflab/perflab/venusd/wire"
 )
 
@@ -32,7 +33,7 @@ func RunWorkload(ctx context.Context, cfg ClientConfig) (*Result, error) {
 	if cfg.Mode > ModeCoalescePipeline {
 		return nil, fmt.Errorf("mode %d: unknown", cfg.Mode)
 	}
-	if err := ValidateLink(cfg.Delay, cfg.Jitter, cfg.Bandwidth); err != nil {
+	if err := link.Validate(cfg.Delay, cfg.Jitter, cfg.Bandwidth); err != nil {
 		return nil, err
 	}
 	switch cfg.Workload {

@@ -14,6 +14,7 @@ import (
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/units"
 	"github.com/perflab/perflab/venusd"
+	"github.com/perflab/perflab/venusd/link"
 	"github.com/perflab/perflab/venusd/wire"
 )
 
@@ -162,7 +163,7 @@ func parseLinkRate(s string) (float64, error) {
 func checkLinkRate(s string) error {
 	bw, err := parseLinkRate(s)
 	if err == nil {
-		err = venusd.ValidateLink(0, 0, bw)
+		err = link.Validate(0, 0, bw)
 	}
 	if err != nil {
 		return errors.New("want empty (unlimited) or a rate from 1kbit to 1Tbit, like 100Mbit, 12MB or 12MiB (bytes per second)")
@@ -203,8 +204,8 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	fs.IntVar(&p.ReplyBytes, "reply-bytes", p.ReplyBytes, "ping: reply frame payload, bytes")
 	Choice(fs, "workload", "llm", "ping")
 	IntRange(fs, "depth", 1, 1<<16)
-	DurationRange(fs, "delay", 0, venusd.MaxLinkDelay)
-	DurationRange(fs, "jitter", 0, venusd.MaxLinkDelay)
+	DurationRange(fs, "delay", 0, link.MaxDelay)
+	DurationRange(fs, "jitter", 0, link.MaxDelay)
 	FlagCheck(fs, "bandwidth", checkLinkRate)
 	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
 	IntRange(fs, "tokens", 1, 1<<20)

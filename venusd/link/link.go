@@ -1,4 +1,8 @@
-package venusd
+// Package link emulates a network link between venusd's client and server (the kernel of the
+// machines perflab was built on has no netem): each frame is delivered a delay (plus jitter)
+// after it was sent, serialised at a bandwidth, in order, in each direction. Its sleeps wake
+// within a few µs of their deadline (a timerfd, then a spin).
+package link
 
 import (
 	"fmt"
@@ -10,66 +14,22 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/perflab/perflab/venusd/wire"
 )
 
-// frameConn moves whole frames (header included) over a transport.
-type frameConn interface {
-	// writeFrame sends frame; the caller may reuse frame when it returns.
-	writeFrame(frame []byte) error
-	// readFrame returns the next frame, header included, valid until the next call.
-	readFrame() ([]byte, error)
-	close() error
+// Frames moves whole frames (header included) over a transport.
+type Frames interface {
+	// WriteFrame sends frame; the caller may reuse frame when it returns.
+	WriteFrame(frame []byte) error
+	// ReadFrame returns the next frame, header included, valid until the next call.
+	ReadFrame() ([]byte, error)
+	Close() error
 }
 
-// directFrames writes and reads frames straight on the transport.
-type directFrames struct {
-	c   conn
-	fr  *frameReader
-	rb  []byte
-	shm bool // c is a shared-memory ring: frames are announced to shmFrameOut/shmFrameIn
-}
-
-func newDirectFrames(c conn, maxFrame int) *directFrames {
-	_, shm := c.(*shmConn)
-	return &directFrames{c: c, fr: newFrameReader(c, maxFrame), shm: shm}
-}
-
-func (d *directFrames) writeFrame(frame []byte) error {
-	_, err := d.c.Write(frame)
-	if d.shm && err == nil {
-		shmFrameOut(frame)
-	}
-	return err
-}
-
-func (d *directFrames) readFrame() ([]byte, error) {
-	p, err := d.fr.read()
-	if err != nil {
-		return nil, err
-	}
-	// Rebuild header+payload contiguously for the caller; small frames are the common case.
-	need := wire.HeaderSize + len(p)
-	if cap(d.rb) < need {
-		d.rb = make([]byte, need)
-	}
-	d.rb = d.rb[:need]
-	copy(d.rb, d.fr.hdr[:])
-	copy(d.rb[wire.HeaderSize:], p)
-	if d.shm {
-		shmFrameIn(d.rb)
-	}
-	return d.rb, nil
-}
-
-func (d *directFrames) close() error { return d.c.Close() }
-
-// linkFrames emulates a network link on top of directFrames: each frame is delivered Delay (plus
+// Link emulates a network link on top of Frames: each frame is delivered Delay (plus
 // jitter) after it was sent, after being serialised at Bandwidth, in order, in each direction.
 // The kernel of this machine has no netem; this stands in for it.
-type linkFrames struct {
-	d             *directFrames
+type Link struct {
+	d             Frames
 	delay, jitter time.Duration
 	bw            float64 // bytes/s, 0 unlimited
 
@@ -128,8 +88,10 @@ type linkItem struct {
 	err     error
 }
 
-func newLinkFrames(d *directFrames, delay, jitter time.Duration, bw float64, seed uint64) *linkFrames {
-	l := &linkFrames{d: d, delay: delay, jitter: jitter, bw: bw, rng: rand.New(rand.NewPCG(seed, 0x5656)),
+// New starts a link on d: delay and jitter in each direction, bandwidth bw in bytes/s (0
+// unlimited), the jitter drawn from a generator seeded with seed. Close stops it.
+func New(d Frames, delay, jitter time.Duration, bw float64, seed uint64) *Link {
+	l := &Link{d: d, delay: delay, jitter: jitter, bw: bw, rng: rand.New(rand.NewPCG(seed, 0x5656)),
 		tx: make(chan linkItem, 4096), rx: make(chan linkItem, 4096), txDone: make(chan struct{}), rxDone: make(chan struct{}), stop: make(chan struct{}), freeTx: make(chan []byte, linkFreeBuffers), freeRx: make(chan []byte, linkFreeBuffers)}
 	go l.sender()
 	go l.receiver()
@@ -138,7 +100,7 @@ func newLinkFrames(d *directFrames, delay, jitter time.Duration, bw float64, see
 
 // arrival computes when a frame of n bytes sent now arrives; busy and last carry the link state
 // of one direction. The caller holds l.mu.
-func (l *linkFrames) arrival(n int, busy, last *time.Time) time.Time {
+func (l *Link) arrival(n int, busy, last *time.Time) time.Time {
 	now := time.Now()
 	start := now
 	if busy.After(start) {
@@ -160,7 +122,8 @@ func (l *linkFrames) arrival(n int, busy, last *time.Time) time.Time {
 	return at
 }
 
-func (l *linkFrames) writeFrame(frame []byte) error {
+// WriteFrame queues frame for delivery when the link would have carried it.
+func (l *Link) WriteFrame(frame []byte) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -179,25 +142,25 @@ func (l *linkFrames) writeFrame(frame []byte) error {
 	return nil
 }
 
-// Link limits: values outside them are refused (ValidateLink), so that a typo cannot make a run
+// Link limits: values outside them are refused (Validate), so that a typo cannot make a run
 // hang for years or overflow the arithmetic of arrival times.
 const (
-	MaxLinkDelay     = 10 * time.Second // largest Delay and Jitter
-	MinLinkBandwidth = 1e3 / 8          // smallest Bandwidth, bytes/s (1 kbit/s)
-	MaxLinkBandwidth = 1e12 / 8         // largest Bandwidth, bytes/s (1 Tbit/s)
+	MaxDelay     = 10 * time.Second // largest delay and jitter
+	MinBandwidth = 1e3 / 8          // smallest bandwidth, bytes/s (1 kbit/s)
+	MaxBandwidth = 1e12 / 8         // largest bandwidth, bytes/s (1 Tbit/s)
 )
 
-// ValidateLink checks an emulated link's parameters: delay and jitter from 0 to MaxLinkDelay,
-// bandwidth (bytes/s) 0 (unlimited) or from MinLinkBandwidth to MaxLinkBandwidth. Its errors
+// Validate checks an emulated link's parameters: delay and jitter from 0 to MaxDelay,
+// bandwidth (bytes/s) 0 (unlimited) or from MinBandwidth to MaxBandwidth. Its errors
 // name the parameter and the allowed range.
-func ValidateLink(delay, jitter time.Duration, bandwidth float64) error {
-	if delay < 0 || delay > MaxLinkDelay {
-		return fmt.Errorf("delay %v: want 0 to %v", delay, MaxLinkDelay)
+func Validate(delay, jitter time.Duration, bandwidth float64) error {
+	if delay < 0 || delay > MaxDelay {
+		return fmt.Errorf("delay %v: want 0 to %v", delay, MaxDelay)
 	}
-	if jitter < 0 || jitter > MaxLinkDelay {
-		return fmt.Errorf("jitter %v: want 0 to %v", jitter, MaxLinkDelay)
+	if jitter < 0 || jitter > MaxDelay {
+		return fmt.Errorf("jitter %v: want 0 to %v", jitter, MaxDelay)
 	}
-	if bandwidth != 0 && !(bandwidth >= MinLinkBandwidth && bandwidth <= MaxLinkBandwidth) {
+	if bandwidth != 0 && !(bandwidth >= MinBandwidth && bandwidth <= MaxBandwidth) {
 		return fmt.Errorf("bandwidth %g bytes/s: want 0 (unlimited) or 1kbit/s to 1Tbit/s", bandwidth)
 	}
 	return nil
@@ -275,11 +238,11 @@ func sleepUntil(t time.Time) {
 	}
 }
 
-func (l *linkFrames) sender() {
+func (l *Link) sender() {
 	defer close(l.txDone)
 	for it := range l.tx {
 		sleepUntil(it.release)
-		if err := l.d.writeFrame(it.b); err != nil {
+		if err := l.d.WriteFrame(it.b); err != nil {
 			l.mu.Lock()
 			l.txErr = err
 			l.mu.Unlock()
@@ -288,11 +251,11 @@ func (l *linkFrames) sender() {
 	}
 }
 
-func (l *linkFrames) receiver() {
+func (l *Link) receiver() {
 	defer close(l.rxDone)
 	var busy, last time.Time
 	for {
-		b, err := l.d.readFrame()
+		b, err := l.d.ReadFrame()
 		if err != nil {
 			select {
 			case l.rx <- linkItem{err: err}:
@@ -313,7 +276,8 @@ func (l *linkFrames) receiver() {
 	}
 }
 
-func (l *linkFrames) readFrame() ([]byte, error) {
+// ReadFrame returns the next frame once the link would have delivered it.
+func (l *Link) ReadFrame() ([]byte, error) {
 	putBuf(l.freeRx, l.rxPrev) // the caller is done with it
 	l.rxPrev = nil
 	if l.rxErr != nil {
@@ -338,7 +302,8 @@ func (l *linkFrames) readFrame() ([]byte, error) {
 	return it.b, nil
 }
 
-func (l *linkFrames) close() error {
+// Close delivers the frames already sent, then closes the transport.
+func (l *Link) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -349,7 +314,7 @@ func (l *linkFrames) close() error {
 	close(l.tx)
 	<-l.txDone // frames already sent are delivered first
 	close(l.stop)
-	err := l.d.close()
+	err := l.d.Close()
 	<-l.rxDone
 	return err
 }
