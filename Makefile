@@ -33,6 +33,9 @@ e2e: build ## HTML reports in headless Chromium (screenshots in build/e2e/), the
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl redis-server redis-tools python3 libzmq5)
 	@# network namespaces, veth pairs and TBF for the two-host tests
 	@(command -v ip && command -v tc) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
+	@# redis-server and redis-benchmark for the event-loop sweep (e2e/loops_test.go)
+	@(command -v redis-server && command -v redis-benchmark) >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools)
 	PERFLAB_E2E=1 $(GO) test -count=1 -v ./e2e/
 	cd e2e/duckdb && PERFLAB_E2E=1 $(GO) test -count=1 -v .   # docs/sql.md in DuckDB (its Go driver, a module of its own)
 

@@ -21,6 +21,13 @@ var perflab string
 var repoRoot string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(mcLoopEnv); spec != "" { // re-executed as the memcached sweep's client
+		if err := runMcLoop(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "memcached closed-loop client:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if addr := os.Getenv(memcachedClientEnv); addr != "" { // re-executed as TestMemcached's client
 		if err := runMemcachedClient(addr); err != nil {
 			fmt.Fprintln(os.Stderr, "memcached client:", err)

@@ -53,8 +53,8 @@ func freePort(t *testing.T) int {
 }
 
 // startDaemon starts a server that stays in the foreground, waits until addr accepts
-// connections, and stops it (SIGTERM, then SIGKILL) when the test ends.
-func startDaemon(t *testing.T, addr string, name string, args ...string) {
+// connections, and stops it (SIGTERM, then SIGKILL) when the test ends. It returns its pid.
+func startDaemon(t *testing.T, addr string, name string, args ...string) int {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	var errb strings.Builder
@@ -77,7 +77,7 @@ func startDaemon(t *testing.T, addr string, name string, args ...string) {
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return
+			return cmd.Process.Pid
 		}
 		select {
 		case <-done:
@@ -86,6 +86,7 @@ func startDaemon(t *testing.T, addr string, name string, args ...string) {
 		}
 	}
 	t.Fatalf("%s did not listen on %s within 15 s: %s", name, addr, errb.String())
+	return 0
 }
 
 // analyzeJSON is the part of `perflab analyze --format json` these tests read.

@@ -77,9 +77,11 @@ type ExternalPoint struct {
 	// Commands counts the server's received requests by command name.
 	Requests int64            `json:"requests"`
 	Commands map[string]int64 `json:"commands,omitempty"`
-	// The server's loops over the cycles that received requests: N (requests per cycle), the
-	// mean whole cycle and busy part (µs), the busy share of all their time, and how many loop
-	// threads served requests.
+	// The server's loops while they served (their active spans): N per loop thread (requests
+	// per cycle, empty cycles included) and the server's cycle (µs): the time that carries
+	// all the loop threads' N at their throughput (one loop: its mean cycle); the mean busy
+	// part of the cycles that received requests; the busy share of all their time; how many
+	// loop threads served.
 	RequestsPerCycle float64 `json:"requests_per_cycle"`
 	CycleUS          float64 `json:"cycle_us"`
 	BusyUS           float64 `json:"busy_us"`
@@ -104,8 +106,8 @@ type ExternalResult struct {
 	// (the client's own throughput and mean latency).
 	LittlesLaw []analyzers.LittleRow `json:"littles_law"`
 	// BatchFit fits the server's whole loop cycle T_cycle = T_fixed + T_per_req·N over the
-	// points (N the requests per cycle at each point); Predictions are its throughput at each
-	// point (loop threads × N/T_cycle(N)) against the client's.
+	// points, N the requests per cycle of all its loop threads together (loop threads × their
+	// mean N); Predictions are its throughput N/T_cycle(N) at each point against the client's.
 	BatchFit         *loops.Fit             `json:"batch_fit,omitempty"`
 	Predictions      []Prediction           `json:"predictions,omitempty"`
 	Ranges           []loops.NRange         `json:"t_per_req_by_n,omitempty"`
@@ -233,8 +235,13 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 		return nil, fmt.Errorf("analyze trace: %w", err)
 	}
 	p.summary = s
-	var cycles, busyCycles uint64
-	var cycleNS, busyNS, allBusy, allTime float64
+	// The loops over their active spans (the idle time before the client came and after it
+	// left is not the loop's cycle): the server's N is the sum of its loop threads' N (requests
+	// per cycle, empty cycles included) and its cycle the time that carries them at the loops'
+	// throughput, so that N/T_cycle is what the loops served. One loop: its own N and mean
+	// cycle. And the busy part of the cycles that received requests.
+	var busyCycles uint64
+	var nServer, served, busyNS, allBusy, allTime float64
 	if s.Loops != nil {
 		for _, t := range s.Loops.Threads {
 			if !server[t.PID] {
@@ -245,20 +252,23 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 			p.Requests += int64(t.Requests)
 			allBusy += t.BusyS
 			allTime += t.BusyS + t.IdleS
+			if t.ActiveCycleUS > 0 {
+				nServer += t.ActiveRequestsPerCycle
+				served += t.ActiveRequestsPerCycle / t.ActiveCycleUS
+			}
 			for _, g := range t.ByN {
-				if g.N == 0 {
-					continue
+				if g.N > 0 {
+					busyCycles += g.Cycles
+					busyNS += g.BusyUS * float64(g.Cycles)
 				}
-				cycles += g.Cycles * uint64(g.N)
-				busyCycles += g.Cycles
-				cycleNS += g.CycleUS * float64(g.Cycles)
-				busyNS += g.BusyUS * float64(g.Cycles)
 			}
 		}
 	}
+	if served > 0 {
+		p.RequestsPerCycle = round3(nServer / float64(p.LoopThreads))
+		p.CycleUS = round3(nServer / served)
+	}
 	if busyCycles > 0 {
-		p.RequestsPerCycle = round3(float64(cycles) / float64(busyCycles))
-		p.CycleUS = round3(cycleNS / float64(busyCycles))
 		p.BusyUS = round3(busyNS / float64(busyCycles))
 	}
 	if allTime > 0 {
@@ -266,6 +276,11 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	}
 	return p, nil
 }
+
+// serverN is the requests the server's loops carry per cycle side by side: the sum of the loop
+// threads' N. One loop (redis) is its own N; several (memcached's workers) share the machine's
+// processors, so their cycles are fitted as one server cycle that carries all their requests.
+func (p *ExternalPoint) serverN() float64 { return float64(p.LoopThreads) * p.RequestsPerCycle }
 
 // analyzeExternal fills the Little's-law rows, the fit of the server's cycles over the points
 // and its predictions, and the RTT populations at the largest client count.
@@ -290,7 +305,7 @@ func analyzeExternal(res *ExternalResult) {
 			res.Warnings = append(res.Warnings, label+": no event loop found in the server (its wait calls were not recorded, or it serves requests without them)")
 			continue
 		}
-		pts = append(pts, loops.Point{N: p.RequestsPerCycle, TUS: p.CycleUS, Weight: 1})
+		pts = append(pts, loops.Point{N: p.serverN(), TUS: p.CycleUS, Weight: 1})
 	}
 	fit, warns, err := loops.FitPoints(pts, loops.DefaultConfidence)
 	if err != nil {
@@ -312,9 +327,9 @@ func analyzeExternal(res *ExternalResult) {
 			if p.LoopThreads == 0 {
 				continue
 			}
-			pred := float64(p.LoopThreads) * b.Throughput(p.RequestsPerCycle)
-			res.Predictions = append(res.Predictions, Prediction{Clients: p.Clients, InFlight: p.RequestsPerCycle,
-				CyclePredictedUS: round3(b.Cycle(p.RequestsPerCycle)), ThroughputPredictedPerS: math.Round(pred),
+			pred := b.Throughput(p.serverN())
+			res.Predictions = append(res.Predictions, Prediction{Clients: p.Clients, InFlight: round3(p.serverN()),
+				CyclePredictedUS: round3(b.Cycle(p.serverN())), ThroughputPredictedPerS: math.Round(pred),
 				ThroughputMeasuredPerS: p.ThroughputPerS})
 			if p.ThroughputPerS > 0 && math.Abs(pred/p.ThroughputPerS-1) > ExternalPredictionTolerance {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("c%d: the batch model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",

@@ -29,7 +29,7 @@ func ExternalSections(res *ExternalResult) []reports.Section {
 			reports.Share(p.Utilization)})
 	}
 	sc.Notes = append(sc.Notes, "throughput and RTT: the client's own summary; trace RTT: its round trips in the trace; requests: received by the server's loop threads in complete cycles",
-		"req/cycle, cycle, busy: the server's loop cycles that received requests (N, whole cycle from one wait call to the next, the part after the wait); busy: share of the loop threads' time outside their wait calls")
+		"req/cycle, cycle: the server's loop cycles while it served (N per loop thread, whole cycle from one wait call to the next); busy µs: the part after the wait of the cycles that received requests; busy: share of the loop threads' time outside their wait calls")
 	if res.Saturation > 0 {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(res.Saturation, "client"), reports.Share(saturationGain)))
 	}
@@ -67,7 +67,7 @@ func ExternalSections(res *ExternalResult) []reports.Section {
 
 	if f := res.BatchFit; f != nil {
 		bm := reports.Section{Title: "Batch model of the server's loop T_cycle = T_fixed + T_per_req·N", Align: "r",
-			Header: []string{"clients", "N req/cycle", "T_cycle measured µs", "T_cycle predicted µs", "throughput predicted /s", "throughput measured /s", "error"}}
+			Header: []string{"clients", "N (all loops)", "T_cycle measured µs", "T_cycle predicted µs", "throughput predicted /s", "throughput measured /s", "error"}}
 		for _, pr := range res.Predictions {
 			var meas float64
 			for _, p := range res.Points {
@@ -85,9 +85,9 @@ func ExternalSections(res *ExternalResult) []reports.Section {
 		bm.Notes = append(bm.Notes,
 			fmt.Sprintf("T_fixed = %s µs [%s, %s], T_per_req = %s µs [%s, %s] (%.0f%% CI), R² = %.3f, %d points",
 				reports.Num(f.TFixedUS), reports.Num(f.TFixedCI[0]), reports.Num(f.TFixedCI[1]), reports.Num(f.TPerReqUS), reports.Num(f.TPerReqCI[0]), reports.Num(f.TPerReqCI[1]), 100*f.CILevel, f.R2, f.Points),
-			"predicted throughput: loop threads × N / T_cycle(N)")
+			"N: requests per cycle of all the server's loop threads together (loop threads × their mean N); predicted throughput N / T_cycle(N)")
 		if f.ThroughputMaxPerS > 0 {
-			bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit of one loop thread 1/T_per_req = %s /s", reports.Count(f.ThroughputMaxPerS)))
+			bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", reports.Count(f.ThroughputMaxPerS)))
 		}
 		for _, r := range res.Ranges {
 			bm.Notes = append(bm.Notes, fmt.Sprintf("N %d-%d: %d points, effective T_per_req %s µs", r.NFrom, r.NTo, r.Cycles, reports.Num(r.TPerReqUS)))

@@ -69,6 +69,11 @@ type thread struct {
 	write     hist
 	n         map[int]*byN
 	interrupt uint64 // wait calls that failed (EINTR and others)
+	// The active span: from the start of the first cycle that received a request to the end
+	// of the last one, and the cycles (empty ones between included) up to each.
+	activeFrom, activeTo   int64
+	cyclesBefore, cyclesTo uint64
+	activeReqs             uint64
 }
 
 // Builder finds the loop cycles of the threads of one or more traces, fed in each trace's
@@ -86,7 +91,12 @@ type Builder struct {
 func New() *Builder { return &Builder{threads: map[threadKey]*thread{}} }
 
 // Begin starts trace i: thread ids of different traces are kept apart.
-func (b *Builder) Begin(i int) { b.cur, b.waits = i, false }
+func (b *Builder) Begin(i int) {
+	for _, t := range b.order {
+		t.closeAnswered()
+	}
+	b.cur, b.waits = i, false
+}
 
 func (b *Builder) thread(pid, tid uint32, create bool) *thread {
 	k := threadKey{b.cur, pid, tid}
@@ -195,6 +205,12 @@ func (t *thread) closeCycle(end int64) {
 	t.replies += uint64(c.replies)
 	if c.requests == 0 {
 		t.empty++
+	} else {
+		if t.activeReqs == 0 {
+			t.activeFrom, t.cyclesBefore = c.start, t.cycles-1
+		}
+		t.activeTo, t.cyclesTo = end, t.cycles
+		t.activeReqs += uint64(c.requests)
 	}
 	n := min(c.requests, maxN)
 	g := t.n[n]
@@ -207,10 +223,25 @@ func (t *thread) closeCycle(end int64) {
 	g.cycleNS += float64(end - c.start)
 }
 
+// closeAnswered closes the cycle in progress at the end of a trace when it received requests
+// and answered them all: its wait call has not returned (a wait is recorded when it returns),
+// but its work is done. It ends at its last send. Any other cycle in progress is left out.
+func (t *thread) closeAnswered() {
+	c := &t.cur
+	if !t.open || c.requests == 0 || c.replies < c.requests || c.lastSend <= c.wake {
+		return
+	}
+	t.closeCycle(c.lastSend)
+	t.open = false
+}
+
 // Report returns the loops found: every thread with at least MinCycles complete cycles that
 // served requests, most requests first. The cycle in progress at the end of each trace is
-// left out (it has no end).
+// counted when it answered every request it received (closeAnswered), else left out.
 func (b *Builder) Report(conf float64) *Report {
+	for _, t := range b.order {
+		t.closeAnswered()
+	}
 	r := &Report{Threads: []Thread{}}
 	idle := 0
 	for _, t := range b.order {
@@ -254,6 +285,12 @@ func (t *thread) report(conf float64) Thread {
 	}
 	if span > 0 {
 		out.ThroughputPerS = math.Round(float64(t.requests) / span * 1e9)
+	}
+	if n := t.cyclesTo - t.cyclesBefore; n > 0 {
+		out.ActiveS = round(float64(t.activeTo-t.activeFrom)/1e9, 6)
+		out.ActiveCycles = n
+		out.ActiveCycleUS = round(float64(t.activeTo-t.activeFrom)/float64(n)/1e3, 3)
+		out.ActiveRequestsPerCycle = round(float64(t.activeReqs)/float64(n), 3)
 	}
 	out.CycleUS = quantiles(&t.cycle)
 	out.BusyUS = quantiles(&t.busy)

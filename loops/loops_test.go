@@ -162,3 +162,32 @@ func repeat(n, k int) []int {
 	}
 	return out
 }
+
+// TestLastCycleAnswered: a trace that ends while the loop waits again (its closing wait call
+// never returned) still counts the last cycle when it answered every request, and not when a
+// request is unanswered.
+func TestLastCycleAnswered(t *testing.T) {
+	for _, answered := range []bool{true, false} {
+		b := New()
+		b.Begin(0)
+		ns := repeat(2, 20)
+		synth(b, 1, 1, ns, 10_000, 2_000, 3_000)
+		// one more cycle, its closing wait never recorded
+		ts := int64(9e9)
+		b.Event(&trace.Event{TS: ts, Dur: 1000, PID: 1, TID: 1, Op: trace.OpEpollWait, Bytes: 1})
+		b.Event(&trace.Event{TS: ts + 2000, PID: 1, TID: 1, Dir: trace.DirRecv, Op: trace.OpRead, Bytes: 20})
+		b.Message(&Msg{PID: 1, TID: 1, Dir: trace.DirRecv, Request: true})
+		if answered {
+			b.Event(&trace.Event{TS: ts + 4000, Dur: 500, PID: 1, TID: 1, Dir: trace.DirSend, Op: trace.OpWrite, Bytes: 5})
+			b.Message(&Msg{PID: 1, TID: 1, Dir: trace.DirSend, Reply: true, Answered: 1})
+		}
+		th := b.Report(DefaultConfidence).Threads[0]
+		want := uint64(2*len(ns) + 1)
+		if !answered {
+			want--
+		}
+		if th.Requests != want {
+			t.Errorf("answered %v: %d requests counted, want %d", answered, th.Requests, want)
+		}
+	}
+}

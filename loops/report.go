@@ -30,6 +30,14 @@ type Thread struct {
 	// that received at least one request.
 	RequestsPerCycle     float64 `json:"requests_per_cycle"`
 	RequestsPerBusyCycle float64 `json:"requests_per_busy_cycle"`
+	// The active span, from the start of the first cycle that received a request to the end of
+	// the last one (the idle time before and after left out): its length, its cycles (empty
+	// ones included), their mean length (µs) and requests per cycle, so that
+	// ActiveRequestsPerCycle/ActiveCycleUS is the thread's throughput while it served.
+	ActiveS                float64 `json:"active_s"`
+	ActiveCycles           uint64  `json:"active_cycles"`
+	ActiveCycleUS          float64 `json:"active_cycle_us"`
+	ActiveRequestsPerCycle float64 `json:"active_requests_per_cycle"`
 	// CycleUS is the loop time (wait call start to the next one's start); BusyUS the part after
 	// the wait call returned.
 	CycleUS Quantiles `json:"cycle_us"`

@@ -162,12 +162,17 @@ func runBenchExternal(ctx context.Context, env *Env, e *benchExternal, clientLis
 	return nil
 }
 
+// benchPayloadBytes is the data each event of a point keeps: the most, so that a client's
+// pipelined requests in one call (redis-benchmark's two CONFIG GETs at connect) are each
+// decoded and counted; small requests cost no more for it (only the bytes moved are copied).
+const benchPayloadBytes = 256
+
 // benchRecorder records a point as `perflab record --waits -p SERVER -- CLIENT` would, until
 // the client exits, and returns what the client printed on stdout.
 func benchRecorder(env *Env) lab.Recorder {
 	return func(ctx context.Context, server []uint32, client []string, path string) ([]byte, error) {
 		var stdout, stderr bytes.Buffer
-		a := &recordArgs{out: path, pids: server, command: client, payload: probes.DefaultPayloadBytes, ring: probes.DefaultRingBytes,
+		a := &recordArgs{out: path, pids: server, command: client, payload: benchPayloadBytes, ring: probes.DefaultRingBytes,
 			waits: true, untilCommand: true, labels: map[string]string{"bench": "external"}}
 		renv := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: env.Getenv}
 		if err := recordWith(ctx, renv, a); err != nil {

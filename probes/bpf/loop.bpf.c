@@ -86,12 +86,24 @@ static __always_inline int enter(__u8 op)
 	return 0;
 }
 
+// leave emits the wait call that returns. A call whose entry was not seen (it began before the
+// probe was attached: a loop blocked in its wait call when recording starts) is emitted with
+// no duration, at its return, so that the cycle it ends is not lost.
 static __always_inline int leave(__u8 op, long ret)
 {
-	struct wait *w = bpf_task_storage_get(&perflab_waits, bpf_get_current_task_btf(), 0, 0);
-	if (!w || !w->ts || w->op != op)
-		return 0;
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct wait *w = bpf_task_storage_get(&perflab_waits, cur, 0, 0);
 	__u64 now = bpf_ktime_get_ns();
+	if (!w) {
+		if (!is_target_tgid())
+			return 0;
+		w = bpf_task_storage_get(&perflab_waits, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!w)
+			return 0;
+		w->ts = 0;
+	}
+	if (!w->ts || w->op != op)
+		w->ts = now;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct event *e = &w->ev;
 	__builtin_memset(e, 0, sizeof(*e));
