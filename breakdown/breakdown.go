@@ -234,6 +234,21 @@ type UnitParts struct {
 	PerUnit           Parts   `json:"per_unit_us"`
 }
 
+// SlowestUnitsKept is how many of the slowest units a Report keeps with their round trips, and
+// UnitTripsKept how many round trips of each.
+const (
+	SlowestUnitsKept = 3
+	UnitTripsKept    = 200
+)
+
+// UnitTrips is one unit of work with its round trips.
+type UnitTrips struct {
+	Name    string `json:"name"`
+	StartNS int64  `json:"start_ns"` // its first round trip's start
+	EndNS   int64  `json:"end_ns"`   // its last round trip's end
+	Trips   []Trip `json:"trips"`    // in order, at most UnitTripsKept
+}
+
 // Host is one input of the merged trace.
 type Host struct {
 	Input       string `json:"input"`
@@ -268,7 +283,10 @@ type Report struct {
 	Commands []CommandParts `json:"commands"`
 	Units    []UnitParts    `json:"units,omitempty"`
 	Slowest  []Trip         `json:"slowest"` // the slowest round trips, slowest first
-	Warnings []string       `json:"warnings,omitempty"`
+	// SlowestUnits are the units of work that took longest, slowest first, with their round
+	// trips in order (for a swim-lane view).
+	SlowestUnits []UnitTrips `json:"slowest_units,omitempty"`
+	Warnings     []string    `json:"warnings,omitempty"`
 }
 
 // NetworkShare returns the network's part of the mean round trip (NetOut + NetBack) over its
@@ -633,6 +651,7 @@ func (r *Report) sum(trips []Trip, unit string) {
 		u := float64(len(unitSum))
 		r.Units = []UnitParts{{Name: unit, Count: uint64(len(unitSum)), RoundTripsPerUnit: round3(float64(n) / u), PerUnit: per.scale(1 / u)}}
 	}
+	r.slowestUnits(trips, unit)
 	idx := make([]int, len(trips))
 	for i := range idx {
 		idx[i] = i
@@ -646,6 +665,38 @@ func (r *Report) sum(trips []Trip, unit string) {
 	})
 	for _, i := range idx[:min(len(idx), SlowestKept)] {
 		r.Slowest = append(r.Slowest, trips[i])
+	}
+}
+
+// slowestUnits keeps the units of work whose round trips spanned the longest.
+func (r *Report) slowestUnits(trips []Trip, unit string) {
+	by := map[int]*UnitTrips{}
+	var all []*UnitTrips
+	for _, t := range trips {
+		if t.unit < 0 {
+			continue
+		}
+		u := by[t.unit]
+		if u == nil {
+			u = &UnitTrips{Name: unit, StartNS: t.ReqStart, EndNS: t.RepEnd}
+			by[t.unit] = u
+			all = append(all, u)
+		}
+		u.StartNS, u.EndNS = min(u.StartNS, t.ReqStart), max(u.EndNS, t.RepEnd)
+		if len(u.Trips) < UnitTripsKept {
+			u.Trips = append(u.Trips, t)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		di, dj := all[i].EndNS-all[i].StartNS, all[j].EndNS-all[j].StartNS
+		if di != dj {
+			return di > dj
+		}
+		return all[i].StartNS < all[j].StartNS
+	})
+	for _, u := range all[:min(len(all), SlowestUnitsKept)] {
+		sort.Slice(u.Trips, func(i, j int) bool { return u.Trips[i].ReqStart < u.Trips[j].ReqStart })
+		r.SlowestUnits = append(r.SlowestUnits, *u)
 	}
 }
 

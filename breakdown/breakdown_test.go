@@ -76,6 +76,9 @@ func TestSplit(t *testing.T) {
 	if r.NetRTT != (Quantiles{P10: 95, P50: 95, P90: 100}) {
 		t.Errorf("network RTT %+v, want 95, 95, 100", r.NetRTT)
 	}
+	if len(r.SlowestUnits) != 1 || len(r.SlowestUnits[0].Trips) != 3 || r.SlowestUnits[0].EndNS-r.SlowestUnits[0].StartNS != 2205e3 {
+		t.Errorf("slowest units: %+v", r.SlowestUnits)
+	}
 	if r.ClockUS != 2 {
 		t.Errorf("clock uncertainty %v µs, want 2", r.ClockUS)
 	}

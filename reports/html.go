@@ -87,7 +87,7 @@ func summaryCharts(s *analyzers.Summary) []chart {
 	if s.InFlight != nil && s.InFlight.Of == "service" {
 		inflight = "Requests in service at the server over the recording (arrived, not yet answered; the most in each time step)."
 	}
-	return []chart{
+	return append([]chart{
 		{"histogram", "How long the " + what + " took, in log buckets; dashed lines: latency modes, each on its bucket.", histogramChart(s)},
 		{"tail", "The tail on log-log axes: the share of " + what + " slower than a latency; a straight fall is a light tail, a long flat run a heavy one.", tailChart(s)},
 		{"cdf", "Share of " + what + " at most as slow as a latency, read off the histogram.", cdfChart(s)},
@@ -96,7 +96,7 @@ func summaryCharts(s *analyzers.Summary) []chart {
 		{"inflight", inflight, inflightChart(s)},
 		{"units", unitsCaption(s), unitsChart(s)},
 		{"commands", "Messages per protocol command, by direction (the busiest commands).", commandsChart(s)},
-	}
+	}, twoHostsCharts(s.TwoHosts)...)
 }
 
 // histBars returns the drawable buckets of the histogram: [lo, hi) and count.
