@@ -235,11 +235,19 @@ type analyzer struct {
 	text              textAgg  // statuses and blind spells of text protocols
 }
 
-// Analyze reads the traces at paths once, streaming, and returns their Summary: totals,
+// Analyze reads the traces ins once, streaming, and returns their Summary: totals,
 // connections, commands, round trips, units, phases, windows, in-flight and Little's law, the
-// batch fit, populations and warnings. A trace that cannot be read gives a *ReadError; a
-// damaged one is analysed as far as it goes, with Recovery set and a warning.
-func Analyze(paths []string, opt Options) (*Summary, error) {
+// batch fit, populations and warnings. A trace that cannot be read gives a
+// *protocol.ReadError; a damaged one is analysed as far as it goes, with Recovery set and a
+// warning.
+func Analyze(ins []protocol.Input, opt Options) (*Summary, error) {
+	return AnalyzeVisit(ins, opt, nil)
+}
+
+// AnalyzeVisit is Analyze that also hands also (when not nil) every record and every decoded
+// message of the same pass, after the analysis has seen it: a verb that needs more than the
+// Summary reads each trace once.
+func AnalyzeVisit(ins []protocol.Input, opt Options, also protocol.Visitor) (*Summary, error) {
 	a, err := newAnalyzer(opt)
 	if err != nil {
 		return nil, err
@@ -249,7 +257,7 @@ func Analyze(paths []string, opt Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	if err := protocol.Scan(paths, a.opt.Spec, sink{a}); err != nil {
+	if err := protocol.Scan(ins, a.opt.Spec, sink{a, also}); err != nil {
 		return nil, err
 	}
 	a.finish()

@@ -47,7 +47,7 @@ func fixturePath(t testing.TB, name string) string {
 }
 
 func TestAnalyzePingPong(t *testing.T) {
-	s, err := Analyze([]string{fixturePath(t, "traces/pingpong.plt")}, Options{})
+	s, err := Analyze(protocol.Files([]string{fixturePath(t, "traces/pingpong.plt")}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAnalyzeVenusSources(t *testing.T) {
 			path := writeTrace(t, "v.plt", fixtures.Meta(src.String(), "venus"), func(w *trace.Writer) error {
 				return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4, Source: src})
 			})
-			s, err := Analyze([]string{path}, Options{})
+			s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,15 +151,15 @@ func TestAnalyzeTwoTraces(t *testing.T) {
 	v := writeTrace(t, "v.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
 		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 4, Uploads: 2, Source: trace.SourceEBPF})
 	})
-	one, err := Analyze([]string{p}, Options{})
+	one, err := Analyze(protocol.Files([]string{p}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, err := Analyze([]string{v}, Options{})
+	two, err := Analyze(protocol.Files([]string{v}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := Analyze([]string{p, v}, Options{})
+	both, err := Analyze(protocol.Files([]string{p, v}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,13 +175,13 @@ func TestAnalyzeTwoTraces(t *testing.T) {
 func TestAnalyzeBadPaths(t *testing.T) {
 	dir := t.TempDir()
 	for _, p := range []string{filepath.Join(dir, "none.plt"), dir} {
-		_, err := Analyze([]string{p}, Options{})
+		_, err := Analyze(protocol.Files([]string{p}, nil), Options{})
 		var re *protocol.ReadError
 		if !errors.As(err, &re) || re.Path != p {
 			t.Errorf("%s: error %v, want a ReadError naming it", p, err)
 		}
 	}
-	if _, err := Analyze([]string{fixturePath(t, "traces/pingpong.plt")}, Options{Protocol: "smtp"}); err == nil {
+	if _, err := Analyze(protocol.Files([]string{fixturePath(t, "traces/pingpong.plt")}, nil), Options{Protocol: "smtp"}); err == nil {
 		t.Error("unknown protocol accepted")
 	}
 }
@@ -191,7 +191,7 @@ func TestAnalyzeUnitCommands(t *testing.T) {
 	path := writeTrace(t, "v.plt", fixtures.Meta("ebpf", "venus"), func(w *trace.Writer) error {
 		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 8, Uploads: 4, Source: trace.SourceEBPF})
 	})
-	s, err := Analyze([]string{path}, Options{UnitCommands: "vkQueueSubmit", Unit: "step"})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{UnitCommands: "vkQueueSubmit", Unit: "step"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +218,11 @@ func TestAnalyzeMarkersFromTrace(t *testing.T) {
 	tracer := writeTrace(t, "t.plt", fixtures.Meta("tracer", "venus"), func(w *trace.Writer) error {
 		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 6, Uploads: 3, Seed: 9})
 	})
-	want, err := Analyze([]string{tracer}, Options{})
+	want, err := Analyze(protocol.Files([]string{tracer}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Analyze([]string{ebpf}, Options{Markers: tracer})
+	got, err := Analyze(protocol.Files([]string{ebpf}, nil), Options{Markers: tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestAnalyzeMarkersFromTrace(t *testing.T) {
 		got.Units[0].RoundTripsPerUnit != want.Units[0].RoundTripsPerUnit || got.Units[0].Count != 6 {
 		t.Errorf("units %+v, want %+v", got.Units, want.Units)
 	}
-	if _, err := Analyze([]string{ebpf}, Options{Markers: filepath.Join(t.TempDir(), "none.plt")}); err == nil {
+	if _, err := Analyze(protocol.Files([]string{ebpf}, nil), Options{Markers: filepath.Join(t.TempDir(), "none.plt")}); err == nil {
 		t.Error("a missing markers file was accepted")
 	}
 }

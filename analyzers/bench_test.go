@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -102,7 +103,7 @@ func BenchmarkAnalyze(b *testing.B) {
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go peakHeap(stop, &peak, &wg)
-		s, err := Analyze([]string{path}, Options{})
+		s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 		close(stop)
 		wg.Wait()
 		if err != nil {

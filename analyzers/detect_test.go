@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -57,14 +58,14 @@ func TestDetectByBytesExplained(t *testing.T) {
 		calls []string
 	}{{"http", http}, {"memcached", mc}} {
 		path := streamTrace(t, 256, c.calls...)
-		s, err := Analyze([]string{path}, Options{})
+		s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.Protocol != c.name || s.Decoding == nil || s.Decoding.Mode != "auto" || s.Decoding.Share != 1 || s.RoundTrips.Count != 2 {
 			t.Errorf("%s: protocol %q, decoding %+v, %d round trips", c.name, s.Protocol, s.Decoding, s.RoundTrips.Count)
 		}
-		forced, err := Analyze([]string{path}, Options{Protocol: "resp"})
+		forced, err := Analyze(protocol.Files([]string{path}, nil), Options{Protocol: "resp"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestDetectByBytesExplained(t *testing.T) {
 func TestRESPPipelinedAtLeast(t *testing.T) {
 	cmd := "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n" // 33 bytes
 	path := streamTrace(t, 256, ">"+strings.Repeat(cmd, 4), "<"+strings.Repeat("+OK\r\n", 4))
-	s, err := Analyze([]string{path}, Options{})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestRESPPipelinedAtLeast(t *testing.T) {
 	}
 	// 20 commands in one call: the head holds 7 whole ones
 	path = streamTrace(t, 256, ">"+strings.Repeat(cmd, 20), "<"+strings.Repeat("+OK\r\n", 20))
-	s, err = Analyze([]string{path}, Options{Protocol: "resp"})
+	s, err = Analyze(protocol.Files([]string{path}, nil), Options{Protocol: "resp"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func TestHTTPNetHTTP(t *testing.T) {
 	tr.CloseIdleConnections()
 	path := rec.write(t)
 
-	s, err := Analyze([]string{path}, Options{Protocol: "http"})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{Protocol: "http"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestHTTPPipelined(t *testing.T) {
 		}
 	}
 	path := rec.write(t)
-	s, err := Analyze([]string{path}, Options{Protocol: "http"})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{Protocol: "http"})
 	if err != nil {
 		t.Fatal(err)
 	}

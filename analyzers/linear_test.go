@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -39,7 +40,7 @@ func TestAnalyzeLinearInConnections(t *testing.T) {
 		run := func(path string) uint64 {
 			var a, b runtime.MemStats
 			runtime.ReadMemStats(&a)
-			if _, err := Analyze([]string{path}, Options{}); err != nil {
+			if _, err := Analyze(protocol.Files([]string{path}, nil), Options{}); err != nil {
 				t.Fatal(err)
 			}
 			runtime.ReadMemStats(&b)
@@ -64,7 +65,7 @@ func BenchmarkAnalyzeConnections(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := Analyze([]string{path}, Options{}); err != nil {
+		if _, err := Analyze(protocol.Files([]string{path}, nil), Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,7 +77,7 @@ func TestAnalyzeDeterministic(t *testing.T) {
 	path := connectionsTrace(t, t.TempDir(), 3000, false)
 	var first string
 	for i := 0; i < 4; i++ {
-		s, err := Analyze([]string{path}, Options{})
+		s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,22 +45,22 @@ func (o Options) ResolveSpec() (*protocol.Spec, error) {
 	return protocol.Resolve(o.Protocol, o.SpecFile, o.Spec)
 }
 
-// Messages decodes the protocol messages of the traces at paths as opt asks, in each trace's
+// Messages decodes the protocol messages of the traces ins as opt asks, in each trace's
 // order, and calls fn for each (protocol.Messages); with no paths it only checks opt's protocol.
-func Messages(paths []string, opt Options, fn func(*protocol.Message) error) error {
+func Messages(ins []protocol.Input, opt Options, fn func(*protocol.Message) error) error {
 	spec, err := opt.ResolveSpec()
 	if err != nil {
 		return err
 	}
-	return protocol.Messages(paths, spec, fn)
+	return protocol.Messages(ins, spec, fn)
 }
 
-// Visit reads the traces at paths once, in order, and hands v every record and every message
+// Visit reads the traces ins once, in order, and hands v every record and every message
 // decoded as opt asks (protocol.Visit).
-func Visit(paths []string, opt Options, v protocol.Visitor) error {
+func Visit(ins []protocol.Input, opt Options, v protocol.Visitor) error {
 	spec, err := opt.ResolveSpec()
 	if err != nil {
 		return err
 	}
-	return protocol.Visit(paths, spec, v)
+	return protocol.Visit(ins, spec, v)
 }

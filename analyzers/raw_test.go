@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -51,7 +52,7 @@ func TestRawExchanges(t *testing.T) {
 			}
 			return nil
 		})
-		s, err := Analyze([]string{path}, Options{})
+		s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestRawFullDuplex(t *testing.T) {
 		}
 		return nil
 	})
-	s, err := Analyze([]string{path}, Options{})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestTracerServerService(t *testing.T) {
 		}
 		return nil
 	})
-	s, err := Analyze([]string{path}, Options{})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -161,7 +162,7 @@ func TestRealLlamaCpp(t *testing.T) {
 		for _, side := range []string{"client", "server"} {
 			t.Run(side+"-"+variant, func(t *testing.T) {
 				path := filepath.Join(realDir, "llamacpp", side+"-"+variant+".plt")
-				s, err := Analyze([]string{path}, Options{})
+				s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -251,7 +252,7 @@ func TestRealVenusPlus(t *testing.T) {
 		for _, side := range []string{"client", "server"} {
 			t.Run(side+"-phase"+phase, func(t *testing.T) {
 				path := filepath.Join(realDir, "venusplus", side+"-phase"+phase+".plt")
-				s, err := Analyze([]string{path}, Options{})
+				s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -301,7 +302,7 @@ func TestRealVenusPlus(t *testing.T) {
 func TestRealSeveralTraces(t *testing.T) {
 	client := filepath.Join(realDir, "llamacpp", "client-default.plt")
 	server := filepath.Join(realDir, "llamacpp", "server-default.plt")
-	s, err := Analyze([]string{client, server}, Options{})
+	s, err := Analyze(protocol.Files([]string{client, server}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestRealSeveralTraces(t *testing.T) {
 
 // --unit-command picks the commands that open a unit; the unit keeps the protocol's name.
 func TestRealUnitCommandKeepsName(t *testing.T) {
-	s, err := Analyze([]string{filepath.Join(realDir, "llamacpp", "client-fitoff.plt")}, Options{UnitCommands: "GRAPH_RECOMPUTE"})
+	s, err := Analyze(protocol.Files([]string{filepath.Join(realDir, "llamacpp", "client-fitoff.plt")}, nil), Options{UnitCommands: "GRAPH_RECOMPUTE"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,28 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// sink hands the analyzer what a scan of traces yields (protocol.Sink).
-type sink struct{ a *analyzer }
+// sink hands the analyzer what a scan of traces yields (protocol.Sink), and then also, when it
+// is set.
+type sink struct {
+	a    *analyzer
+	also protocol.Visitor
+}
 
-func (s sink) Begin(i int, path string, meta trace.Meta) { s.a.begin(i, path, meta) }
+func (s sink) Begin(i int, path string, meta trace.Meta) {
+	s.a.begin(i, path, meta)
+	if s.also != nil {
+		s.also.Begin(i, path, meta)
+	}
+}
 
 func (s sink) Record(rec *trace.Record) {
+	s.record(rec)
+	if s.also != nil {
+		s.also.Record(rec)
+	}
+}
+
+func (s sink) record(rec *trace.Record) {
 	switch rec.Kind {
 	case trace.KindEvent:
 		s.a.event(&rec.Event)
@@ -23,6 +39,23 @@ func (s sink) Record(rec *trace.Record) {
 	}
 }
 
-func (s sink) Message(m *protocol.Message)                         { s.a.message(m) }
-func (s sink) Answered(m *protocol.Message, req protocol.Answered) { s.a.answered(m, req) }
-func (s sink) End(i int, rec trace.Recovery, d *protocol.Decoder)  { s.a.end(i, rec, d) }
+func (s sink) Message(m *protocol.Message) {
+	s.a.message(m)
+	if s.also != nil {
+		s.also.Message(m)
+	}
+}
+
+func (s sink) Answered(m *protocol.Message, req protocol.Answered) {
+	s.a.answered(m, req)
+	if s.also != nil {
+		s.also.Answered(m, req)
+	}
+}
+
+func (s sink) End(i int, rec trace.Recovery, d *protocol.Decoder) {
+	s.a.end(i, rec, d)
+	if s.also != nil {
+		s.also.End(i, rec)
+	}
+}

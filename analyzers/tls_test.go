@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -115,7 +116,7 @@ func TestTLSPlaintext(t *testing.T) {
 	if r.conns != 1 {
 		t.Fatalf("%d connections, want 1 (keep-alive)", r.conns)
 	}
-	s, err := Analyze([]string{path}, Options{})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/perflab/perflab/protocol"
 )
 
 // realVenus is where the Venus Plus recordings with their ground truth live (fixtures/README.md).
@@ -22,7 +24,7 @@ func TestVenusMesaSummaryNamesAll(t *testing.T) {
 		{"server-phase9.plt", 118, 116 + 12, 3},
 		{"client-phase9.plt", 118, 116 + 12, 3},
 	} {
-		s, err := Analyze([]string{filepath.Join(realVenus, tc.file)}, Options{})
+		s, err := Analyze(protocol.Files([]string{filepath.Join(realVenus, tc.file)}, nil), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

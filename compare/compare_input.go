@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 )
 
 // Run is one measured run as compare and gate see it: run-level metrics by name, and, for
@@ -47,8 +47,9 @@ const maxInputBytes = 256 << 20
 // LoadRuns reads the runs in path: an analyze json, a venus run json (one object, or several as
 // JSON lines), a gate baseline, or a trace (LoadTrace). It also reports whether the runs are
 // ratios (a relative baseline). It names the file and what is wrong on error.
-func LoadRuns(path string, opt analyzers.Options) ([]Run, bool, error) {
-	f, err := os.Open(path)
+func LoadRuns(in protocol.Input, opt analyzers.Options) ([]Run, bool, error) {
+	path := in.Name
+	f, err := in.Open()
 	if err != nil {
 		return nil, false, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -57,7 +58,7 @@ func LoadRuns(path string, opt analyzers.Options) ([]Run, bool, error) {
 	n, _ := io.ReadFull(f, head)
 	head = head[:n]
 	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		r, err := LoadTrace(path, opt)
+		r, err := LoadTrace(protocol.Opened(path, f), opt)
 		if err != nil {
 			return nil, false, err
 		}

@@ -74,15 +74,21 @@ type LoopFit struct {
 	Notes    []string          // assumptions and what was estimated how
 }
 
-// FitLoop calibrates a token loop from the baseline trace at path, in which every call was one
+// FitLoop calibrates a token loop from the baseline trace in, in which every call was one
 // synchronous round trip. linkRTTUS is the link's round-trip latency during the recording (µs;
 // a negative value means: read venusd's --delay from the trace's command line, else 0), and
-// bandwidth its bytes/s (0: unlimited).
-func FitLoop(path string, opt analyzers.Options, linkRTTUS, bandwidth float64) (*LoopFit, error) {
-	spans, err := unitSpans(path, opt.Unit)
-	if err != nil {
+// bandwidth its bytes/s (0: unlimited). The trace is read once.
+func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth float64) (*LoopFit, error) {
+	path := in.Name
+	lt := &loopTrace{unit: opt.Unit, byReq: map[[2]uint64]*loopCall{}}
+	if lt.unit == "" {
+		lt.unit = "token"
+	}
+	if err := analyzers.Visit([]protocol.Input{in}, opt, lt); err != nil {
 		return nil, err
 	}
+	spans := lt.spans
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
 	if len(spans) == 0 {
 		return nil, fmt.Errorf("%s: no token markers: the model needs a trace of a token loop", path)
 	}
@@ -93,76 +99,21 @@ func FitLoop(path string, opt analyzers.Options, linkRTTUS, bandwidth float64) (
 	}
 	if linkRTTUS < 0 {
 		linkRTTUS = 0
-		if d, ok, err := delayFromMeta(path); err != nil {
-			return nil, err
-		} else if ok {
+		if d, ok := delayFromMeta(lt.meta); ok {
 			linkRTTUS = 2 * d
 			fit.Notes = append(fit.Notes, fmt.Sprintf("link: venusd --delay %s each way, from the trace's command line", fmtUS(d)))
 		}
 	}
-	type call struct {
-		name       string
-		send, recv float64 // bytes, framing excluded
-		sendUS     float64 // time to write the request frame
-		rttUS      float64
-		done       bool
-	}
-	tokens := make([][]*call, len(spans))
-	byReq := map[[2]uint64]*call{}
-	var order []*call
-	tokenOf := func(ts int64) int {
-		i := sort.Search(len(spans), func(i int) bool { return spans[i][1] >= ts })
-		if i < len(spans) && spans[i][0] <= ts {
-			return i
-		}
-		return -1
-	}
-	var spec *protocol.Spec // the spec of the calls, which classes them
-	err = analyzers.Messages([]string{path}, opt, func(m *protocol.Message) error {
-		if m.Truncated {
-			return nil
-		}
-		if !m.IsReply && m.Dir == trace.DirSend {
-			if spec == nil {
-				spec = m.Spec()
-			}
-			t := tokenOf(m.TS)
-			if t < 0 {
-				return nil
-			}
-			c := &call{name: m.Name, send: float64(m.Size - venusFrameBytes), sendUS: float64(m.Duration()) / 1e3}
-			if c.name == "" {
-				c.name = fmt.Sprintf("cmd%d", m.Command)
-			}
-			tokens[t] = append(tokens[t], c)
-			order = append(order, c)
-			if m.ReqID != 0 {
-				byReq[[2]uint64{m.Conn, m.ReqID}] = c
-			}
-			return nil
-		}
-		if m.IsReply && m.RTT > 0 {
-			c := byReq[[2]uint64{m.Conn, m.ReqID}]
-			if c == nil {
-				return nil
-			}
-			c.recv = float64(m.Size - venusFrameBytes)
-			c.rttUS = float64(m.RTT) / 1e3
-			c.done = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
+	tokens := lt.tokens(spans)
+	spec := lt.spec
 	// The representative token: the most common sequence of call names among complete tokens.
 	count := map[string]int{}
 	for t, cs := range tokens {
-		if len(cs) == 0 || !allDone(cs, func(c *call) bool { return c.done }) {
+		if len(cs) == 0 || !allDone(cs, func(c *loopCall) bool { return c.done }) {
 			tokens[t] = nil
 			continue
 		}
-		count[signature(cs, func(c *call) string { return c.name })]++
+		count[signature(cs, func(c *loopCall) string { return c.name })]++
 	}
 	best, bestN := "", 0
 	for s, n := range count {
@@ -175,7 +126,7 @@ func FitLoop(path string, opt analyzers.Options, linkRTTUS, bandwidth float64) (
 	}
 	var use []int
 	for t, cs := range tokens {
-		if cs != nil && signature(cs, func(c *call) string { return c.name }) == best {
+		if cs != nil && signature(cs, func(c *loopCall) string { return c.name }) == best {
 			use = append(use, t)
 		}
 	}
@@ -344,27 +295,94 @@ func fmtUS(us float64) string {
 	}
 }
 
-// unitSpans returns the [start, end] (ns) of each unit marker of the trace, in time order.
-func unitSpans(path, unit string) ([][2]int64, error) {
-	if unit == "" {
-		unit = "token"
-	}
-	var out [][2]int64
-	err := eachMarker(path, func(m *trace.Marker) {
-		if m.Name == unit && m.Dur > 0 {
-			out = append(out, [2]int64{m.TS, m.TS + m.Dur})
-		}
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
-	return out, err
+// loopCall is one call of a token loop, as a baseline trace shows it.
+type loopCall struct {
+	name       string
+	ts         int64   // start of its request frame, ns
+	send, recv float64 // bytes, framing excluded
+	sendUS     float64 // time to write the request frame
+	rttUS      float64
+	done       bool // its reply was seen
 }
 
-// delayFromMeta finds venusd's --delay in the trace's recorded command line, in µs.
-func delayFromMeta(path string) (float64, bool, error) {
-	meta, err := readMeta(path)
-	if err != nil {
-		return 0, false, err
+// loopTrace gathers, in one pass over a baseline trace, what FitLoop fits (a protocol.Visitor):
+// the trace's metadata, the spans of its unit markers, and the calls it sent with their replies.
+type loopTrace struct {
+	unit  string
+	meta  trace.Meta
+	spans [][2]int64 // [start, end] of each unit marker, ns, in trace order
+	calls []*loopCall
+	byReq map[[2]uint64]*loopCall // by connection and request id
+	spec  *protocol.Spec          // the spec of the first request sent, which classes the calls
+	// horizon, once more than maxModelTokens units have ended, is the latest end among them: a
+	// call after it lies in a later unit than the first maxModelTokens (units do not overlap),
+	// and is not kept.
+	horizon int64
+}
+
+func (lt *loopTrace) Begin(_ int, _ string, meta trace.Meta)        { lt.meta = meta }
+func (lt *loopTrace) End(int, trace.Recovery)                       {}
+func (lt *loopTrace) Answered(*protocol.Message, protocol.Answered) {}
+
+func (lt *loopTrace) Record(rec *trace.Record) {
+	m := &rec.Marker
+	if rec.Kind != trace.KindMarker || m.Name != lt.unit || m.Dur <= 0 {
+		return
 	}
+	lt.spans = append(lt.spans, [2]int64{m.TS, m.TS + m.Dur})
+	if len(lt.spans) == maxModelTokens+1 {
+		for _, sp := range lt.spans {
+			lt.horizon = max(lt.horizon, sp[1])
+		}
+	}
+}
+
+func (lt *loopTrace) Message(m *protocol.Message) {
+	if m.Truncated {
+		return
+	}
+	if !m.IsReply && m.Dir == trace.DirSend {
+		if lt.spec == nil {
+			lt.spec = m.Spec()
+		}
+		if lt.horizon > 0 && m.TS > lt.horizon {
+			return
+		}
+		c := &loopCall{name: m.Name, ts: m.TS, send: float64(m.Size - venusFrameBytes), sendUS: float64(m.Duration()) / 1e3}
+		if c.name == "" {
+			c.name = fmt.Sprintf("cmd%d", m.Command)
+		}
+		lt.calls = append(lt.calls, c)
+		if m.ReqID != 0 {
+			lt.byReq[[2]uint64{m.Conn, m.ReqID}] = c
+		}
+		return
+	}
+	if m.IsReply && m.RTT > 0 {
+		c := lt.byReq[[2]uint64{m.Conn, m.ReqID}]
+		if c == nil {
+			return
+		}
+		c.recv = float64(m.Size - venusFrameBytes)
+		c.rttUS = float64(m.RTT) / 1e3
+		c.done = true
+	}
+}
+
+// tokens returns the calls of each unit of spans (sorted by start), in the order they were sent.
+func (lt *loopTrace) tokens(spans [][2]int64) [][]*loopCall {
+	tokens := make([][]*loopCall, len(spans))
+	for _, c := range lt.calls {
+		i := sort.Search(len(spans), func(i int) bool { return spans[i][1] >= c.ts })
+		if i < len(spans) && spans[i][0] <= c.ts {
+			tokens[i] = append(tokens[i], c)
+		}
+	}
+	return tokens
+}
+
+// delayFromMeta finds venusd's --delay in a trace's recorded command line, in µs.
+func delayFromMeta(meta trace.Meta) (float64, bool) {
 	for i, a := range meta.Command {
 		v := ""
 		switch {
@@ -377,16 +395,16 @@ func delayFromMeta(path string) (float64, bool, error) {
 		}
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return 0, false, nil
+			return 0, false
 		}
-		return float64(d) / 1e3, true, nil
+		return float64(d) / 1e3, true
 	}
 	if v, ok := meta.Labels["delay"]; ok {
 		if d, err := time.ParseDuration(v); err == nil {
-			return float64(d) / 1e3, true, nil
+			return float64(d) / 1e3, true
 		}
 	}
-	return 0, false, nil
+	return 0, false
 }
 
 // ModelSchema is the schema name of `perflab model --json`.

@@ -82,7 +82,7 @@ func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, 
 		pw.abort()
 		return nil, err
 	}
-	err := analyzers.Visit(paths, opt.Analyzers, pw)
+	err := analyzers.Visit(protocol.Files(paths, nil), opt.Analyzers, pw)
 	if err == nil {
 		err = pw.err
 	}

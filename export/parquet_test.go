@@ -74,7 +74,7 @@ func TestParquetAgreesWithAnalyze(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := analyzers.Analyze([]string{p}, analyzers.Options{})
+		s, err := analyzers.Analyze(protocol.Files([]string{p}, nil), analyzers.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

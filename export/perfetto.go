@@ -524,7 +524,7 @@ func (pw *perfettoWriter) marker(m *trace.Marker) {
 func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) error {
 	counters := map[[2]uint64]*inflight{}
 	var last *inflight
-	err := analyzers.Messages(paths, opt, func(m *protocol.Message) error {
+	err := analyzers.Messages(protocol.Files(paths, nil), opt, func(m *protocol.Message) error {
 		k := [2]uint64{uint64(m.Trace), uint64(m.PID)}
 		c := last
 		if c == nil || c.key != k {

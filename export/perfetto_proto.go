@@ -52,7 +52,7 @@ func PerfettoProto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.
 	}
 	pp := newProtoWriter(w)
 	pp.opt = opt
-	err := analyzers.Visit(paths, opt, pp)
+	err := analyzers.Visit(protocol.Files(paths, nil), opt, pp)
 	if err == nil {
 		pp.flushPending()
 		pp.drain(math.MaxInt64)

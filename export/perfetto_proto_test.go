@@ -353,7 +353,7 @@ func TestPerfettoProto(t *testing.T) {
 				conns[c.ID] = true
 			}
 			var replies, requests int
-			err = analyzers.Messages([]string{path}, analyzers.Options{}, func(m *protocol.Message) error {
+			err = analyzers.Messages(protocol.Files([]string{path}, nil), analyzers.Options{}, func(m *protocol.Message) error {
 				if m.IsReply && m.RTT > 0 {
 					replies++
 				}
@@ -362,6 +362,7 @@ func TestPerfettoProto(t *testing.T) {
 				}
 				return nil
 			})
+
 			if err != nil {
 				t.Fatal(err)
 			}

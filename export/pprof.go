@@ -95,7 +95,7 @@ func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*t
 		infos[i] = ti
 	}
 	st := stacks{values: map[stackKey]*[5]int64{}}
-	if err := analyzers.Messages(paths, opt, st.message); err != nil {
+	if err := analyzers.Messages(protocol.Files(paths, nil), opt, st.message); err != nil {
 		return nil, nil, fmt.Errorf("build pprof: %w", err)
 	}
 	p := newProfile(infos, st.proto, st.rtts)

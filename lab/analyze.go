@@ -6,6 +6,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -38,7 +39,7 @@ func analyze(res *Result, cfg *Config) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%", p.Label(), 100*row.Error))
 		}
 		if p.Trace != "" {
-			s, err := analyzers.Analyze([]string{p.Trace}, analyzers.Options{Protocol: "venus"})
+			s, err := analyzers.Analyze(protocol.Files([]string{p.Trace}, nil), analyzers.Options{Protocol: "venus"})
 			if err != nil {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: analyze trace: %v", p.Label(), err))
 				continue

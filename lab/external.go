@@ -194,9 +194,9 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	// The client's round trips, as the trace has them: the replies its processes received.
 	var first, last int64
 	p.Commands = map[string]int64{}
-	err = protocol.Messages([]string{p.Trace}, spec, func(m *protocol.Message) error {
+	err = protocol.Messages(protocol.Files([]string{p.Trace}, nil), spec, func(m *protocol.Message) error {
 		if server[m.PID] {
-			if m.Dir == trace.DirRecv && !m.IsReply && m.Name != "" { // a request the server received
+			if m.Dir == trace.DirRecv && !m.IsReply && m.Name != "" {
 				p.Commands[m.Name]++
 			}
 			return nil
@@ -211,6 +211,7 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 		p.samples = append(p.samples, float64(m.RTT)/1e3)
 		return nil
 	})
+
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
 	}
@@ -230,7 +231,7 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	if opt.Protocol == "" {
 		opt.Protocol = "auto"
 	}
-	s, err := analyzers.Analyze([]string{p.Trace}, opt)
+	s, err := analyzers.Analyze(protocol.Files([]string{p.Trace}, nil), opt)
 	if err != nil {
 		return nil, fmt.Errorf("analyze trace: %w", err)
 	}

@@ -188,13 +188,13 @@ func (d *Decoder) Stats() (lostSync, dropped, waiting uint64) {
 	return
 }
 
-// Scan reads the traces at paths in turn, decodes their messages with spec (nil: detect each
-// connection's protocol) and feeds out. A trace that cannot be read gives a *ReadError naming
-// the file (and the offset, for a bad format); the traces before it have been fed.
-func Scan(paths []string, spec *Spec, out Sink) error {
+// Scan reads the traces ins in turn, each opened once, decodes their messages with spec (nil:
+// detect each connection's protocol) and feeds out. A trace that cannot be read gives a
+// *ReadError naming it (and the offset, for a bad format); the traces before it have been fed.
+func Scan(ins []Input, spec *Spec, out Sink) error {
 	var rec trace.Record
-	for i, path := range paths {
-		if err := scanOne(i, path, spec, out, &rec); err != nil {
+	for i, in := range ins {
+		if err := scanOne(i, in, spec, out, &rec); err != nil {
 			return err
 		}
 	}
@@ -210,14 +210,21 @@ type ReadError struct {
 func (e *ReadError) Error() string { return fmt.Sprintf("read %s: %v", e.Path, e.Err) }
 func (e *ReadError) Unwrap() error { return e.Err }
 
-func scanOne(i int, path string, spec *Spec, out Sink, rec *trace.Record) error {
-	f, err := os.Open(path)
+func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
+	path := in.Name
+	f, err := openInput(in)
 	if err != nil {
-		return &ReadError{path, unwrapPath(err)}
+		return err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return &ReadError{path, errors.New("is a directory")}
+	var chosen map[uint64]*Spec
+	if spec == nil {
+		if chosen, err = choose(i, path, f); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return &ReadError{path, err}
+		}
 	}
 	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
@@ -227,11 +234,7 @@ func scanOne(i int, path string, spec *Spec, out Sink, rec *trace.Record) error 
 	if err != nil {
 		return err
 	}
-	if spec == nil {
-		if d.chosen, err = choose(i, path); err != nil {
-			return err
-		}
-	}
+	d.chosen = chosen
 	out.Begin(i, path, r.Meta())
 	cf := NewCipherFilter(r.Meta())
 	for {
@@ -280,14 +283,14 @@ func (s *msgSink) Message(m *Message) {
 	}
 }
 
-// Messages decodes the protocol messages of the traces at paths with spec (nil: detect each
+// Messages decodes the protocol messages of the traces ins with spec (nil: detect each
 // connection's protocol), in each trace's order, and calls fn for each; fn's Message is reused
 // after fn returns. Replies carry their request's command and the round-trip time. An error
 // from fn stops the scan and is returned. A trace that cannot be read gives a *ReadError naming
 // the file (and the offset, for a bad format).
-func Messages(paths []string, spec *Spec, fn func(*Message) error) error {
+func Messages(ins []Input, spec *Spec, fn func(*Message) error) error {
 	s := &msgSink{fn: fn}
-	err := Scan(paths, spec, s)
+	err := Scan(ins, spec, s)
 	if err != nil {
 		return err
 	}

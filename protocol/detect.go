@@ -3,7 +3,6 @@ package protocol
 import (
 	"bufio"
 	"io"
-	"os"
 
 	"github.com/perflab/perflab/trace"
 )
@@ -23,15 +22,10 @@ const maxTrialConns = 4096
 // itself; raw explains nothing and is what is left.
 var candidates = []string{"venus", "ggml-rpc", "resp", "http", "memcached"}
 
-// choose reads the trace at path once and chooses, for each connection, the protocol whose
+// choose reads the trace f (named path) and chooses, for each connection, the protocol whose
 // decoder explains the most bytes of its first trialEvents data events (bytes of messages it
 // decoded whole). Connections of a tracer's frame events keep the first-bytes detection.
-func choose(i int, path string) (map[uint64]*Spec, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &ReadError{path, unwrapPath(err)}
-	}
-	defer f.Close()
+func choose(i int, path string, f io.Reader) (map[uint64]*Spec, error) {
 	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
 		return nil, &ReadError{path, err}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -31,7 +32,12 @@ func connectionsTrace(tb testing.TB, dir string, n int, heads bool) string {
 // gets its
 func TestTrialEarlyDecision(t *testing.T) {
 	path := connectionsTrace(t, t.TempDir(), 3*maxTrialConns, false)
-	chosen, err := choose(0, path)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chosen, err := choose(0, path, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +67,7 @@ func TestFramersReleased(t *testing.T) {
 	path := connectionsTrace(t, t.TempDir(), n, true)
 	msgs := 0
 	s := &endSink{msgSink: msgSink{fn: func(*Message) error { msgs++; return nil }}}
-	if err := Scan([]string{path}, nil, s); err != nil {
+	if err := Scan(Files([]string{path}, nil), nil, s); err != nil {
 		t.Fatal(err)
 	}
 	if msgs != 2*n {

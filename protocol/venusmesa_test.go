@@ -152,7 +152,7 @@ func TestVenusMesaRealFrames(t *testing.T) {
 					dispatched += len(r.cmds)
 				}
 			}
-			err := Messages([]string{filepath.Join(realVenus, tc.file)}, nil, func(m *Message) error {
+			err := Messages(Files([]string{filepath.Join(realVenus, tc.file)}, nil), nil, func(m *Message) error {
 				if m.Protocol != "venus-mesa" {
 					t.Fatalf("protocol %q, want venus-mesa", m.Protocol)
 				}

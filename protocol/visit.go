@@ -21,12 +21,12 @@ type Visitor interface {
 	End(i int, rec trace.Recovery)
 }
 
-// Visit reads the traces at paths once, in order, streaming, and hands v every record and
+// Visit reads the traces ins once, in order, streaming, and hands v every record and
 // every message decoded with spec (nil: detect each connection's protocol). Memory grows with the connections and the requests awaiting a reply,
 // not with the length of the traces. A trace that cannot be read gives a *ReadError naming
 // the file (and the offset, for a bad format); the traces before it have been visited.
-func Visit(paths []string, spec *Spec, v Visitor) error {
-	return Scan(paths, spec, visitSink{v})
+func Visit(ins []Input, spec *Spec, v Visitor) error {
+	return Scan(ins, spec, visitSink{v})
 }
 
 // OpensUnit reports whether m is a request that opens a unit of work by its protocol's spec

@@ -14,6 +14,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -235,7 +236,7 @@ func TestHTMLTraces(t *testing.T) {
 		{"venus", "html_venus.html", venusTrace(t, dir, "venus.plt", trace.SourceEBPF, 8), []string{"histogram", "cdf", "timeline", "inflight", "units", "commands"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := analyzers.Analyze([]string{tc.path}, analyzers.Options{})
+			s, err := analyzers.Analyze(protocol.Files([]string{tc.path}, nil), analyzers.Options{})
 			if err != nil {
 				t.Fatalf("Analyze: %v", err)
 			}
@@ -353,7 +354,7 @@ func BenchmarkHTML(b *testing.B) {
 func TestHTMLServerTrace(t *testing.T) {
 	for _, path := range []string{"../fixtures/real/llamacpp/server-fitoff.plt", "../fixtures/real/venusplus/server-phase2.plt"} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+			s, err := analyzers.Analyze(protocol.Files([]string{path}, nil), analyzers.Options{})
 			if err != nil {
 				t.Fatalf("Analyze: %v", err)
 			}

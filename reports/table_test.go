@@ -14,6 +14,7 @@ import (
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/fixtures"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -122,7 +123,7 @@ func TestAnalyzeReportsGolden(t *testing.T) {
 			s = seed003Summary(t)
 		} else {
 			var err error
-			s, err = analyzers.Analyze([]string{fixtureTrace(t, name)}, analyzers.Options{})
+			s, err = analyzers.Analyze(protocol.Files([]string{fixtureTrace(t, name)}, nil), analyzers.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestAnalyzeReportsGolden(t *testing.T) {
 
 // The JSON carries the schema and the field names that DESIGN.md lists.
 func TestAnalyzeJSONFields(t *testing.T) {
-	s, err := analyzers.Analyze([]string{fixtureTrace(t, "venus_ebpf")}, analyzers.Options{})
+	s, err := analyzers.Analyze(protocol.Files([]string{fixtureTrace(t, "venus_ebpf")}, nil), analyzers.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

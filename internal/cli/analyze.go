@@ -93,7 +93,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 
 	var s *analyzers.Summary
 	if f.summary != nil {
-		s, err = analyzers.Analyze(paths, opt)
+		s, err = analyzers.Analyze(traceInputs(paths), opt)
 		if err != nil {
 			return analyzeError(err)
 		}

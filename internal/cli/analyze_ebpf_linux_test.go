@@ -139,7 +139,7 @@ func recordVenusdPerToken(t *testing.T, addr string, mode venusd.Mode) string {
 	if err := json.NewDecoder(strings.NewReader(stdout[strings.LastIndex(stdout[:i], "{"):])).Decode(&res); err != nil {
 		t.Fatal(err)
 	}
-	s, err := analyzers.Analyze([]string{out}, analyzers.Options{})
+	s, err := analyzers.Analyze(protocol.Files([]string{out}, nil), analyzers.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func recordVenusdPerToken(t *testing.T, addr string, mode venusd.Mode) string {
 	}
 	// With the tracer's token markers (its clock is calibrated against CLOCK_MONOTONIC,
 	// the probes' clock), per-token figures from the system calls alone.
-	m, err := analyzers.Analyze([]string{out}, analyzers.Options{Markers: marks})
+	m, err := analyzers.Analyze(protocol.Files([]string{out}, nil), analyzers.Options{Markers: marks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +184,13 @@ func TestAnalyzeRecordedGGMLRPC(t *testing.T) {
 		t.Fatalf("record: %v\n%s", err, b)
 	}
 	names := map[string]bool{}
-	err := analyzers.Messages([]string{out}, analyzers.Options{}, func(m *protocol.Message) error {
+	err := analyzers.Messages(protocol.Files([]string{out}, nil), analyzers.Options{}, func(m *protocol.Message) error {
 		if m.Protocol == "ggml-rpc" && !m.IsReply {
 			names[m.Name] = true
 		}
 		return nil
 	})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestAnalyzeRecordedGGMLRPC(t *testing.T) {
 			t.Errorf("%s not decoded (decoded: %v)", n, names)
 		}
 	}
-	s, err := analyzers.Analyze([]string{out}, analyzers.Options{})
+	s, err := analyzers.Analyze(protocol.Files([]string{out}, nil), analyzers.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

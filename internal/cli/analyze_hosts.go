@@ -88,7 +88,7 @@ func splitMerged(path string, opt analyzers.Options) (*breakdown.Report, error) 
 			v.units[n] = true
 		}
 	}
-	if err := analyzers.Visit([]string{path}, opt, v); err != nil {
+	if err := analyzers.Visit(traceInputs([]string{path}), opt, v); err != nil {
 		return nil, err
 	}
 	if v.b == nil {

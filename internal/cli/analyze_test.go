@@ -14,6 +14,7 @@ import (
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/fixtures"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/venusd"
 )
@@ -162,7 +163,7 @@ func TestAnalyzeVenusdGolden(t *testing.T) {
 			if err := json.Unmarshal(b, &res); err != nil {
 				t.Fatal(err)
 			}
-			s, err := analyzers.Analyze([]string{filepath.Join("testdata", "analyze", name+".plt")}, analyzers.Options{})
+			s, err := analyzers.Analyze(protocol.Files([]string{filepath.Join("testdata", "analyze", name+".plt")}, nil), analyzers.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +211,7 @@ func TestAnalyzeVenusdPerToken(t *testing.T) {
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+			s, err := analyzers.Analyze(protocol.Files([]string{path}, nil), analyzers.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,7 +71,7 @@ func loadSide(list string, opt analyzers.Options) ([]compare.Run, bool, error) {
 		if p == "" {
 			continue
 		}
-		r, rel, err := compare.LoadRuns(p, opt)
+		r, rel, err := compare.LoadRuns(traceInput(p), opt)
 		if err != nil {
 			return nil, false, BadInput("%v", err)
 		}

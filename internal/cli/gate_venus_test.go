@@ -12,6 +12,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/compare"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -54,7 +55,7 @@ func gateVenusRun(t *testing.T, dir string, i int, cfg venusd.ClientConfig) comp
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs, _, err := compare.LoadRuns(path, analyzers.Options{})
+	runs, _, err := compare.LoadRuns(protocol.Files([]string{path}, nil)[0], analyzers.Options{})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("load %s: %v", path, err)
 	}

@@ -120,7 +120,7 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		if split != nil && m < 0 && split.RoundTrips > 0 {
 			m = split.NetRTT.P50 // the link as measured at both hosts: only this part changes
 		}
-		lf, err := compare.FitLoop(*from, analyzers.Options{Protocol: *protocol}, m, 0)
+		lf, err := compare.FitLoop(traceInput(*from), analyzers.Options{Protocol: *protocol}, m, 0)
 		if err != nil {
 			return BadInput("%v", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/venusd"
 )
@@ -76,7 +77,7 @@ func TestModelVenusValidation(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("base-%v-%d.plt", tc.delay, r))
 			res := modelVenusRun(t, cfg, path)
 			base = append(base, res.TokensPerS)
-			fit, err := compare.FitLoop(path, analyzers.Options{}, 2*float64(tc.delay)/1e3, 0)
+			fit, err := compare.FitLoop(protocol.Files([]string{path}, nil)[0], analyzers.Options{}, 2*float64(tc.delay)/1e3, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -157,7 +157,7 @@ func TestDecodeRecordedSession(t *testing.T) {
 			path := record(t, tc.v, tokens, 64)
 			seen := map[string]int{}
 			replies, requests := 0, 0
-			err := analyzers.Messages([]string{path}, analyzers.Options{}, func(m *protocol.Message) error {
+			err := analyzers.Messages(protocol.Files([]string{path}, nil), analyzers.Options{}, func(m *protocol.Message) error {
 				if m.Protocol != "ggml-rpc" {
 					t.Errorf("connection %d decoded as %q", m.Conn, m.Protocol)
 				}
@@ -180,6 +180,7 @@ func TestDecodeRecordedSession(t *testing.T) {
 				}
 				return nil
 			})
+
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +189,7 @@ func TestDecodeRecordedSession(t *testing.T) {
 					t.Errorf("command %s never decoded", n)
 				}
 			}
-			s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+			s, err := analyzers.Analyze(protocol.Files([]string{path}, nil), analyzers.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +239,7 @@ func TestDecodeRecordedSession(t *testing.T) {
 // the messages and round trips per decode step, from the requests it receives.
 func TestDecodeServerOnly(t *testing.T) {
 	path := recordSides(t, Version{5, 0, 0}, 12, 64, false, true)
-	s, err := analyzers.Analyze([]string{path}, analyzers.Options{})
+	s, err := analyzers.Analyze(protocol.Files([]string{path}, nil), analyzers.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

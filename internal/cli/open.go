@@ -1,0 +1,18 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/perflab/perflab/protocol"
+)
+
+// openInputFile opens a trace (or a run file) named on the command line. Every verb opens each of
+// its files once, through it, and hands the layers below the open file, never its path (a
+// test counts the opens).
+var openInputFile = os.Open
+
+// traceInputs returns the Inputs of the files at paths, opened by openInputFile when read.
+func traceInputs(paths []string) []protocol.Input { return protocol.Files(paths, openInputFile) }
+
+// traceInput returns the Input of the file at path (traceInputs).
+func traceInput(path string) protocol.Input { return traceInputs([]string{path})[0] }
