@@ -22,7 +22,7 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 	if s == nil {
 		return fmt.Errorf("render html: no summary")
 	}
-	d := htmlPage{S: s, Charts: summaryCharts(s), InShort: answer(s), UnitRows: htmlUnits(s)}
+	d := htmlPage{S: s, Charts: summaryCharts(s), InShort: answer(s), UnitRows: htmlUnits(s), Loops: loopSections(s.Loops)}
 	d.Conns, d.ConnsMore = s.Connections, 0
 	if n := len(s.Connections); n > htmlMaxConns {
 		d.Conns, d.ConnsMore = s.Connections[:htmlMaxConns], n-htmlMaxConns
@@ -54,6 +54,7 @@ type htmlPage struct {
 	ConnsMore   int
 	Windows     []analyzers.Window
 	WindowsMore int
+	Loops       []Section // the event loops' sections (loops.go), as in the table report
 }
 
 // Row limits of the long tables: enough to read, short enough to keep the page light.
@@ -565,7 +566,14 @@ figcaption{font-size:.85em;color:#555}
 <tr><th class="l">errno</th><th class="l">direction</th><th>failed calls</th></tr>
 {{range .S.Errors}}<tr><td class="l">{{.Name}} ({{.Errno}})</td><td class="l">{{.Dir}}</td><td>{{int .Count}}</td></tr>
 {{end}}</table>{{end}}
-
+{{range .Loops}}
+<h2>{{.Title}}</h2>
+<table class="loops">
+<tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>
+{{range .Notes}}<p class="muted">{{.}}</p>
+{{end}}{{end}}
 <h2>Connections</h2>
 {{if .S.Connections}}<table id="connections">
 <tr><th>id</th><th class="l">family</th><th class="l">local</th><th class="l">remote</th><th>pid</th>
