@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,10 +50,11 @@ func BenchmarkEventCost(b *testing.B) {
 	} {
 		b.Run(wl.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				var perEvent, added []float64
+				var perEvent, added, load []float64
 				perRun := map[string][]float64{}
 				var events int
 				for r := 0; r < rounds; r++ {
+					load = append(load, loadAverage())
 					plain := helperCPU(b, wl.mode, wl.arg)
 					// As record runs: self-timing in sampled windows.
 					p, err := Open(Config{PayloadBytes: -1})
@@ -100,6 +103,7 @@ func BenchmarkEventCost(b *testing.B) {
 				b.ReportMetric(medianOf(perEvent), "ns/event")
 				b.ReportMetric(medianOf(added), "added_ns/event")
 				b.ReportMetric(float64(events), "events")
+				b.ReportMetric(medianOf(load), "loadavg")
 				for _, pr := range progs {
 					if len(perRun[pr]) > 0 {
 						b.ReportMetric(medianOf(perRun[pr]), pr[len(ProgramPrefix):]+"_ns/run")
@@ -119,6 +123,20 @@ func helperCPU(b *testing.B, mode, arg string) time.Duration {
 		b.Fatalf("helper: %v: %s", err, out)
 	}
 	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// loadAverage returns the one-minute load average, or -1.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 func medianOf(v []float64) float64 {

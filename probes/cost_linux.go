@@ -16,9 +16,10 @@ const bpfStatsRunTime = 0
 
 // The kernel's BPF run-time statistics add two clock reads to every run of every program while
 // they are on, so they are sampled: on for at least statsWindow at the start, and then for
-// statsWindow in every statsPeriod (2%). A window stays open past statsWindow until it has seen
-// statsMinEvents recorded events or statsMaxWindow has gone by, so that a quiet target still
-// gets a figure (on at most a fifth of the time).
+// statsWindow in every statsPeriod (2%). A window that has seen events stays open past
+// statsWindow until it has seen statsMinEvents or statsMaxWindow has gone by, so that a quiet
+// target still gets a figure (on at most a fifth of the time); after the first, one that has
+// seen none closes.
 const (
 	statsWindow    = 100 * time.Millisecond
 	statsMaxWindow = time.Second
@@ -42,6 +43,7 @@ type cost struct {
 	c0         Counts    // counters at the open window's start
 	inWindows  Counts    // counter increments inside closed windows
 	windowOpen bool
+	windows    int // windows closed so far
 }
 
 // socketCalls makes n write/read pairs on a unix socket pair: perflab's own socket calls,
@@ -158,6 +160,7 @@ func (p *Probe) closeStats() {
 	p.stats = nil
 	p.cost.from = time.Now()
 	p.cost.windowOpen = false
+	p.cost.windows++
 }
 
 // sampleStats opens and closes the statistics windows on the clock.
@@ -176,7 +179,12 @@ func (p *Probe) sampleStats() {
 		return
 	}
 	c, err := p.Counts()
-	if err != nil || c.Produced-p.cost.c0.Produced >= statsMinEvents || since >= statsMaxWindow {
+	n := c.Produced - p.cost.c0.Produced
+	// After the first (which waits for a starting target's first events), a window that has
+	// seen no event closes on time: the statistics cost every program run of every process,
+	// and an idle target has nothing to measure.
+	idle := n == 0 && p.cost.windows > 0
+	if err != nil || idle || n >= statsMinEvents || since >= statsMaxWindow {
 		p.closeStats()
 	}
 }

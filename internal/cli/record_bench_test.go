@@ -129,8 +129,9 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var ratios, plainRates, recRates, cpuRatios []float64
 				var lost, events uint64
-				var nsPerEv []float64
+				var nsPerEv, load []float64
 				for r := 0; r < rounds; r++ {
+					load = append(load, loadAverage())
 					var rates [2]float64
 					var cpu [2]time.Duration
 					for k, rec := range []bool{false, true} {
@@ -161,6 +162,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 				b.ReportMetric(float64(lost), "lost")
 				b.ReportMetric(float64(events)/rounds, "events/run")
 				b.ReportMetric(median(nsPerEv), "kernel_ns/event")
+				b.ReportMetric(median(load), "loadavg")
 			}
 		})
 	}
@@ -220,7 +222,8 @@ func BenchmarkRecordDrain(b *testing.B) {
 }
 
 // whileRecordingIdle runs fn while the probes record an idle process (a sleep that makes no
-// system call): everything fn runs is another process to the probes.
+// system call), from 1.2 s after the recording starts: everything fn runs is another process
+// to the probes.
 func whileRecordingIdle(b *testing.B, fn func()) {
 	b.Helper()
 	idle := exec.Command("sleep", "1000")
@@ -247,6 +250,10 @@ func whileRecordingIdle(b *testing.B, fn func()) {
 		_, err := collectors.Record(ctx, p, w, collectors.Options{})
 		done <- err
 	}()
+	// The steady state of a recording: past its first statistics window, which stays open up
+	// to 1 s while a target that is starting has nothing to show (the statistics then cost
+	// every program run of every process).
+	time.Sleep(1200 * time.Millisecond)
 	fn()
 	cancel()
 	if err := <-done; err != nil {
@@ -283,8 +290,9 @@ func BenchmarkRecordNeighbours(b *testing.B) {
 			return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
 		for i := 0; i < b.N; i++ {
-			var wall, cpu, plainWall []float64
+			var wall, cpu, plainWall, load []float64
 			for r := 0; r < rounds; r++ {
+				load = append(load, loadAverage())
 				w0, c0 := dd()
 				var w1, c1 time.Duration
 				whileRecordingIdle(b, func() { w1, c1 = dd() })
@@ -295,6 +303,7 @@ func BenchmarkRecordNeighbours(b *testing.B) {
 			b.ReportMetric(median(wall), "wall_ratio")
 			b.ReportMetric(median(cpu), "cpu_ratio")
 			b.ReportMetric(median(plainWall), "plain_s")
+			b.ReportMetric(median(load), "loadavg")
 		}
 	})
 	b.Run("tcp_pingpong_not_recorded", func(b *testing.B) {
@@ -344,8 +353,9 @@ func BenchmarkRecordNeighbours(b *testing.B) {
 			return res.Ping.ThroughputPerS
 		}
 		for i := 0; i < b.N; i++ {
-			var ratios, plain []float64
+			var ratios, plain, load []float64
 			for r := 0; r < rounds; r++ {
+				load = append(load, loadAverage())
 				r0 := ping()
 				var r1 float64
 				whileRecordingIdle(b, func() { r1 = ping() })
@@ -354,6 +364,7 @@ func BenchmarkRecordNeighbours(b *testing.B) {
 			}
 			b.ReportMetric(median(ratios), "ratio")
 			b.ReportMetric(median(plain), "plain_requests/s")
+			b.ReportMetric(median(load), "loadavg")
 		}
 	})
 }
