@@ -562,54 +562,13 @@ func (b *BatchServer) loop(ctx context.Context) {
 				runtime.Gosched()
 				continue
 			}
-			b.sleeps.Store(true)
-			b.qmu.Lock()
-			pending := len(b.queue)
-			b.qmu.Unlock()
-			if pending == 0 {
-				select {
-				case <-b.wake:
-				case <-ctx.Done():
-				}
-			}
-			b.sleeps.Store(false)
+			b.idle(ctx)
 			lastWork = time.Now()
 			continue
 		}
-		// Counted before any reply goes out, so a client that has its reply sees it counted.
-		var n int64
-		for i := range batch {
-			if !batch[i].resume {
-				n++
-			}
-		}
-		b.requests.Add(n)
-		if n > b.maxBatch.Load() {
-			b.maxBatch.Store(n)
-		}
-		if n == 0 {
-			// Only backlogs to resume or drop: not a cycle of requests in the loop's figures.
-			b.empty.Add(1)
-		}
+		n := b.countRequests(batch)
 		// Phase 2: execute, in arrival order; replies collect per connection.
-		touched = touched[:0]
-		for i := range batch {
-			r := &batch[i]
-			bc := r.bc
-			if r.resume {
-				bc.resuming.Store(false)
-				backlog := bc.backlog
-				bc.backlog = nil
-				bc.backed.Store(false)
-				for j := range backlog {
-					touched = b.execute(&backlog[j], touched)
-				}
-				clear(backlog)
-			} else {
-				touched = b.execute(r, touched)
-			}
-			*r = batchReq{}
-		}
+		touched = b.executeAll(batch, touched[:0])
 		t2 := time.Now()
 		// Phase 3: flush: each connection's replies go to its writer, one write per connection.
 		for _, bc := range touched {
@@ -631,6 +590,64 @@ func (b *BatchServer) loop(ctx context.Context) {
 		}
 		clear(batch)
 	}
+}
+
+// idle sleeps until a request arrives (or ctx ends), unless one came in meanwhile.
+func (b *BatchServer) idle(ctx context.Context) {
+	b.sleeps.Store(true)
+	b.qmu.Lock()
+	pending := len(b.queue)
+	b.qmu.Unlock()
+	if pending == 0 {
+		select {
+		case <-b.wake:
+		case <-ctx.Done():
+		}
+	}
+	b.sleeps.Store(false)
+}
+
+// countRequests counts the new requests of a cycle (not the backlogs it resumes) in the loop's
+// figures, before any reply goes out, so that a client that has its reply sees it counted.
+func (b *BatchServer) countRequests(batch []batchReq) int64 {
+	var n int64
+	for i := range batch {
+		if !batch[i].resume {
+			n++
+		}
+	}
+	b.requests.Add(n)
+	if n > b.maxBatch.Load() {
+		b.maxBatch.Store(n)
+	}
+	if n == 0 {
+		// Only backlogs to resume or drop: not a cycle of requests in the loop's figures.
+		b.empty.Add(1)
+	}
+	return n
+}
+
+// executeAll executes a cycle's requests in arrival order (a resumed connection's backlog in
+// its place) and returns the connections that have replies, appended to touched.
+func (b *BatchServer) executeAll(batch []batchReq, touched []*batchConn) []*batchConn {
+	for i := range batch {
+		r := &batch[i]
+		bc := r.bc
+		if r.resume {
+			bc.resuming.Store(false)
+			backlog := bc.backlog
+			bc.backlog = nil
+			bc.backed.Store(false)
+			for j := range backlog {
+				touched = b.execute(&backlog[j], touched)
+			}
+			clear(backlog)
+		} else {
+			touched = b.execute(r, touched)
+		}
+		*r = batchReq{}
+	}
+	return touched
 }
 
 // traceFrames records each frame of one write (the write's time goes to each).

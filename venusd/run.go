@@ -164,29 +164,47 @@ func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (
 		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
 	}
 	res.Totals = c.totals()
-	if n := float64(lc.Tokens); n > 0 {
-		d := func(a, b int64) float64 { return float64(b-a) / n }
-		res.PerToken = PerToken{
-			FramesSent: d(snap0.framesSent, snap1.framesSent), FramesRecv: d(snap0.framesRecv, snap1.framesRecv),
-			RoundTrips: d(snap0.roundTrips, snap1.roundTrips), SyncWaits: d(snap0.syncWaits, snap1.syncWaits),
-			BytesSent: d(snap0.bytesSent, snap1.bytesSent), BytesRecv: d(snap0.bytesRecv, snap1.bytesRecv),
-			SendCalls: d(snap0.sendCalls, snap1.sendCalls), RecvCalls: d(snap0.recvCalls, snap1.recvCalls),
-		}
-		res.PerToken.Frames = res.PerToken.FramesSent + res.PerToken.FramesRecv
+	if lc.Tokens > 0 {
+		res.PerToken = perToken(snap0, snap1, lc.Tokens)
 	}
 	if !cfg.NoVerify {
-		ref, err := ReferenceChecksum(lc)
-		if err != nil {
-			return nil, fmt.Errorf("reference run: %w", err)
-		}
-		res.ReferenceChecksum = ref
-		res.ChecksumOK = ref == res.Checksum
-		if !res.ChecksumOK {
-			return res, fmt.Errorf("%w: got %s, reference %s (auto-invalidate: enabled=%v, %d of %d mappings, cap %d bytes)",
-				ErrChecksum, res.Checksum, ref, inv.enabled, r.stats.Eligible, len(r.maps), inv.cap)
+		if err := verifyLLM(res, lc, r); err != nil {
+			if errors.Is(err, ErrChecksum) {
+				return res, err // the result is returned with a wrong checksum
+			}
+			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// perToken is what the client's counters moved from snap0 to snap1, per token of n.
+func perToken(snap0, snap1 counterSnap, n int) PerToken {
+	d := func(a, b int64) float64 { return float64(b-a) / float64(n) }
+	p := PerToken{
+		FramesSent: d(snap0.framesSent, snap1.framesSent), FramesRecv: d(snap0.framesRecv, snap1.framesRecv),
+		RoundTrips: d(snap0.roundTrips, snap1.roundTrips), SyncWaits: d(snap0.syncWaits, snap1.syncWaits),
+		BytesSent: d(snap0.bytesSent, snap1.bytesSent), BytesRecv: d(snap0.bytesRecv, snap1.bytesRecv),
+		SendCalls: d(snap0.sendCalls, snap1.sendCalls), RecvCalls: d(snap0.recvCalls, snap1.recvCalls),
+	}
+	p.Frames = p.FramesSent + p.FramesRecv
+	return p
+}
+
+// verifyLLM runs the workload in-process and checks res's checksum against it: nil when they
+// agree, ErrChecksum (wrapped, with the auto-invalidate policy r ran with) when not.
+func verifyLLM(res *Result, lc LLMConfig, r *llmRun) error {
+	ref, err := ReferenceChecksum(lc)
+	if err != nil {
+		return fmt.Errorf("reference run: %w", err)
+	}
+	res.ReferenceChecksum = ref
+	res.ChecksumOK = ref == res.Checksum
+	if !res.ChecksumOK {
+		return fmt.Errorf("%w: got %s, reference %s (auto-invalidate: enabled=%v, %d of %d mappings, cap %d bytes)",
+			ErrChecksum, res.Checksum, ref, r.inv.enabled, r.stats.Eligible, len(r.maps), r.inv.cap)
+	}
+	return nil
 }
 
 // normalize fills the ping defaults and checks sizes.
