@@ -131,7 +131,7 @@ func (p *Probe) openStats() {
 		p.cost.statsErr = err
 		return
 	}
-	if err := p.objs.Measuring.Set(uint32(1)); err != nil {
+	if err := p.setMeasuring(1); err != nil {
 		st.Close()
 		p.cost.statsErr = err
 		return
@@ -140,6 +140,22 @@ func (p *Probe) openStats() {
 	p.cost.from = time.Now()
 	p.cost.c0, _ = p.Counts()
 	p.cost.windowOpen = true
+}
+
+// setMeasuring sets the measuring flag of the base object and of every other object that has
+// one (their programs then time themselves into the same counters).
+func (p *Probe) setMeasuring(v uint32) error {
+	if err := p.objs.Measuring.Set(v); err != nil {
+		return err
+	}
+	for _, c := range p.extra {
+		if m, ok := c.Variables["measuring"]; ok {
+			if err := m.Set(v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // closeStats closes the open statistics window, if any.
@@ -155,7 +171,7 @@ func (p *Probe) closeStats() {
 		w.TargetNs += c.TargetNs - p.cost.c0.TargetNs
 		w.TargetRuns += c.TargetRuns - p.cost.c0.TargetRuns
 	}
-	p.objs.Measuring.Set(uint32(0))
+	p.setMeasuring(0)
 	p.stats.Close()
 	p.stats = nil
 	p.cost.from = time.Now()

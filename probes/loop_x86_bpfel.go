@@ -64,6 +64,7 @@ const (
 	loopProgPerflabExitSelect        = "perflab_exit_select"
 	loopProgPerflabSysEnter          = "perflab_sys_enter"
 	loopProgPerflabSysExit           = "perflab_sys_exit"
+	loopVarMeasuring                 = "measuring"
 	loopVarWakeupBytes               = "wakeup_bytes"
 	loopVarWakeupMask                = "wakeup_mask"
 )
@@ -146,6 +147,7 @@ type loopMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loopVariableSpecs struct {
+	Measuring   *ebpf.VariableSpec `ebpf:"measuring"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 	WakeupMask  *ebpf.VariableSpec `ebpf:"wakeup_mask"`
 }
@@ -193,6 +195,7 @@ func (m *loopMaps) Close() error {
 //
 // It can be passed to loadLoopObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loopVariables struct {
+	Measuring   *ebpf.Variable `ebpf:"measuring"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 	WakeupMask  *ebpf.Variable `ebpf:"wakeup_mask"`
 }
