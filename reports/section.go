@@ -19,7 +19,7 @@ type Section struct {
 	Rows   [][]string
 	Notes  []string // lines under the table; a section without a header is its notes alone
 	// Align has one letter per column, 'l' (left) or 'r' (right). A column without a letter is
-	// right-aligned when its cells are numbers (or "-", "n/a": no number), left-aligned
+	// right-aligned when its cells are numbers (some may be "-" or "n/a": no number), left-aligned
 	// otherwise.
 	Align string
 }
@@ -39,18 +39,17 @@ func (sec *Section) rightAligned() []bool {
 			out[i] = sec.Align[i] == 'r'
 			continue
 		}
-		text, filled := false, false
+		text, numbers := false, false
 		for _, r := range sec.Rows {
-			if i >= len(r) || r[i] == "" {
-				continue
-			}
-			filled = true
-			if !blankCell(r[i]) && !numericCell.MatchString(r[i]) {
+			switch {
+			case i >= len(r) || blankCell(r[i]):
+			case numericCell.MatchString(r[i]):
+				numbers = true
+			default:
 				text = true
-				break
 			}
 		}
-		out[i] = filled && !text
+		out[i] = numbers && !text
 	}
 	return out
 }
