@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"loops":      {"trace"},
 	"analyzers":  {"trace", "models", "protocol", "loops", "breakdown"},
 	"compare":    {"trace", "models", "protocol", "analyzers"},
-	"reports":    {"trace", "models", "protocol", "analyzers", "loops", "compare", "breakdown"},
+	"reports":    {"trace", "models", "collectors", "protocol", "analyzers", "loops", "compare", "breakdown"},
 	"export":     {"trace", "protocol", "analyzers"},
 	"fixtures":   {"trace", "venusd/wire"},
 	"merge":      {"trace"},

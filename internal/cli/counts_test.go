@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -78,10 +79,10 @@ func TestSameCountsEverywhere(t *testing.T) {
 		if m == nil {
 			t.Fatalf("summary has no %s:\n%s", re, summary)
 		}
-		v, _ := strconv.Atoi(string(m[1]))
+		v, _ := strconv.Atoi(strings.ReplaceAll(string(m[1]), ",", ""))
 		return v
 	}
-	sumSend, sumRecv, sumConns := num(`(?m)^send\s+(\d+)`), num(`(?m)^recv\s+(\d+)`), num(`(?m)^(\d+) connections`)
+	sumSend, sumRecv, sumConns := num(`(?m)^\|\s*send\s*\|\s*([\d,]+)`), num(`(?m)^\|\s*recv\s*\|\s*([\d,]+)`), num(`(?m)^([\d,]+) connections`)
 	if !regexp.MustCompile(`1 end-of-file reads?`).Match(summary) {
 		t.Errorf("summary does not say it left the end-of-file read out:\n%s", summary)
 	}

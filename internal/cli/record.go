@@ -17,6 +17,7 @@ import (
 
 	"github.com/perflab/perflab/collectors"
 	"github.com/perflab/perflab/probes"
+	"github.com/perflab/perflab/reports"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -551,7 +552,7 @@ func (r *recording) closeTrace(recErr error) error {
 // to stderr: the recorded command's stdout stays its own (record -- prog --json > out.json).
 func (r *recording) summary(res *collectors.Result) error {
 	if r.a.live == nil {
-		if err := res.WriteSummary(r.env.Stderr, 10); err != nil {
+		if err := reports.Record(r.env.Stderr, res, 10); err != nil {
 			return err
 		}
 		fmt.Fprintln(r.env.Stderr)
