@@ -236,6 +236,9 @@ func (p *Probe) Stats() map[string]int64 {
 		st["probe_events"] = int64(c.Produced)
 		st["probe_lost_events"] = int64(c.LostEvents)
 		st["probe_lost_connections"] = int64(c.LostConns)
+		if p.u != nil {
+			st["probe_uprobe_events"] = int64(c.UprobeEvents)
+		}
 	}
 	if p.bad > 0 {
 		st["probe_bad_records"] = int64(p.bad)

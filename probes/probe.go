@@ -122,4 +122,7 @@ type Counts struct {
 	TargetNs uint64
 	// TargetRuns counts the runs timed in TargetNs.
 	TargetRuns uint64
+	// UprobeEvents counts the records of the uprobe object (TLS plaintext, --uprobe), written or
+	// lost; they are not in Produced, whose events TargetNs times.
+	UprobeEvents uint64
 }

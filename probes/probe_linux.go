@@ -348,6 +348,9 @@ func (p *Probe) Counts() (Counts, error) {
 	if c.TargetRuns, err = read(6); err != nil {
 		return c, err
 	}
+	if c.UprobeEvents, err = read(7); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 

@@ -60,6 +60,7 @@ enum counter {
 	CNT_SWITCH = 4,      // sched_switch runs that found a target thread
 	CNT_TARGET_NS = 5,   // ns the programs spent on target threads while measuring
 	CNT_TARGET_RUNS = 6, // the runs timed in CNT_TARGET_NS
+	CNT_UPROBE_EVENTS = 7, // uprobe records produced (uprobe.bpf.c), apart from CNT_EVENTS: not timed in CNT_TARGET_NS
 	CNT_MAX = 16,        // room for more
 };
 

@@ -186,7 +186,7 @@ static __noinline int uemit(struct ucall *c, struct uspec *s, __u64 start, __u64
 {
 	if (!c || !s)
 		return 0;
-	count(CNT_EVENTS);
+	count(CNT_UPROBE_EVENTS);
 	struct uscratch *o = &c->out;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	o->ev.kind = KIND_UEVENT;
