@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ func ParseUprobeSpec(s string) (UprobeSpec, error) {
 	loc := parts[0]
 	i := strings.LastIndexByte(loc, ':')
 	if i <= 0 || i == len(loc)-1 {
-		return u, fmt.Errorf("%q: want %s", s, UprobeSyntax)
+		return u, fmt.Errorf("want %s", UprobeSyntax)
 	}
 	u.Path, u.Symbol = loc[:i], loc[i+1:]
 	lenSet := false
@@ -77,25 +78,25 @@ func ParseUprobeSpec(s string) (UprobeSpec, error) {
 				u.LenArg, err = argNum(v)
 			}
 		default:
-			return u, fmt.Errorf("%q: unknown part %q (want %s)", s, p, UprobeSyntax)
+			return u, fmt.Errorf("unknown part %q", p)
 		}
 		if err != nil {
-			return u, fmt.Errorf("%q: %s: %w", s, p, err)
+			return u, fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	switch {
 	case u.Dir == trace.DirNone:
-		return u, fmt.Errorf("%q: say send or recv", s)
+		return u, errors.New("say send or recv")
 	case u.BufArg == 0:
-		return u, fmt.Errorf("%q: say which argument is the buffer (buf=argN)", s)
+		return u, errors.New("say which argument is the buffer (buf=argN)")
 	case !lenSet:
-		return u, fmt.Errorf("%q: say where the length is (len=argN, len=ret or len=ret64)", s)
+		return u, errors.New("say where the length is (len=argN, len=ret or len=ret64)")
 	case u.Go && u.LenRet != 0:
-		return u, fmt.Errorf("%q: a Go function's length must be an argument: uretprobes are unsafe on Go functions (the runtime moves goroutine stacks)", s)
+		return u, errors.New("a Go function's length must be an argument: uretprobes are unsafe on Go functions (the runtime moves goroutine stacks)")
 	}
 	for _, n := range []int{u.BufArg, u.LenArg, u.KeyArg} {
 		if n > maxArg(u.Go) {
-			return u, fmt.Errorf("%q: argument %d is not in a register (at most arg%d)", s, n, maxArg(u.Go))
+			return u, fmt.Errorf("argument %d is not in a register (at most arg%d)", n, maxArg(u.Go))
 		}
 	}
 	return u, nil

@@ -204,7 +204,7 @@ func (p *Probe) StartUprobes(pids []uint32, command string) error {
 	}
 	for _, l := range libs {
 		if _, err := p.AttachTLS(l); err != nil {
-			return err
+			u.note(fmt.Sprintf("TLS: %v; its calls are not recorded", err))
 		}
 	}
 	u.scanAt = time.Now()

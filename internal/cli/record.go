@@ -76,10 +76,13 @@ func (u uprobeFlag) String() string { return "" }
 func (u uprobeFlag) Set(s string) error {
 	sp, err := probes.ParseUprobeSpec(s)
 	if err != nil {
-		return err
+		if strings.HasPrefix(err.Error(), "want ") {
+			return err
+		}
+		return fmt.Errorf("want %s (%v)", probes.UprobeSyntax, err)
 	}
 	if len(*u.specs) >= 64 {
-		return errors.New("at most 64 --uprobe specs")
+		return errors.New("want at most 64 --uprobe specs")
 	}
 	*u.specs = append(*u.specs, sp)
 	return nil

@@ -186,6 +186,8 @@ func TestRecordBadInput(t *testing.T) {
 		{"label", []string{"record", "--label", "novalue", "--", "true"}, ""},
 		{"stray", []string{"record", "stray", "-p", "1"}, "put the command after --"},
 		{"duration", []string{"record", "--duration", "-1s", "--", "true"}, "--duration -1s: want a duration from 0"},
+		{"uprobe syntax", []string{"record", "--uprobe", "zmq_send", "--", "true"}, "--uprobe zmq_send: want PATH:SYMBOL,send|recv"},
+		{"uprobe go ret", []string{"record", "--uprobe", "bin:main.f,recv,buf=arg1,len=ret,go", "--", "true"}, "uretprobes are unsafe on Go functions"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
