@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,7 +206,7 @@ func TestTLSRedis(t *testing.T) {
 
 // elfSymbol returns the symbol of binary whose name ends in suffix (a Go function keeps its
 // package path, which may change).
-func elfSymbol(t *testing.T, binary, suffix string) elf.Symbol {
+func elfSymbol(t testing.TB, binary, suffix string) elf.Symbol {
 	t.Helper()
 	f, err := elf.Open(binary)
 	if err != nil {
@@ -226,7 +227,7 @@ func elfSymbol(t *testing.T, binary, suffix string) elf.Symbol {
 }
 
 // startShmServer starts perflab venus serve on a shared-memory ring and waits until it listens.
-func startShmServer(t *testing.T, name string) {
+func startShmServer(t testing.TB, name string) {
 	t.Helper()
 	cmd := exec.Command(perflab, "venus", "serve", "--listen", "shm:///"+name)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -454,4 +455,163 @@ func TestUprobeDetachOnKill(t *testing.T) {
 	if b, err := os.ReadFile("/sys/kernel/tracing/uprobe_events"); err == nil && bytes.Contains(b, []byte("perflab")) {
 		t.Errorf("uprobe_events still lists perflab's probes:\n%s", b)
 	}
+}
+
+// zmqHasScript calls Debian libzmq's zmq_has("ipc") n times through ctypes and prints the ns a
+// call took, on average, inside the loop.
+const zmqHasScript = `
+import ctypes, sys, time
+z = ctypes.CDLL("libzmq.so.5")
+z.zmq_has.argtypes = [ctypes.c_char_p]
+n, f, arg = int(sys.argv[1]), z.zmq_has, b"ipc"
+t0 = time.perf_counter_ns()
+for _ in range(n):
+    f(arg)
+print((time.perf_counter_ns() - t0) / n)
+`
+
+// footerStats returns the footer's producer statistics of a trace.
+func footerStats(b testing.TB, path string) map[string]int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReader(f))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rec trace.Record
+	for r.Next(&rec) == nil {
+	}
+	ft, _ := r.Footer()
+	return ft.Stats
+}
+
+func medianOf(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkUprobeCost measures what a uprobe costs the recorded process when it fires, in
+// alternating rounds without and with perflab recording (medians):
+//
+//   - c_entry_return: a C function with an entry and a return probe (as SSL_write, SSL_read and
+//     --uprobe specs with len=ret): libzmq's zmq_has called from Python through ctypes, ns added
+//     per call;
+//   - go_entry: a Go function with an entry probe (--uprobe ...,go): venusd's ping over a
+//     shared-memory ring, two probed frames per request, ns added per frame.
+//
+// It also reports the probe programs' own kernel time per run from the footer statistics (the
+// rest of a hit is the kernel's breakpoint trap and single-step).
+func BenchmarkUprobeCost(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skip("python3 not installed")
+	}
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libzmq.so.5"); err != nil {
+		b.Skip("libzmq5 not installed")
+	}
+	dir := b.TempDir()
+	const rounds = 5
+	b.Run("c_entry_return", func(b *testing.B) {
+		script := filepath.Join(dir, "has.py")
+		if err := os.WriteFile(script, []byte(zmqHasScript), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		const n = 1000000
+		for i := 0; i < b.N; i++ {
+			var added, plain, entryNs, retNs []float64
+			for r := 0; r < rounds; r++ {
+				var ns [2]float64
+				for k, rec := range []bool{false, true} {
+					args := []string{python, script, strconv.Itoa(n)}
+					out := filepath.Join(dir, "has.plt")
+					if rec {
+						args = append([]string{perflab, "record", "-o", out, "--uprobe", "libzmq.so.5:zmq_has,send,buf=arg1,len=ret", "--"}, args...)
+					}
+					o, err := exec.Command(args[0], args[1:]...).Output()
+					if err != nil {
+						b.Fatalf("%v: %v", args, err)
+					}
+					if _, err := fmt.Sscan(string(o), &ns[k]); err != nil {
+						b.Fatalf("output %q", o)
+					}
+					if rec {
+						st := footerStats(b, out)
+						if st["probe_uentry_runs"] > 0 {
+							entryNs = append(entryNs, float64(st["probe_uentry_ns"])/float64(st["probe_uentry_runs"]))
+						}
+						if st["probe_uret_runs"] > 0 {
+							retNs = append(retNs, float64(st["probe_uret_ns"])/float64(st["probe_uret_runs"]))
+						}
+					}
+				}
+				plain = append(plain, ns[0])
+				added = append(added, ns[1]-ns[0])
+			}
+			b.Logf("ns added per call, by round: %.0f", added)
+			b.ReportMetric(medianOf(plain), "plain_ns/call")
+			b.ReportMetric(medianOf(added), "added_ns/call")
+			b.ReportMetric(medianOf(entryNs), "entry_prog_ns/run")
+			b.ReportMetric(medianOf(retNs), "return_prog_ns/run")
+		}
+	})
+	b.Run("go_entry", func(b *testing.B) {
+		name := fmt.Sprintf("bench%d", os.Getpid())
+		startShmServer(b, name)
+		outSym := elfSymbol(b, perflab, "venusd.shmFrameOut").Name
+		inSym := elfSymbol(b, perflab, "venusd.shmFrameIn").Name
+		const n = 20000
+		for i := 0; i < b.N; i++ {
+			var added, plain, entryNs []float64
+			for r := 0; r < rounds; r++ {
+				var per [2]float64
+				for k, rec := range []bool{false, true} {
+					args := []string{perflab, "venus", "run", "--connect", "shm:///" + name, "--workload", "ping", "--requests", strconv.Itoa(n), "--json", "--no-verify"}
+					out := filepath.Join(dir, "shm.plt")
+					if rec {
+						args = append([]string{perflab, "record", "-o", out,
+							"--uprobe", perflab + ":" + outSym + ",send,buf=arg1,len=arg2,go",
+							"--uprobe", perflab + ":" + inSym + ",recv,buf=arg1,len=arg2,go", "--"}, args...)
+					}
+					o, err := exec.Command(args[0], args[1:]...).Output()
+					if err != nil {
+						b.Fatalf("%v: %v", args, err)
+					}
+					var res struct {
+						Ping struct {
+							ThroughputPerS float64 `json:"throughput_per_s"`
+						} `json:"ping"`
+					}
+					if err := json.Unmarshal(o, &res); err != nil || res.Ping.ThroughputPerS <= 0 {
+						b.Fatalf("output %q: %v", o, err)
+					}
+					per[k] = 1e9 / res.Ping.ThroughputPerS
+					if rec {
+						st := footerStats(b, out)
+						if st["probe_uentry_runs"] > 0 {
+							entryNs = append(entryNs, float64(st["probe_uentry_ns"])/float64(st["probe_uentry_runs"]))
+						}
+					}
+				}
+				plain = append(plain, per[0])
+				added = append(added, (per[1]-per[0])/2) // two probed frames per request
+			}
+			b.Logf("ns added per frame, by round: %.0f", added)
+			b.ReportMetric(medianOf(plain), "plain_ns/request")
+			b.ReportMetric(medianOf(added), "added_ns/frame")
+			b.ReportMetric(medianOf(entryNs), "entry_prog_ns/run")
+		}
+	})
 }
