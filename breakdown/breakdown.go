@@ -28,6 +28,8 @@ type Msg struct {
 	Reply bool   // a reply to an earlier request
 	ReqTS int64  // on a reply paired at this end, its request's TS; 0 when unpaired
 	Unit  bool   // a request that opens a unit of work
+	PID   uint32 // the process and thread whose calls carried it
+	TID   uint32
 }
 
 // Builder collects a merged trace's connections, markers and messages; Report decomposes them.
@@ -46,6 +48,9 @@ type Builder struct {
 func New(clocks []trace.Clock) *Builder {
 	return &Builder{clocks: clocks, conns: map[uint64]trace.Connection{}, msgs: map[uint64][]Msg{}}
 }
+
+// Clocks returns the clocks of the merged trace's inputs, as New was given them.
+func (b *Builder) Clocks() []trace.Clock { return b.clocks }
 
 // Conn records a connection (a later record of the same id updates it).
 func (b *Builder) Conn(c trace.Connection) {
@@ -196,7 +201,15 @@ type Trip struct {
 	Back       int64  `json:"back_ns"`      // estimated arrival of the reply on the client's host
 	RepEnd     int64  `json:"rep_end_ns"`   // client's last receive call for the reply ended
 	Parts      Parts  `json:"parts_us"`     // the split of this round trip
-	unit       int    // index of its unit of work, -1 none
+	// The processes and threads of the four ends: the client's send and receive, the server's
+	// receive and send.
+	ClientPID uint32 `json:"client_pid"`
+	ServerPID uint32 `json:"server_pid"`
+	ReqTID    uint32 `json:"req_tid"`
+	SrvInTID  uint32 `json:"srv_in_tid"`
+	SrvOutTID uint32 `json:"srv_out_tid"`
+	RepTID    uint32 `json:"rep_tid"`
+	unit      int    // index of its unit of work, -1 none
 	// srvPrev and cliPrev are when the server's (client's) previous call on the connection
 	// ended before it began reading the request (reply), ns; math.MinInt64 for none.
 	srvPrev, cliPrev int64
@@ -384,6 +397,17 @@ func (b *Builder) Report(unit string) *Report {
 	return r
 }
 
+// Trips returns every round trip seen at both ends, split, in no particular order (the
+// Perfetto export draws them as flows).
+func (b *Builder) Trips() []Trip {
+	var r Report
+	var trips []Trip
+	for _, p := range b.pairs() {
+		trips = append(trips, b.pairTrips(p, &r)...)
+	}
+	return trips
+}
+
 // pairTrips matches the two ends of pair p's messages, counts them once into r, and returns
 // its round trips with both ends' instants (parts not yet split).
 func (b *Builder) pairTrips(p pair, r *Report) []Trip {
@@ -456,7 +480,8 @@ func (b *Builder) pairTrips(p pair, r *Report) []Trip {
 		trips = append(trips, Trip{Name: rep.Name, ClientHost: ch, ServerHost: sh, ClientConn: p.cl, ServerConn: p.sv,
 			ReqStart: req.TS, ReqSent: req.End, SrvRead: sreq.TS, SrvHas: sreq.End,
 			RepStart: srep.TS, RepSent: srep.End, CliRead: rep.TS, RepEnd: rep.End, unit: -1,
-			srvPrev: sPrev(sreq.TS), cliPrev: cPrev(rep.TS)})
+			srvPrev: sPrev(sreq.TS), cliPrev: cPrev(rep.TS),
+			ClientPID: req.PID, ServerPID: sreq.PID, ReqTID: req.TID, SrvInTID: sreq.TID, SrvOutTID: srep.TID, RepTID: rep.TID})
 	}
 	split(trips)
 	return trips

@@ -28,7 +28,10 @@ import (
 //   - an async slice ("ph":"b"/"e", category "round_trip") per round trip, on the thread that
 //     waited for the reply; async slices may overlap, as pipelined requests do;
 //   - a counter ("ph":"C", "in flight" with arg "requests") per process;
-//   - an instant ("ph":"i") per marker (token, phase), and an async slice per marker span.
+//   - an instant ("ph":"i") per marker (token, phase), and an async slice per marker span;
+//   - on a merged trace of several hosts (perflab merge), processes named after their host, and
+//     a flow ("ph":"s"/"t"/"f", category "host_flow") per round trip seen at both hosts, from
+//     the client's request through the server's receipt and reply to the client's receipt.
 //
 // Timestamps are the traces' monotonic clock in microseconds with nanosecond decimals. The
 // output is streamed: memory grows with the number of threads, connections and round trips
@@ -80,6 +83,9 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 	if err := pw.roundTrips(paths, opt); err != nil {
 		return recs, err
 	}
+	if err := pw.hostFlows(paths, opt); err != nil {
+		return recs, fmt.Errorf("write perfetto: %w", err)
+	}
 	pw.raw("\n],\n" + `"otherData":{`)
 	for i, o := range other {
 		if i > 0 {
@@ -128,6 +134,10 @@ type perfettoWriter struct {
 	lanes   map[uint64][]*lane // pid<<32|tid → the tracks its complete slices are spread over
 	buf     []byte
 	ids     uint64 // async slice ids handed out
+	// hostNamed holds the pids already named after their host (merged traces), clocks each
+	// trace's clocks (several for a merged trace).
+	hostNamed map[uint32]bool
+	clocks    [][]trace.Clock
 }
 
 func (pw *perfettoWriter) raw(s string) {
@@ -235,6 +245,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 	}
 	defer r.Close()
 	st := &traceState{index: i, meta: r.Meta(), conns: map[uint64]string{}}
+	pw.clocks = append(pw.clocks, st.meta.Clocks)
 	var rec trace.Record
 	var events, markers uint64
 	lost := map[string]uint64{}
@@ -251,6 +262,7 @@ func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, er
 			c := rec.Conn
 			st.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
 		case trace.KindEvent:
+			pw.nameHost(st, &rec.Event)
 			pw.name(st, rec.Event.PID, rec.Event.TID)
 			pw.event(st, &rec.Event)
 			events++
@@ -525,12 +537,16 @@ func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) erro
 	counters := map[[2]uint64]*inflight{}
 	var last *inflight
 	err := analyzers.Messages(protocol.Files(paths, nil), opt, func(m *protocol.Message) error {
-		k := [2]uint64{uint64(m.Trace), uint64(m.PID)}
+		pid := m.PID
+		if m.Trace < len(pw.clocks) && len(pw.clocks[m.Trace]) > 1 {
+			pid = hostPID(pid, hostOf(pw.clocks[m.Trace], m.Conn)) // the host's process (merged traces)
+		}
+		k := [2]uint64{uint64(m.Trace), uint64(pid)}
 		c := last
 		if c == nil || c.key != k {
 			c = counters[k]
 			if c == nil {
-				c = &inflight{key: k, pid: m.PID, name: "in flight"}
+				c = &inflight{key: k, pid: pid, name: "in flight"}
 				if m.Trace > 0 {
 					// Traces may reuse pids: keep their counters apart.
 					c.name += " (trace " + strconv.Itoa(m.Trace) + ")"
@@ -547,7 +563,7 @@ func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) erro
 			if name == "" {
 				name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
 			}
-			pw.async("round_trip", name, m.PID, m.TID, m.ReqTS, m.RTT, func() {
+			pw.async("round_trip", name, pid, m.TID, m.ReqTS, m.RTT, func() {
 				pw.raw(`"conn":`)
 				pw.uint(m.Conn)
 				pw.raw(`,"command":`)

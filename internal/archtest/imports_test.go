@@ -31,10 +31,10 @@ var allowed = map[string][]string{
 	"analyzers":  {"trace", "models", "protocol", "loops", "breakdown"},
 	"compare":    {"trace", "models", "protocol", "analyzers"},
 	"reports":    {"trace", "models", "collectors", "protocol", "analyzers", "loops", "compare", "breakdown"},
-	"export":     {"trace", "protocol", "analyzers"},
+	"export":     {"trace", "protocol", "analyzers", "breakdown"},
 	"fixtures":   {"trace", "venusd/wire"},
 	"merge":      {"trace"},
-	"breakdown":  {"trace", "merge"},
+	"breakdown":  {"trace", "merge", "protocol"},
 	"lab":        {"trace", "models", "protocol", "loops", "analyzers", "reports", "venusd"},
 	"e2e":        {"trace", "models", "protocol", "loops", "analyzers", "compare", "reports", "export", "venusd", "fixtures"},
 }

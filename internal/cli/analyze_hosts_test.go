@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,5 +123,76 @@ func TestModelTwoHosts(t *testing.T) {
 	slower, _, _, _ := model(r.NetRTT.P50 + 1000)
 	if want := base + 1000*rts; math.Abs(slower-want) > 0.01*want {
 		t.Errorf("a link 1 ms slower: %.1f µs per token, want %.1f (%.0f round trips × 1 ms more)", slower, want, rts)
+	}
+}
+
+// TestExportPerfettoTwoHosts exports a merged trace of a real client and server: each process
+// is named after its host, and every round trip seen at both hosts is one flow of four steps
+// (request sent, received, reply sent, received), each inside a slice of its thread.
+func TestExportPerfettoTwoHosts(t *testing.T) {
+	clientPath, serverPath := recordTwoHosts(t)
+	dir := t.TempDir()
+	merged := filepath.Join(dir, "both.plt")
+	r := analyzeTwoHosts(t, merged, clientPath, serverPath)
+	out := filepath.Join(dir, "both.json")
+	if code, _, stderr := runCLI(t, "export", "--format", "perfetto", "-o", out, merged); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Ph, Cat, Name string
+			PID, TID      uint32
+			TS, Dur       float64
+			ID            uint64
+			Args          struct{ Name string }
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ from, to float64 }
+	slices := map[[2]uint32][]span{}
+	hosts := map[string]bool{}
+	steps := map[uint64]string{}
+	for _, e := range doc.TraceEvents {
+		switch {
+		case e.Ph == "X":
+			k := [2]uint32{e.PID, e.TID}
+			slices[k] = append(slices[k], span{e.TS, e.TS + e.Dur})
+		case e.Ph == "M" && e.Name == "process_name" && strings.HasPrefix(e.Args.Name, "host "):
+			hosts[e.Args.Name[:6]] = true
+		}
+	}
+	unbound := 0
+	for _, e := range doc.TraceEvents {
+		if e.Cat != "host_flow" {
+			continue
+		}
+		steps[e.ID] += e.Ph
+		bound := false
+		for _, s := range slices[[2]uint32{e.PID, e.TID}] {
+			bound = bound || s.from <= e.TS && e.TS <= s.to
+		}
+		if !bound {
+			unbound++
+		}
+	}
+	if !hosts["host 0"] || !hosts["host 1"] {
+		t.Errorf("processes named after hosts: %v, want host 0 and host 1", hosts)
+	}
+	if uint64(len(steps)) != r.RoundTrips {
+		t.Errorf("%d flows, want one per round trip split (%d)", len(steps), r.RoundTrips)
+	}
+	for id, s := range steps {
+		if s != "sttf" {
+			t.Fatalf("flow %d has steps %q, want s, t, t, f", id, s)
+		}
+	}
+	if unbound > len(steps)*4/100 {
+		t.Errorf("%d of %d flow steps lie in no slice of their thread", unbound, 4*len(steps))
 	}
 }
