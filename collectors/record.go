@@ -72,14 +72,18 @@ type ConnStats struct {
 
 // Result is what a recording saw.
 type Result struct {
-	Elapsed time.Duration     // wall time from start to the end of Run
-	Events  uint64            // events written
-	Send    DirStats          // all connections
-	Recv    DirStats          //
-	Lost    map[string]uint64 // latest total per source
-	Conns   []ConnStats       // in first-seen order
-	Stats   map[string]int64  // the Source's counters, when it is a Stater
-	Markers uint64
+	Elapsed time.Duration // wall time from start to the end of Run
+	Events  uint64        // events written
+	Send    DirStats      // all connections
+	Recv    DirStats      //
+	// TLSSend and TLSRecv count TLS plaintext calls (SSL_write, SSL_read: trace.Op.Plaintext),
+	// apart from Send and Recv and the connections' counts, since the same connections' system
+	// calls carry them encrypted.
+	TLSSend, TLSRecv DirStats
+	Lost             map[string]uint64 // latest total per source
+	Conns            []ConnStats       // in first-seen order
+	Stats            map[string]int64  // the Source's counters, when it is a Stater
+	Markers          uint64
 }
 
 // LostTotal sums lost events over sources.
@@ -119,13 +123,17 @@ func (r *recorder) emit(rec *trace.Record) error {
 		if i, ok := r.index[e.Conn]; ok {
 			cs = &r.res.Conns[i]
 		}
-		switch e.Dir {
-		case trace.DirSend:
+		switch {
+		case e.Op.Plaintext() && e.Dir == trace.DirSend:
+			add(&r.res.TLSSend, e)
+		case e.Op.Plaintext():
+			add(&r.res.TLSRecv, e)
+		case e.Dir == trace.DirSend:
 			add(&r.res.Send, e)
 			if cs != nil {
 				add(&cs.Send, e)
 			}
-		case trace.DirRecv:
+		case e.Dir == trace.DirRecv:
 			add(&r.res.Recv, e)
 			if cs != nil {
 				add(&cs.Recv, e)

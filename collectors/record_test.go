@@ -352,3 +352,43 @@ func TestProbeCost(t *testing.T) {
 		})
 	}
 }
+
+// sliceSource emits its records in order.
+type sliceSource []trace.Record
+
+func (s sliceSource) Run(ctx context.Context, emit func(*trace.Record) error) error {
+	for i := range s {
+		if err := emit(&s[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TLS plaintext calls are counted apart: the same connection's system calls carry them.
+func TestSummaryTLS(t *testing.T) {
+	ev := func(op trace.Op, dir trace.Dir, n int64) trace.Record {
+		return trace.Record{Kind: trace.KindEvent, Event: trace.Event{TS: 1, PID: 7, Conn: 1, Dir: dir, Op: op, Source: trace.SourceEBPF, Bytes: n}}
+	}
+	src := sliceSource{
+		{Kind: trace.KindConnection, Conn: trace.Connection{ID: 1, Family: trace.FamilyTCP, PID: 7}},
+		ev(trace.OpSendto, trace.DirSend, 115), ev(trace.OpTLSWrite, trace.DirSend, 86),
+		ev(trace.OpRecvfrom, trace.DirRecv, 5), ev(trace.OpRecvfrom, trace.DirRecv, 176), ev(trace.OpTLSRead, trace.DirRecv, 152),
+	}
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Meta{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Record(context.Background(), src, w, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if res.Send.Calls != 1 || res.Recv.Calls != 2 || res.Recv.Bytes != 181 || res.Conns[0].Send.Calls != 1 || res.Conns[0].Recv.Calls != 2 {
+		t.Errorf("system calls: send %+v, recv %+v, connection %+v", res.Send, res.Recv, res.Conns[0])
+	}
+	if res.TLSSend.Calls != 1 || res.TLSSend.Bytes != 86 || res.TLSRecv.Calls != 1 || res.TLSRecv.Bytes != 152 {
+		t.Errorf("plaintext: send %+v, recv %+v", res.TLSSend, res.TLSRecv)
+	}
+}

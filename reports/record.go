@@ -22,6 +22,12 @@ func Record(w io.Writer, r *collectors.Result, maxConns int) error {
 		{"send", Count(r.Send.Calls), Count(r.Send.Bytes), errnoCounts(r.Send.Errors)},
 		{"recv", Count(r.Recv.Calls), Count(r.Recv.Bytes), errnoCounts(r.Recv.Errors)},
 	}}
+	if r.TLSSend.Calls+r.TLSRecv.Calls > 0 {
+		dirs.Rows = append(dirs.Rows,
+			[]string{"tls send", Count(r.TLSSend.Calls), Count(r.TLSSend.Bytes), errnoCounts(r.TLSSend.Errors)},
+			[]string{"tls recv", Count(r.TLSRecv.Calls), Count(r.TLSRecv.Bytes), errnoCounts(r.TLSRecv.Errors)})
+		dirs.Notes = append(dirs.Notes, "tls: the plaintext calls (SSL_write, SSL_read), not in send and recv, whose system calls carry them encrypted")
+	}
 	if r.Recv.Empty > 0 || r.Send.Empty > 0 {
 		dirs.Notes = append(dirs.Notes, fmt.Sprintf("not counted as calls, as analyze does not: %s end-of-file reads, %s empty sends",
 			Count(r.Recv.Empty), Count(r.Send.Empty)))
