@@ -186,9 +186,11 @@ func TestProgressLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prog syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Millisecond)
+	// The recording stops once two progress lines are out (a slow machine delays them, it does
+	// not lose them); the timeout only bounds a broken progress writer.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	prog := syncBuffer{stopAfter: 2, stop: cancel}
 	if _, err := Record(ctx, &synth{n: -1}, w, Options{Progress: &prog, ProgressEvery: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
@@ -280,12 +282,19 @@ func TestFaultyWriter(t *testing.T) {
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// stop, when set, is called once the buffer holds stopAfter lines.
+	stopAfter int
+	stop      func()
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	if b.stop != nil && bytes.Count(b.buf.Bytes(), []byte("\n")) >= b.stopAfter {
+		b.stop()
+	}
+	return n, err
 }
 
 func (b *syncBuffer) String() string {
