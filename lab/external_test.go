@@ -46,6 +46,16 @@ func TestAnalyzeExternal(t *testing.T) {
 	if len(res.Histogram) == 0 {
 		t.Error("no RTT histogram at the largest client count")
 	}
+	var b strings.Builder
+	if err := RenderExternal(&b, res, "table"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"RTT scaling", "| c8 ", "| +20.0% |", "largest error 20.0%: Little's law does NOT hold", "T_fixed = 20 µs (95.0% CI 20 – 20), T_per_req = 10 µs",
+		"RTT histogram at 16 clients", "warning: "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 func TestRunExternalBadConfig(t *testing.T) {

@@ -3,9 +3,9 @@ package lab
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/perflab/perflab/reports"
@@ -20,7 +20,19 @@ func RenderExternal(w io.Writer, res *ExternalResult, format string) error {
 // server's loop at each point, Little's law at each point, the batch model of the server's
 // cycles and its predictions, and the RTT populations at the largest client count.
 func ExternalSections(res *ExternalResult) []reports.Section {
-	var out []reports.Section
+	out := []reports.Section{externalScaling(res), externalLittle(res)}
+	if res.BatchFit != nil {
+		out = append(out, externalBatch(res))
+	}
+	if len(res.Histogram) > 0 {
+		out = append(out, externalHistogram(res))
+	}
+	return out
+}
+
+// externalScaling is the RTT scaling table: per client count the client's throughput and RTTs,
+// and the server's loop cycles.
+func externalScaling(res *ExternalResult) reports.Section {
 	sc := reports.Section{Title: fmt.Sprintf("RTT scaling (%s, driven by the client's own closed loop)", res.Server), Align: "r",
 		Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "trace RTT mean µs", "requests", "loop threads", "req/cycle", "cycle µs", "busy µs", "busy"}}
 	for _, p := range res.Points {
@@ -34,21 +46,20 @@ func ExternalSections(res *ExternalResult) []reports.Section {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(res.Saturation, "client"), reports.Share(saturationGain)))
 	}
 	if len(res.Points) > 0 {
-		if cmds := res.Points[len(res.Points)-1].Commands; len(cmds) > 0 {
-			var names []string
-			for n := range cmds {
-				names = append(names, n)
-			}
-			sort.Strings(names)
+		last := res.Points[len(res.Points)-1]
+		if len(last.Commands) > 0 {
 			var parts []string
-			for _, n := range names {
-				parts = append(parts, fmt.Sprintf("%s %d", n, cmds[n]))
+			for _, n := range slices.Sorted(maps.Keys(last.Commands)) {
+				parts = append(parts, n+" "+reports.Count(last.Commands[n]))
 			}
-			sc.Notes = append(sc.Notes, fmt.Sprintf("requests the server received at %d clients, by command: %s", res.Points[len(res.Points)-1].Clients, strings.Join(parts, ", ")))
+			sc.Notes = append(sc.Notes, fmt.Sprintf("requests the server received at %s clients, by command: %s", reports.Count(last.Clients), strings.Join(parts, ", ")))
 		}
 	}
-	out = append(out, sc)
+	return sc
+}
 
+// externalLittle checks Little's law at every point, L from the trace, λ and W from the client.
+func externalLittle(res *ExternalResult) reports.Section {
 	ll := reports.Section{Title: "Little's law L = λ·W at every point (L from the trace, λ and W from the client)",
 		Header: []string{"point", "L in flight", "λ /s", "L/λ µs", "W measured µs", "error"}}
 	worst := 0.0
@@ -61,57 +72,62 @@ func ExternalSections(res *ExternalResult) []reports.Section {
 		if worst > ExternalLittleTolerance {
 			verdict = "does NOT hold"
 		}
-		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %.1f%%: Little's law %s within %.0f%% at every point", 100*worst, verdict, 100*ExternalLittleTolerance))
+		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %s: Little's law %s within %s at every point", reports.Share(worst), verdict, reports.Share(ExternalLittleTolerance)))
 	}
-	out = append(out, ll)
+	return ll
+}
 
-	if f := res.BatchFit; f != nil {
-		bm := reports.Section{Title: "Batch model of the server's loop T_cycle = T_fixed + T_per_req·N", Align: "r",
-			Header: []string{"clients", "N (all loops)", "T_cycle measured µs", "T_cycle predicted µs", "throughput predicted /s", "throughput measured /s", "error"}}
-		for _, pr := range res.Predictions {
-			var meas float64
-			for _, p := range res.Points {
-				if p.Clients == pr.Clients {
-					meas = p.CycleUS
-				}
+// externalBatch is the batch model of the server's loop cycles: the fit, and its throughput
+// predictions against the measured ones.
+func externalBatch(res *ExternalResult) reports.Section {
+	f := res.BatchFit
+	bm := reports.Section{Title: "Batch model of the server's loop T_cycle = T_fixed + T_per_req·N", Align: "r",
+		Header: []string{"clients", "N (all loops)", "T_cycle measured µs", "T_cycle predicted µs", "throughput predicted /s", "throughput measured /s", "error"}}
+	for _, pr := range res.Predictions {
+		var meas float64
+		for _, p := range res.Points {
+			if p.Clients == pr.Clients {
+				meas = p.CycleUS
 			}
-			e := 0.0
-			if pr.ThroughputMeasuredPerS > 0 {
-				e = pr.ThroughputPredictedPerS/pr.ThroughputMeasuredPerS - 1
-			}
-			bm.Rows = append(bm.Rows, []string{reports.Count(pr.Clients), reports.Num(pr.InFlight), reports.Num(meas), reports.Num(pr.CyclePredictedUS),
-				reports.Count(pr.ThroughputPredictedPerS), reports.Count(pr.ThroughputMeasuredPerS), reports.Change(e)})
 		}
-		bm.Notes = append(bm.Notes,
-			fmt.Sprintf("T_fixed = %s µs [%s, %s], T_per_req = %s µs [%s, %s] (%.0f%% CI), R² = %.3f, %d points",
-				reports.Num(f.TFixedUS), reports.Num(f.TFixedCI[0]), reports.Num(f.TFixedCI[1]), reports.Num(f.TPerReqUS), reports.Num(f.TPerReqCI[0]), reports.Num(f.TPerReqCI[1]), 100*f.CILevel, f.R2, f.Points),
-			"N: requests per cycle of all the server's loop threads together (loop threads × their mean N); predicted throughput N / T_cycle(N)")
-		if f.ThroughputMaxPerS > 0 {
-			bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", reports.Count(f.ThroughputMaxPerS)))
+		e := 0.0
+		if pr.ThroughputMeasuredPerS > 0 {
+			e = pr.ThroughputPredictedPerS/pr.ThroughputMeasuredPerS - 1
 		}
-		for _, r := range res.Ranges {
-			bm.Notes = append(bm.Notes, fmt.Sprintf("N %d-%d: %d points, effective T_per_req %s µs", r.NFrom, r.NTo, r.Cycles, reports.Num(r.TPerReqUS)))
-		}
-		out = append(out, bm)
+		bm.Rows = append(bm.Rows, []string{reports.Count(pr.Clients), reports.Num(pr.InFlight), reports.Num(meas), reports.Num(pr.CyclePredictedUS),
+			reports.Count(pr.ThroughputPredictedPerS), reports.Count(pr.ThroughputMeasuredPerS), reports.Change(e)})
 	}
-	if len(res.Histogram) > 0 {
-		h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (the client's round trips in the trace)", res.HistogramClients),
-			Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
-		var peak uint64
-		for _, b := range res.Histogram {
-			peak = max(peak, b.Count)
-		}
-		for _, b := range res.Histogram {
-			if b.Count == 0 {
-				continue
-			}
-			bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
-			h.Rows = append(h.Rows, []string{reports.Num(b.LowUS) + "–" + reports.Num(b.HighUS), strconv.FormatUint(b.Count, 10), bar})
-		}
-		for i, m := range res.Modes {
-			h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %.0f%% of round trips, %s–%s µs", i+1, reports.Num(m.CenterUS), 100*m.Share, reports.Num(m.LowUS), reports.Num(m.HighUS)))
-		}
-		out = append(out, h)
+	bm.Notes = append(bm.Notes,
+		fmt.Sprintf("T_fixed = %s µs (%s CI %s), T_per_req = %s µs (%s CI %s), R² = %s, %s points",
+			reports.Num(f.TFixedUS), reports.Share(f.CILevel), reports.Interval(f.TFixedCI[0], f.TFixedCI[1]),
+			reports.Num(f.TPerReqUS), reports.Share(f.CILevel), reports.Interval(f.TPerReqCI[0], f.TPerReqCI[1]), reports.Num(f.R2), reports.Count(f.Points)),
+		"N: requests per cycle of all the server's loop threads together (loop threads × their mean N); predicted throughput N / T_cycle(N)")
+	if f.ThroughputMaxPerS > 0 {
+		bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", reports.Count(f.ThroughputMaxPerS)))
 	}
-	return out
+	for _, r := range res.Ranges {
+		bm.Notes = append(bm.Notes, fmt.Sprintf("N %s-%s: %s points, effective T_per_req %s µs", reports.Count(r.NFrom), reports.Count(r.NTo), reports.Count(r.Cycles), reports.Num(r.TPerReqUS)))
+	}
+	return bm
+}
+
+// externalHistogram is the RTT histogram at the largest client count, with its populations.
+func externalHistogram(res *ExternalResult) reports.Section {
+	h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (the client's round trips in the trace)", res.HistogramClients),
+		Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
+	var peak uint64
+	for _, b := range res.Histogram {
+		peak = max(peak, b.Count)
+	}
+	for _, b := range res.Histogram {
+		if b.Count == 0 {
+			continue
+		}
+		bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
+		h.Rows = append(h.Rows, []string{reports.Interval(b.LowUS, b.HighUS), reports.Count(b.Count), bar})
+	}
+	for i, m := range res.Modes {
+		h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
+	}
+	return h
 }
