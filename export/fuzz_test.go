@@ -10,6 +10,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/protocol"
 )
 
 // FuzzTraceReports feeds arbitrary bytes as a trace file to the Perfetto and pprof writers:
@@ -32,7 +33,7 @@ func FuzzTraceReports(f *testing.F) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if err := Perfetto(&buf, []string{path}, analyzers.Options{}); err == nil {
+		if err := Perfetto(&buf, protocol.Files([]string{path}, nil), analyzers.Options{}); err == nil {
 			var ct chromeTrace
 			if err := json.Unmarshal(buf.Bytes(), &ct); err != nil {
 				t.Fatalf("invalid JSON accepted: %v", err)
@@ -40,7 +41,7 @@ func FuzzTraceReports(f *testing.F) {
 			checkChrome(t, ct)
 		}
 		buf.Reset()
-		if err := Pprof(&buf, []string{path}, analyzers.Options{}); err == nil {
+		if err := Pprof(&buf, protocol.Files([]string{path}, nil), analyzers.Options{}); err == nil {
 			p, err := profile.Parse(&buf)
 			if err != nil {
 				t.Fatalf("pprof output does not parse: %v", err)

@@ -43,7 +43,7 @@ const parquetRowGroupRows = 1 << 16
 // parquetBatch is how many rows are handed to a table's writer at once.
 const parquetBatch = 1024
 
-// Parquet writes the traces at paths as Parquet tables in dir, one directory per table
+// Parquet writes the traces ins as Parquet tables in dir, one directory per table
 // (ParquetTables: traces/, events/, ...) of part files (part-00000.parquet, ...: a part holds
 // at most parquetPartRows rows), creating dir when missing. Every row
 // carries its trace's trace_id, a hash of the trace's metadata, so that the tables of several
@@ -51,15 +51,15 @@ const parquetBatch = 1024
 // written, the connections and the requests awaiting a reply, not the traces. It returns the
 // Recovery of each trace read. A trace that cannot be read gives a *protocol.ReadError, and
 // no file is left in dir.
-func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, error) {
-	if len(paths) == 0 {
+func Parquet(dir string, ins []protocol.Input, opt ParquetOptions) ([]trace.Recovery, error) {
+	if len(ins) == 0 {
 		return nil, errors.New("write parquet: no trace given")
 	}
-	for _, p := range paths {
-		if err := checkTrace(p); err != nil {
-			return nil, err
-		}
+	held, done, err := holdTraces(ins)
+	if err != nil {
+		return nil, err
 	}
+	defer done()
 	if err := analyzers.Messages(nil, opt.Analyzers, func(*protocol.Message) error { return nil }); err != nil {
 		return nil, fmt.Errorf("write parquet: %w", err)
 	}
@@ -82,7 +82,7 @@ func Parquet(dir string, paths []string, opt ParquetOptions) ([]trace.Recovery, 
 		pw.abort()
 		return nil, err
 	}
-	err := analyzers.Visit(protocol.Files(paths, nil), opt.Analyzers, pw)
+	err = analyzers.Visit(held, opt.Analyzers, pw)
 	if err == nil {
 		err = pw.err
 	}

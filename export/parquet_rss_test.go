@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -22,7 +23,7 @@ const rssChildEnv = "PERFLAB_PARQUET_RSS_CHILD" // "TRACE DIR": export TRACE to 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(rssChildEnv); v != "" {
 		tr, dir, _ := strings.Cut(v, " ")
-		if _, err := Parquet(dir, []string{tr}, ParquetOptions{}); err != nil {
+		if _, err := Parquet(dir, protocol.Files([]string{tr}, nil), ParquetOptions{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

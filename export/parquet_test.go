@@ -42,7 +42,7 @@ func TestParquetAgreesWithAnalyze(t *testing.T) {
 		pingpongTrace(t, dir),
 	}
 	out := filepath.Join(dir, "tables")
-	recs, err := Parquet(out, paths, ParquetOptions{Labels: map[string]string{"mode": "baseline", "host": "ci"}})
+	recs, err := Parquet(out, protocol.Files(paths, nil), ParquetOptions{Labels: map[string]string{"mode": "baseline", "host": "ci"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestParquetAgreesWithAnalyze(t *testing.T) {
 func TestParquetParts(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "tables")
-	if _, err := Parquet(out, []string{pingpongTrace(t, dir)}, ParquetOptions{PartRows: 64, RowGroupRows: 16}); err != nil {
+	if _, err := Parquet(out, protocol.Files([]string{pingpongTrace(t, dir)}, nil), ParquetOptions{PartRows: 64, RowGroupRows: 16}); err != nil {
 		t.Fatal(err)
 	}
 	parts, _ := filepath.Glob(filepath.Join(out, "events", "part-*.parquet"))
@@ -173,7 +173,7 @@ func TestParquetBadTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "tables")
-	_, err := Parquet(out, []string{pingpongTrace(t, dir), bad}, ParquetOptions{})
+	_, err := Parquet(out, protocol.Files([]string{pingpongTrace(t, dir), bad}, nil), ParquetOptions{})
 	var re *protocol.ReadError
 	if !errors.As(err, &re) || re.Path != bad {
 		t.Fatalf("err = %v, want a ReadError naming %s", err, bad)

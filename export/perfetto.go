@@ -19,7 +19,7 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// Perfetto writes the traces at paths as one Chrome trace JSON timeline (the "traceEvents"
+// Perfetto writes the traces ins as one Chrome trace JSON timeline (the "traceEvents"
 // format) that ui.perfetto.dev and chrome://tracing open:
 //
 //   - a track per traced thread (pid/tid), named by metadata events ("ph":"M");
@@ -37,30 +37,33 @@ import (
 // output is streamed: memory grows with the number of threads, connections and round trips
 // outstanding at once, not with the length of the traces. opt selects the protocol decoder
 // that finds round trips.
-func Perfetto(w io.Writer, paths []string, opt analyzers.Options) error {
-	_, err := perfetto(w, paths, opt)
+func Perfetto(w io.Writer, ins []protocol.Input, opt analyzers.Options) error {
+	_, err := perfetto(w, ins, opt)
 	return err
 }
 
-// PerfettoTrace writes the trace at path like Perfetto and returns what its reader recovered,
+// PerfettoTrace writes the trace in like Perfetto and returns what its reader recovered,
 // for callers that warn about a damaged or cut trace.
-func PerfettoTrace(w io.Writer, path string, opt analyzers.Options) (trace.Recovery, error) {
-	rc, err := perfetto(w, []string{path}, opt)
+func PerfettoTrace(w io.Writer, in protocol.Input, opt analyzers.Options) (trace.Recovery, error) {
+	rc, err := perfetto(w, []protocol.Input{in}, opt)
 	if len(rc) == 0 {
 		return trace.Recovery{}, err
 	}
 	return rc[0], err
 }
 
-func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recovery, error) {
-	if len(paths) == 0 {
+// perfetto opens each trace once; it reads it twice, the records and then the round trips the
+// decoder pairs, because the timeline lists every trace's records before the round trips (and
+// a merged trace a third time, for the flows between its hosts).
+func perfetto(w io.Writer, ins []protocol.Input, opt analyzers.Options) ([]trace.Recovery, error) {
+	if len(ins) == 0 {
 		return nil, errors.New("write perfetto: no trace given")
 	}
-	for _, p := range paths {
-		if err := checkTrace(p); err != nil {
-			return nil, err
-		}
+	held, done, err := holdTraces(ins)
+	if err != nil {
+		return nil, err
 	}
+	defer done()
 	// Check the decoder options (a protocol spec file, say) before writing anything: with no
 	// paths, Messages only resolves them.
 	if err := analyzers.Messages(nil, opt, func(*protocol.Message) error { return nil }); err != nil {
@@ -72,18 +75,18 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 	pw.raw(`{"traceEvents":[` + "\n")
 	var other []string
 	var recs []trace.Recovery
-	for i, p := range paths {
-		info, rc, err := pw.events(i, p)
+	for i, in := range held {
+		info, rc, err := pw.events(i, in)
 		if err != nil {
 			return recs, err
 		}
 		other = append(other, info)
 		recs = append(recs, rc)
 	}
-	if err := pw.roundTrips(paths, opt); err != nil {
+	if err := pw.roundTrips(held, opt); err != nil {
 		return recs, err
 	}
-	if err := pw.hostFlows(paths, opt); err != nil {
+	if err := pw.hostFlows(held, opt); err != nil {
 		return recs, fmt.Errorf("write perfetto: %w", err)
 	}
 	pw.raw("\n],\n" + `"otherData":{`)
@@ -102,26 +105,6 @@ func perfetto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recov
 		return recs, fmt.Errorf("write perfetto: %w", err)
 	}
 	return recs, nil
-}
-
-// checkTrace opens path and reads its header, so that a bad file is reported before any output
-// is written.
-func checkTrace(path string) error {
-	r, err := openTrace(path)
-	if err != nil {
-		return err
-	}
-	return r.Close()
-}
-
-// openTrace opens the trace at path. Its errors are *protocol.ReadError naming the file, with
-// the reader's *trace.FormatError (the offset) or the *os.PathError of opening it inside.
-func openTrace(path string) (*trace.Reader, error) {
-	r, err := trace.Open(path)
-	if err != nil {
-		return nil, &protocol.ReadError{Path: path, Err: err}
-	}
-	return r, nil
 }
 
 // perfettoWriter streams trace events. The first write error sticks in err.
@@ -238,8 +221,9 @@ type traceState struct {
 
 // events streams the records of trace i: slices, markers, thread names. It returns a one-line
 // description of the trace for otherData.
-func (pw *perfettoWriter) events(i int, path string) (string, trace.Recovery, error) {
-	r, err := openTrace(path)
+func (pw *perfettoWriter) events(i int, in protocol.Input) (string, trace.Recovery, error) {
+	path := in.Name
+	r, err := openHeld(in)
 	if err != nil {
 		return "", trace.Recovery{}, err
 	}
@@ -533,10 +517,10 @@ func (pw *perfettoWriter) marker(m *trace.Marker) {
 
 // roundTrips writes the round trips the protocol decoder pairs, and the requests in flight of
 // each process as a counter: up at a request that wants a reply, down at the end of its reply.
-func (pw *perfettoWriter) roundTrips(paths []string, opt analyzers.Options) error {
+func (pw *perfettoWriter) roundTrips(ins []protocol.Input, opt analyzers.Options) error {
 	counters := map[[2]uint64]*inflight{}
 	var last *inflight
-	err := analyzers.Messages(protocol.Files(paths, nil), opt, func(m *protocol.Message) error {
+	err := analyzers.Messages(ins, opt, func(m *protocol.Message) error {
 		pid := m.PID
 		if m.Trace < len(pw.clocks) && len(pw.clocks[m.Trace]) > 1 {
 			pid = hostPID(pid, hostOf(pw.clocks[m.Trace], m.Conn)) // the host's process (merged traces)

@@ -58,14 +58,14 @@ func (pw *perfettoWriter) nameHost(st *traceState, e *trace.Event) {
 	pw.procs[e.PID] = true // named: name writes no other process_name for it
 }
 
-// hostFlows draws, for the first merged trace among paths, one flow per round trip seen at both
+// hostFlows draws, for the first merged trace among ins, one flow per round trip seen at both
 // hosts: from the client's request to the server's receipt of it, on to the server's reply and
 // back to the client's receipt of the reply (Chrome trace flow events "s", "t", "f", bound to
 // the slices that carried each end).
-func (pw *perfettoWriter) hostFlows(paths []string, opt analyzers.Options) error {
+func (pw *perfettoWriter) hostFlows(ins []protocol.Input, opt analyzers.Options) error {
 	merged := -1
-	for i, p := range paths {
-		r, err := openTrace(p)
+	for i, in := range ins {
+		r, err := openHeld(in)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (pw *perfettoWriter) hostFlows(paths []string, opt analyzers.Options) error
 		return nil
 	}
 	v := breakdown.NewVisitor(nil)
-	if err := analyzers.Visit(protocol.Files(paths[merged:merged+1], nil), opt, v); err != nil {
+	if err := analyzers.Visit(ins[merged:merged+1], opt, v); err != nil {
 		return err
 	}
 	if v.Builder == nil {

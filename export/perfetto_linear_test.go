@@ -9,6 +9,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/fixtures"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -45,7 +46,7 @@ func TestPerfettoLinearInConnections(t *testing.T) {
 	small, large := connectionsTrace(t, dir, 2000, true), connectionsTrace(t, dir, 8000, true)
 	run := func(path string) uint64 {
 		return allocated(func() {
-			if err := Perfetto(io.Discard, []string{path}, analyzers.Options{}); err != nil {
+			if err := Perfetto(io.Discard, protocol.Files([]string{path}, nil), analyzers.Options{}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -65,7 +66,7 @@ func BenchmarkPerfettoConnections(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := Perfetto(io.Discard, []string{path}, analyzers.Options{}); err != nil {
+		if err := Perfetto(io.Discard, protocol.Files([]string{path}, nil), analyzers.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// PerfettoProto writes the traces at paths as one Perfetto trace in its native protobuf format
+// PerfettoProto writes the traces ins as one Perfetto trace in its native protobuf format
 // (a perfetto.protos.Trace: a stream of TracePackets, protos/perfetto/trace/trace.proto), which
 // ui.perfetto.dev and trace_processor open:
 //
@@ -38,21 +38,21 @@ import (
 // carries an absolute CLOCK_MONOTONIC timestamp instead. Packets are written in time order
 // within a window of at least 10 ms (four times the longest round trip seen), so memory grows
 // with that window, the threads and the connections, not with the length of the traces.
-func PerfettoProto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.Recovery, error) {
-	if len(paths) == 0 {
+func PerfettoProto(w io.Writer, ins []protocol.Input, opt analyzers.Options) ([]trace.Recovery, error) {
+	if len(ins) == 0 {
 		return nil, errors.New("write perfetto-proto: no trace given")
 	}
-	for _, p := range paths {
-		if err := checkTrace(p); err != nil {
-			return nil, err
-		}
+	held, done, err := holdTraces(ins)
+	if err != nil {
+		return nil, err
 	}
+	defer done()
 	if err := analyzers.Messages(nil, opt, func(*protocol.Message) error { return nil }); err != nil {
 		return nil, fmt.Errorf("write perfetto-proto: %w", err)
 	}
 	pp := newProtoWriter(w)
 	pp.opt = opt
-	err := analyzers.Visit(protocol.Files(paths, nil), opt, pp)
+	err = analyzers.Visit(held, opt, pp)
 	if err == nil {
 		pp.flushPending()
 		pp.drain(math.MaxInt64)
@@ -71,10 +71,10 @@ func PerfettoProto(w io.Writer, paths []string, opt analyzers.Options) ([]trace.
 	return pp.recs, nil
 }
 
-// PerfettoProtoTrace writes the trace at path like PerfettoProto and returns what its reader
+// PerfettoProtoTrace writes the trace in like PerfettoProto and returns what its reader
 // recovered.
-func PerfettoProtoTrace(w io.Writer, path string, opt analyzers.Options) (trace.Recovery, error) {
-	rc, err := PerfettoProto(w, []string{path}, opt)
+func PerfettoProtoTrace(w io.Writer, in protocol.Input, opt analyzers.Options) (trace.Recovery, error) {
+	rc, err := PerfettoProto(w, []protocol.Input{in}, opt)
 	if len(rc) == 0 {
 		return trace.Recovery{}, err
 	}

@@ -320,11 +320,11 @@ func TestPerfettoProto(t *testing.T) {
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			var pb, js bytes.Buffer
-			rc, err := PerfettoProtoTrace(&pb, path, analyzers.Options{})
+			rc, err := PerfettoProtoTrace(&pb, protocol.Files([]string{path}, nil)[0], analyzers.Options{})
 			if err != nil || rc.Damaged() {
 				t.Fatalf("export: %v (%v)", err, rc)
 			}
-			if _, err := PerfettoTrace(&js, path, analyzers.Options{}); err != nil {
+			if _, err := PerfettoTrace(&js, protocol.Files([]string{path}, nil)[0], analyzers.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			if ratio := float64(js.Len()) / float64(pb.Len()); ratio < 5 {

@@ -40,7 +40,7 @@ type chromeEvent struct {
 func runPerfetto(t *testing.T, paths []string, opt analyzers.Options) ([]byte, chromeTrace) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := Perfetto(&buf, paths, opt); err != nil {
+	if err := Perfetto(&buf, protocol.Files(paths, nil), opt); err != nil {
 		t.Fatalf("Perfetto: %v", err)
 	}
 	var ct chromeTrace
@@ -295,7 +295,7 @@ func TestPerfettoBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := Perfetto(&buf, tc.paths, tc.opt)
+			err := Perfetto(&buf, protocol.Files(tc.paths, nil), tc.opt)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -309,7 +309,7 @@ func TestPerfettoBadInput(t *testing.T) {
 		})
 	}
 	var fe *trace.FormatError
-	if err := Perfetto(io.Discard, []string{junk}, analyzers.Options{}); !errors.As(err, &fe) || fe.Offset != 0 {
+	if err := Perfetto(io.Discard, protocol.Files([]string{junk}, nil), analyzers.Options{}); !errors.As(err, &fe) || fe.Offset != 0 {
 		t.Errorf("junk trace: %v, want a *trace.FormatError at offset 0", err)
 	}
 }
@@ -327,7 +327,7 @@ func (f *failWriter) Write(p []byte) (int, error) {
 
 func TestPerfettoWriteError(t *testing.T) {
 	path := synthTrace{tokens: 2}.write(t, t.TempDir(), "v.plt")
-	if err := Perfetto(&failWriter{n: 100}, []string{path}, analyzers.Options{}); err == nil {
+	if err := Perfetto(&failWriter{n: 100}, protocol.Files([]string{path}, nil), analyzers.Options{}); err == nil {
 		t.Fatal("a failing writer gave no error")
 	}
 }
@@ -422,7 +422,7 @@ func BenchmarkPerfetto(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := Perfetto(&n, []string{path}, analyzers.Options{}); err != nil {
+		if err := Perfetto(&n, protocol.Files([]string{path}, nil), analyzers.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -453,12 +453,12 @@ func TestTraceRecovery(t *testing.T) {
 		damaged bool
 	}{{full, false}, {cut, true}} {
 		var buf bytes.Buffer
-		rc, err := PerfettoTrace(&buf, tc.path, analyzers.Options{})
+		rc, err := PerfettoTrace(&buf, protocol.Files([]string{tc.path}, nil)[0], analyzers.Options{})
 		if err != nil || rc.Damaged() != tc.damaged || buf.Len() == 0 {
 			t.Errorf("PerfettoTrace(%s) = %v, %v (%d bytes); want damaged=%v", filepath.Base(tc.path), rc, err, buf.Len(), tc.damaged)
 		}
 		buf.Reset()
-		rc, err = PprofTrace(&buf, tc.path, analyzers.Options{})
+		rc, err = PprofTrace(&buf, protocol.Files([]string{tc.path}, nil)[0], analyzers.Options{})
 		if err != nil || rc.Damaged() != tc.damaged || buf.Len() == 0 {
 			t.Errorf("PprofTrace(%s) = %v, %v (%d bytes); want damaged=%v", filepath.Base(tc.path), rc, err, buf.Len(), tc.damaged)
 		}

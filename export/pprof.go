@@ -28,7 +28,7 @@ var pprofSampleTypes = []*profile.ValueType{
 	{Type: "rtt", Unit: "nanoseconds"},
 }
 
-// Pprof writes the messages of the traces at paths as a gzipped pprof profile that
+// Pprof writes the messages of the traces ins as a gzipped pprof profile that
 // `go tool pprof` opens. Each sample sits on a synthetic call stack
 // process → thread → connection → direction → command, so a flame graph shows which
 // processes, threads, connections and commands the messages and round trips belong to.
@@ -36,8 +36,8 @@ var pprofSampleTypes = []*profile.ValueType{
 // each message), bytes/bytes, round_trips/count and rtt/nanoseconds; the default is rtt when
 // the traces have round trips, latency otherwise. opt selects the protocol decoder. Memory
 // grows with the number of distinct stacks, not with the traces' length.
-func Pprof(w io.Writer, paths []string, opt analyzers.Options) error {
-	p, _, err := buildProfile(paths, opt)
+func Pprof(w io.Writer, ins []protocol.Input, opt analyzers.Options) error {
+	p, _, err := buildProfile(ins, opt)
 	if err != nil {
 		return err
 	}
@@ -47,10 +47,10 @@ func Pprof(w io.Writer, paths []string, opt analyzers.Options) error {
 	return nil
 }
 
-// PprofTrace writes the trace at path like Pprof and returns what its reader recovered, for
+// PprofTrace writes the trace in like Pprof and returns what its reader recovered, for
 // callers that warn about a damaged or cut trace.
-func PprofTrace(w io.Writer, path string, opt analyzers.Options) (trace.Recovery, error) {
-	p, infos, err := buildProfile([]string{path}, opt)
+func PprofTrace(w io.Writer, in protocol.Input, opt analyzers.Options) (trace.Recovery, error) {
+	p, infos, err := buildProfile([]protocol.Input{in}, opt)
 	if err != nil {
 		return trace.Recovery{}, err
 	}
@@ -80,24 +80,26 @@ type traceInfo struct {
 	recovery   trace.Recovery
 }
 
-// buildProfile reads the traces' names, connections and spans, then their messages, and lays
-// the messages out as a profile.
-func buildProfile(paths []string, opt analyzers.Options) (*profile.Profile, []*traceInfo, error) {
-	if len(paths) == 0 {
+// buildProfile reads the traces once each: their names, connections and spans, and their
+// messages, which it lays out as a profile.
+func buildProfile(ins []protocol.Input, opt analyzers.Options) (*profile.Profile, []*traceInfo, error) {
+	if len(ins) == 0 {
 		return nil, nil, errors.New("build pprof: no trace given")
 	}
-	infos := make([]*traceInfo, len(paths))
-	for i, p := range paths {
-		ti, err := readTraceInfo(p)
-		if err != nil {
+	held, done, err := holdTraces(ins)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
+	pv := &pprofPass{st: stacks{values: map[stackKey]*[5]int64{}}}
+	if err := analyzers.Visit(held, opt, pv); err != nil {
+		var re *protocol.ReadError
+		if errors.As(err, &re) {
 			return nil, nil, err
 		}
-		infos[i] = ti
-	}
-	st := stacks{values: map[stackKey]*[5]int64{}}
-	if err := analyzers.Messages(protocol.Files(paths, nil), opt, st.message); err != nil {
 		return nil, nil, fmt.Errorf("build pprof: %w", err)
 	}
+	infos, st := pv.infos, pv.st
 	p := newProfile(infos, st.proto, st.rtts)
 	addSamples(p, infos, st.values)
 	if err := p.CheckValid(); err != nil {
@@ -246,39 +248,39 @@ func processName(ti *traceInfo, pid uint32) string {
 	return n
 }
 
-// readTraceInfo reads a trace's metadata, connections and time span.
-func readTraceInfo(path string) (*traceInfo, error) {
-	r, err := openTrace(path)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	ti := &traceInfo{name: filepath.Base(path), meta: r.Meta(), conns: map[uint64]string{}}
-	var rec trace.Record
-	seen := false
-	for {
-		err := r.Next(&rec)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, &protocol.ReadError{Path: path, Err: err}
-		}
-		switch rec.Kind {
-		case trace.KindConnection:
-			c := rec.Conn
-			ti.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
-		case trace.KindEvent:
-			e := &rec.Event
-			if !seen || e.TS < ti.first {
-				ti.first = e.TS
-			}
-			if !seen || e.TS+e.Dur > ti.end {
-				ti.end = e.TS + e.Dur
-			}
-			seen = true
-		}
-	}
-	ti.recovery = r.Recovery()
-	return ti, nil
+// pprofPass gathers, in one pass over the traces (a protocol.Visitor), each trace's
+// metadata, connections and time span, and the stacks of its messages.
+type pprofPass struct {
+	infos []*traceInfo
+	ti    *traceInfo
+	seen  bool // ti has its first event
+	st    stacks
 }
+
+func (pv *pprofPass) Begin(_ int, path string, meta trace.Meta) {
+	pv.ti = &traceInfo{name: filepath.Base(path), meta: meta, conns: map[uint64]string{}}
+	pv.infos = append(pv.infos, pv.ti)
+	pv.seen = false
+}
+
+func (pv *pprofPass) Record(rec *trace.Record) {
+	ti := pv.ti
+	switch rec.Kind {
+	case trace.KindConnection:
+		c := rec.Conn
+		ti.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
+	case trace.KindEvent:
+		e := &rec.Event
+		if !pv.seen || e.TS < ti.first {
+			ti.first = e.TS
+		}
+		if !pv.seen || e.TS+e.Dur > ti.end {
+			ti.end = e.TS + e.Dur
+		}
+		pv.seen = true
+	}
+}
+
+func (pv *pprofPass) Message(m *protocol.Message)                   { pv.st.message(m) }
+func (pv *pprofPass) Answered(*protocol.Message, protocol.Answered) {}
+func (pv *pprofPass) End(_ int, rec trace.Recovery)                 { pv.ti.recovery = rec }

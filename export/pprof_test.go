@@ -15,13 +15,14 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/internal/testutil"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
 func writePprof(t *testing.T, paths []string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := Pprof(&buf, paths, analyzers.Options{Protocol: "venus"}); err != nil {
+	if err := Pprof(&buf, protocol.Files(paths, nil), analyzers.Options{Protocol: "venus"}); err != nil {
 		t.Fatalf("Pprof: %v", err)
 	}
 	return buf.Bytes()
@@ -146,7 +147,7 @@ func TestPprofBadInput(t *testing.T) {
 		{[]string{good}, analyzers.Options{Protocol: "no-such-protocol"}},
 	} {
 		var buf bytes.Buffer
-		if err := Pprof(&buf, tc.paths, tc.opt); err == nil {
+		if err := Pprof(&buf, protocol.Files(tc.paths, nil), tc.opt); err == nil {
 			t.Errorf("Pprof(%v, %+v): no error", tc.paths, tc.opt)
 		}
 		if buf.Len() != 0 {
@@ -197,7 +198,7 @@ func TestPprofFixtures(t *testing.T) {
 		{"pprof_venus_ebpf.txt", venusTrace(t, dir, "venus-ebpf.plt", trace.SourceEBPF, 3)},
 	} {
 		var buf bytes.Buffer
-		if err := Pprof(&buf, []string{tc.path}, analyzers.Options{}); err != nil {
+		if err := Pprof(&buf, protocol.Files([]string{tc.path}, nil), analyzers.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		p := parsePprof(t, buf.Bytes())
@@ -213,7 +214,7 @@ func BenchmarkPprof(b *testing.B) {
 	path := venusTrace(b, b.TempDir(), "big.plt", trace.SourceEBPF, 10_000)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := Pprof(io.Discard, []string{path}, analyzers.Options{}); err != nil {
+		if err := Pprof(io.Discard, protocol.Files([]string{path}, nil), analyzers.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

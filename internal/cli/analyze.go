@@ -20,7 +20,7 @@ import (
 // from the traces themselves.
 type analyzeFormat struct {
 	summary func(w io.Writer, s *analyzers.Summary) error
-	traces  func(w io.Writer, paths []string, opt analyzers.Options) error
+	traces  func(w io.Writer, ins []protocol.Input, opt analyzers.Options) error
 }
 
 var analyzeFormats = map[string]analyzeFormat{
@@ -120,7 +120,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	if f.summary != nil {
 		err = f.summary(bw, s)
 	} else {
-		err = f.traces(bw, paths, opt)
+		err = f.traces(bw, traceInputs(paths), opt)
 	}
 	if err == nil {
 		err = bw.Flush()

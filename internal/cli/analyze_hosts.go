@@ -14,7 +14,7 @@ import (
 func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*breakdown.Report, error) {
 	for i, m := range s.Meta {
 		if len(m.Clocks) > 1 {
-			r, err := splitMerged(paths[i], opt)
+			r, err := splitMerged(traceInput(paths[i]), opt)
 			if r != nil {
 				for _, w := range r.Warnings {
 					s.Warnings = append(s.Warnings, "two hosts: "+w)
@@ -26,23 +26,26 @@ func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*bre
 	return nil, nil
 }
 
-// mergedSplit returns the split of the trace at path when it is a merged trace (its metadata
+// mergedSplit returns the split of the trace in when it is a merged trace (its metadata
 // has clocks of several hosts), else nil.
-func mergedSplit(path string, opt analyzers.Options) (*breakdown.Report, error) {
-	r, err := trace.Open(path)
+func mergedSplit(in protocol.Input, opt analyzers.Options) (*breakdown.Report, error) {
+	f, err := in.Open()
 	if err != nil {
-		return nil, &protocol.ReadError{Path: path, Err: err}
+		return nil, &protocol.ReadError{Path: in.Name, Err: err}
 	}
-	meta := r.Meta()
-	r.Close()
-	if len(meta.Clocks) < 2 {
+	r, err := trace.NewReader(f)
+	f.Close()
+	if err != nil {
+		return nil, &protocol.ReadError{Path: in.Name, Err: err}
+	}
+	if len(r.Meta().Clocks) < 2 {
 		return nil, nil
 	}
-	return splitMerged(path, opt)
+	return splitMerged(in, opt)
 }
 
-// splitMerged decodes the merged trace at path and splits its round trips.
-func splitMerged(path string, opt analyzers.Options) (*breakdown.Report, error) {
+// splitMerged decodes the merged trace in and splits its round trips.
+func splitMerged(in protocol.Input, opt analyzers.Options) (*breakdown.Report, error) {
 	units := map[string]bool{}
 	for _, n := range strings.Split(opt.UnitCommands, ",") {
 		if n = strings.TrimSpace(n); n != "" {
@@ -50,7 +53,7 @@ func splitMerged(path string, opt analyzers.Options) (*breakdown.Report, error) 
 		}
 	}
 	v := breakdown.NewVisitor(units)
-	if err := analyzers.Visit(traceInputs([]string{path}), opt, v); err != nil {
+	if err := analyzers.Visit([]protocol.Input{in}, opt, v); err != nil {
 		return nil, err
 	}
 	if v.Builder == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/export"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -21,9 +22,9 @@ func init() {
 // analyzedExport adapts a one-trace writer of the reports package to an exportFunc. It hands
 // export the reader's own error for a bad file (a *trace.FormatError, or the *os.PathError of
 // opening it), so that export prints one line naming the file and the offset.
-func analyzedExport(fn func(w io.Writer, path string, opt analyzers.Options) (trace.Recovery, error)) exportFunc {
+func analyzedExport(fn func(w io.Writer, in protocol.Input, opt analyzers.Options) (trace.Recovery, error)) exportFunc {
 	return func(w io.Writer, path string) (trace.Recovery, error) {
-		rc, err := fn(w, path, analyzers.Options{})
+		rc, err := fn(w, traceInput(path), analyzers.Options{})
 		if err != nil {
 			var fe *trace.FormatError
 			var pe *os.PathError

@@ -29,7 +29,7 @@ type dirExportOptions struct {
 
 func init() {
 	dirExportFormats["parquet"] = func(dir string, paths []string, o dirExportOptions) ([]trace.Recovery, error) {
-		return export.Parquet(dir, paths, export.ParquetOptions{Labels: o.labels, Analyzers: analyzers.Options{
+		return export.Parquet(dir, traceInputs(paths), export.ParquetOptions{Labels: o.labels, Analyzers: analyzers.Options{
 			Protocol: o.protocol, Spec: o.spec, Unit: o.unit, UnitCommands: o.unitCmds}})
 	}
 }

@@ -113,14 +113,19 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 		if *measured >= 0 {
 			m = float64(*measured) / 1e3
 		}
-		split, err := mergedSplit(*from, analyzers.Options{Protocol: *protocol})
+		in, done, err := holdInput(*from)
+		if err != nil {
+			return BadInput("%v", err)
+		}
+		defer done()
+		split, err := mergedSplit(in, analyzers.Options{Protocol: *protocol})
 		if err != nil {
 			return BadInput("%v", err)
 		}
 		if split != nil && m < 0 && split.RoundTrips > 0 {
 			m = split.NetRTT.P50 // the link as measured at both hosts: only this part changes
 		}
-		lf, err := compare.FitLoop(traceInput(*from), analyzers.Options{Protocol: *protocol}, m, 0)
+		lf, err := compare.FitLoop(in, analyzers.Options{Protocol: *protocol}, m, 0)
 		if err != nil {
 			return BadInput("%v", err)
 		}

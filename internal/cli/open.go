@@ -16,3 +16,13 @@ func traceInputs(paths []string) []protocol.Input { return protocol.Files(paths,
 
 // traceInput returns the Input of the file at path (traceInputs).
 func traceInput(path string) protocol.Input { return traceInputs([]string{path})[0] }
+
+// holdInput opens the file at path once, for a verb that reads it in more than one pass: the
+// Input reads the open file from the start each time, and done closes it.
+func holdInput(path string) (protocol.Input, func(), error) {
+	f, err := openInputFile(path)
+	if err != nil {
+		return protocol.Input{}, nil, &protocol.ReadError{Path: path, Err: err}
+	}
+	return protocol.Opened(path, f), func() { f.Close() }, nil
+}

@@ -24,8 +24,9 @@ func countOpens(t *testing.T) map[string]int {
 }
 
 // TestOneOpenPerTrace: every verb that reads traces opens each of them once, and the layers
-// below take the open file, not its path: analyze (auto-detected and with a protocol given),
-// compare, gate and model.
+// below take the open file, not its path: analyze (auto-detected and with a protocol given, and
+// its pprof and perfetto formats), compare, gate, model, and the exports that decode (pprof,
+// perfetto, perfetto-proto, parquet).
 func TestOneOpenPerTrace(t *testing.T) {
 	dir := t.TempDir()
 	base, co := filepath.Join(dir, "base.plt"), filepath.Join(dir, "co.plt")
@@ -48,6 +49,12 @@ func TestOneOpenPerTrace(t *testing.T) {
 		{"compare", []string{"compare", "--format", "json", base, co}, []string{base, co}},
 		{"gate", []string{"gate", "--baseline", base, "--format", "json", co}, []string{base, co}},
 		{"model", []string{"model", "--from", base, "--json"}, []string{base}},
+		{"analyze pprof", []string{"analyze", "--format", "pprof", "-o", filepath.Join(dir, "a.pb.gz"), base, co}, []string{base, co}},
+		{"analyze perfetto", []string{"analyze", "--format", "perfetto", "-o", filepath.Join(dir, "a.json"), base, co}, []string{base, co}},
+		{"export pprof", []string{"export", "--format", "pprof", "-o", filepath.Join(dir, "e.pb.gz"), base}, []string{base}},
+		{"export perfetto", []string{"export", "--format", "perfetto", "-o", filepath.Join(dir, "e.json"), base}, []string{base}},
+		{"export perfetto-proto", []string{"export", "--format", "perfetto-proto", "-o", filepath.Join(dir, "e.pftrace"), base}, []string{base}},
+		{"export parquet", []string{"export", "--format", "parquet", "-o", filepath.Join(dir, "pq"), base, co}, []string{base, co}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opens := countOpens(t)
