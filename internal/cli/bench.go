@@ -46,7 +46,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	DurationRange(fs, "delay", 0, time.Second)
 	IntRange(fs, "shm-spin", 0, 1<<24)
 	Choice(fs, "format", "table", "markdown")
-	IntRange(fs, "request-bytes", 20, 1<<20)
+	ByteRange(fs, "request-bytes", 20, 1<<20)
 	Choice(fs, "loop", "batch", "conn")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/perflab/perflab/units"
 )
 
 // Flag errors. Every invalid flag value of every verb is bad input (exit 2) reported in one
@@ -56,9 +58,15 @@ type checkedValue struct {
 	flag.Value
 	want  string                // what is allowed, for the error of a value that does not parse
 	check func(flag.Value) bool // reports whether the parsed value is allowed
+	bytes bool                  // the value is a byte count: sizes like 4K or 1MiB are read (units)
 }
 
 func (v *checkedValue) Set(s string) error {
+	if v.bytes {
+		if n, err := units.ParseBytes(s); err == nil {
+			s = strconv.FormatInt(n, 10)
+		}
+	}
 	if err := v.Value.Set(s); err != nil {
 		var we *wantError
 		if errors.As(err, &we) {
@@ -158,6 +166,15 @@ func IntRange(fs *flag.FlagSet, name string, lo, hi int64) {
 		}
 		return false
 	})
+}
+
+// ByteRange is IntRange for a byte count: it also reads sizes with a unit, as every verb does
+// (units.ParseBytes: 4K and 4KiB are 4096, 4KB is 4000).
+func ByteRange(fs *flag.FlagSet, name string, lo, hi int64) {
+	IntRange(fs, name, lo, hi)
+	f := fs.Lookup(name)
+	f.Value.(*checkedValue).bytes = true
+	f.Usage += " (or a size like 4K, 1MiB)"
 }
 
 func uintIn(x uint64, lo, hi int64) bool {

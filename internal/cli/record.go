@@ -104,7 +104,7 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	fs.Var(uprobeFlag{&a.uprobes}, "uprobe", "also record the calls of a user-space function as messages: `SPEC` is "+probes.UprobeSyntax+" (repeatable)")
 	fs.BoolVar(&a.wholeSystem, "whole-system", false, "allow -p to name pid 1 or an ancestor of perflab, recording nearly every process (perflab itself is always left out)")
 
-	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
+	ByteRange(fs, "payload-bytes", 0, trace.MaxPayload)
 	FlagCheck(fs, "ring-bytes", func(s string) error {
 		n, err := strconv.ParseInt(s, 0, 64)
 		if err != nil || n < 4096 || n > 1<<30 || n&(n-1) != 0 {

@@ -71,7 +71,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection, like the benchkv key-value daemon)")
 	Choice(fs, "loop", "conn", "batch")
 	IntRange(fs, "max-conns", 1, maxVenusConns)
-	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
+	ByteRange(fs, "payload-bytes", 0, trace.MaxPayload)
 	DurationRange(fs, "idle-timeout", venusd.MinTimeout, venusd.MaxTimeout)
 	DurationRange(fs, "frame-timeout", venusd.MinTimeout, venusd.MaxTimeout)
 	FlagCheck(fs, "max-frame", byteRange(4096, 1<<30, "4KiB to 1GiB"))
@@ -207,7 +207,7 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	DurationRange(fs, "delay", 0, link.MaxDelay)
 	DurationRange(fs, "jitter", 0, link.MaxDelay)
 	FlagCheck(fs, "bandwidth", checkLinkRate)
-	IntRange(fs, "payload-bytes", 0, trace.MaxPayload)
+	ByteRange(fs, "payload-bytes", 0, trace.MaxPayload)
 	IntRange(fs, "tokens", 1, 1<<20)
 	IntRange(fs, "hidden", 1, 4096)
 	IntRange(fs, "submits", 1, 64)
@@ -221,8 +221,8 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	IntRange(fs, "requests", 1, 1e9)
 	DurationRange(fs, "duration", 0, 24*time.Hour)
 	IntRange(fs, "warmup", 0, 1e9)
-	IntRange(fs, "request-bytes", wire.CmdHeaderSize+4, 16<<20)
-	IntRange(fs, "reply-bytes", wire.CmdHeaderSize+wire.ReplyFixedSize, 16<<20)
+	ByteRange(fs, "request-bytes", wire.CmdHeaderSize+4, 16<<20)
+	ByteRange(fs, "reply-bytes", wire.CmdHeaderSize+wire.ReplyFixedSize, 16<<20)
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
