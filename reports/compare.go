@@ -57,22 +57,16 @@ func cmpCI(m compare.MetricChange) string {
 	return "[" + Change(*m.CILow) + ", " + Change(*m.CIHigh) + "]"
 }
 
-func cmpP(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	if *p < 0.001 {
-		return "<0.001"
-	}
-	return strconv.FormatFloat(*p, 'f', 3, 64)
-}
-
-// cmpPTest is cmpP, with a bootstrap's smallest p shown as the bound it is.
+// cmpPTest is a metric's p-value, "-" when nothing was tested, with a bootstrap's smallest p
+// shown as the bound it is.
 func cmpPTest(m compare.MetricChange) string {
-	if m.Test == "bootstrap" && m.PValue != nil && *m.PValue <= 2.0/(compare.DefaultBootstrap+1)+1e-12 {
-		return "≤" + strconv.FormatFloat(*m.PValue, 'f', 3, 64)
+	switch {
+	case m.PValue == nil:
+		return "-"
+	case m.Test == "bootstrap" && *m.PValue <= 2.0/(compare.DefaultBootstrap+1)+1e-12:
+		return "≤" + strconv.FormatFloat(*m.PValue, 'f', 3, 64) // 1/1001 is ≤0.001, not ≤<0.001
 	}
-	return cmpP(m.PValue)
+	return PValue(*m.PValue)
 }
 
 func cmpName(m compare.MetricChange) string {

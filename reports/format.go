@@ -91,6 +91,14 @@ func Change(v float64) string {
 	return s
 }
 
+// PValue formats a test's p-value with three decimals, "<0.001" below that.
+func PValue(p float64) string {
+	if p < 0.001 {
+		return "<0.001"
+	}
+	return strconv.FormatFloat(p, 'f', 3, 64)
+}
+
 // Interval formats a confidence interval of measured values: "49.27 – 51.42".
 func Interval(lo, hi float64) string { return Num(lo) + " – " + Num(hi) }
 

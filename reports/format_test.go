@@ -42,6 +42,7 @@ func TestPercentages(t *testing.T) {
 		{Share(0), "0.0%"}, {Share(0.123), "12.3%"}, {Share(1), "100.0%"},
 		{Change(0.05), "+5.0%"}, {Change(-0.75), "-75.0%"}, {Change(-0.0001), "0.0%"}, {Change(math.Inf(1)), "-"},
 		{Interval(49.271, 51.42), "49.27 – 51.42"},
+		{PValue(0.0499), "0.050"}, {PValue(0.00099), "<0.001"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
