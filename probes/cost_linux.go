@@ -103,7 +103,11 @@ func (p *Probe) calibrate() {
 // progStats reads every program's run-time statistics.
 func (p *Probe) progStats() map[string]ebpf.ProgramStats {
 	out := map[string]ebpf.ProgramStats{}
-	for _, pr := range p.programs() {
+	progs := p.programs()
+	if p.ev != nil {
+		progs = append(progs, p.ev.progs...)
+	}
+	for _, pr := range progs {
 		if pr.prog == nil {
 			continue
 		}
@@ -250,10 +254,13 @@ func (p *Probe) Stats() map[string]int64 {
 		} else {
 			st["probe_stats_errno"] = -1
 		}
+		p.evidenceStats(st, nil)
 		return st
 	}
 	var total, runs, misses uint64
-	for name, s := range p.progStats() {
+	progStats := p.progStats()
+	p.evidenceStats(st, progStats)
+	for name, s := range progStats {
 		c := p.cost.calib[name]
 		ns, n := uint64(s.Runtime-c.Runtime), s.RunCount-c.RunCount
 		short := name[len(ProgramPrefix):]

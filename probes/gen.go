@@ -7,3 +7,4 @@ package probes
 //go:generate go tool bpf2go -tags linux -target amd64 -type event -type conn record bpf/record.bpf.c -- -O2 -g -Wall
 //go:generate go tool bpf2go -tags linux -target amd64 loop bpf/loop.bpf.c -- -O2 -g -Wall
 //go:generate go tool bpf2go -tags linux -target amd64 -type uevent -type uspec uprobe bpf/uprobe.bpf.c -- -O2 -g -Wall
+//go:generate go tool bpf2go -tags linux -target amd64 -type sched_rec -type tcp_rec evidence bpf/evidence.bpf.c -- -O2 -g -Wall

@@ -55,6 +55,8 @@ type Config struct {
 	// Note receives one line for each uprobe that could not be attached (a binary without the
 	// symbol); the recording goes on without it. Nil discards them.
 	Note func(string)
+	// Evidence selects the kernel evidence recorded next to the messages (none when 0).
+	Evidence Evidence
 }
 
 // Ways the loop probe attaches (Config.WaitHook).

@@ -38,6 +38,8 @@ type Probe struct {
 	// Decoders of the ring-buffer record kinds other objects write (registerKind).
 	kinds map[uint8]kindDecoder
 
+	ev *evidenceProbe // the kernel evidence object, nil when no part is on (evidence_linux.go)
+
 	// Connection ids: socket cookie -> state, in first-seen order.
 	conns map[uint64]*connState
 	order []*connState
@@ -110,6 +112,12 @@ func Open(cfg Config) (*Probe, error) {
 			return nil, err
 		}
 	}
+	if cfg.Evidence != 0 {
+		if err := p.openEvidence(); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
 	p.reader, err = ringbuf.NewReader(p.objs.PerflabEvents)
 	if err != nil {
 		p.Close()
@@ -161,6 +169,8 @@ func (p *Probe) sharedMaps() map[string]*ebpf.Map {
 		"perflab_targets": p.objs.PerflabTargets,
 		"perflab_counts":  p.objs.PerflabCounts,
 		"perflab_gen":     p.objs.PerflabGen,
+		"perflab_socks":   p.objs.PerflabSocks,
+		"perflab_tasks":   p.objs.PerflabTasks,
 	}
 }
 

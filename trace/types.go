@@ -62,6 +62,12 @@ const (
 	OpTLSRead    // plaintext TLS returned (OpenSSL SSL_read, SSL_read_ex)
 	OpUprobeSend // a user-space function that sends a message (record --uprobe ...,send)
 	OpUprobeRecv // a user-space function that receives a message (record --uprobe ...,recv)
+	// Kernel evidence (perflab record --evidence): Dir is DirNone, the payload holds the
+	// details (evidence.go).
+	OpRunnable      // a recorded thread was runnable from TS for Dur ns before it ran (SchedInfo)
+	OpTCPState      // a TCP connection changed state at TS (TCPInfo)
+	OpTCPRetransmit // a TCP connection retransmitted a segment at TS (TCPInfo)
+	OpTCPInfo       // a TCP connection's state sampled at TS (TCPInfo)
 	opCount
 )
 
@@ -82,18 +88,22 @@ var opNames = [...]string{
 	OpRoundTrip: "round_trip",
 	OpCall:      "call",
 
-	OpEpollWait:    "epoll_wait",
-	OpEpollPwait:   "epoll_pwait",
-	OpEpollPwait2:  "epoll_pwait2",
-	OpPoll:         "poll",
-	OpPpoll:        "ppoll",
-	OpSelect:       "select",
-	OpPselect6:     "pselect6",
-	OpIoUringEnter: "io_uring_enter",
-	OpTLSWrite:     "tls_write",
-	OpTLSRead:      "tls_read",
-	OpUprobeSend:   "uprobe_send",
-	OpUprobeRecv:   "uprobe_recv",
+	OpEpollWait:     "epoll_wait",
+	OpEpollPwait:    "epoll_pwait",
+	OpEpollPwait2:   "epoll_pwait2",
+	OpPoll:          "poll",
+	OpPpoll:         "ppoll",
+	OpSelect:        "select",
+	OpPselect6:      "pselect6",
+	OpIoUringEnter:  "io_uring_enter",
+	OpTLSWrite:      "tls_write",
+	OpTLSRead:       "tls_read",
+	OpUprobeSend:    "uprobe_send",
+	OpUprobeRecv:    "uprobe_recv",
+	OpRunnable:      "runnable",
+	OpTCPState:      "tcp_state",
+	OpTCPRetransmit: "tcp_retransmit",
+	OpTCPInfo:       "tcp_info",
 }
 
 // Plaintext reports whether o is a TLS plaintext operation (OpTLSWrite, OpTLSRead): its bytes

@@ -25,7 +25,7 @@ func init() {
 	c := &Command{
 		Name:      "record",
 		Summary:   "capture every socket message of running processes or of a command, with eBPF",
-		Usage:     "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] [--tls] [--uprobe SPEC]... (-p PID[,PID...] | -- COMMAND [ARG...])",
+		Usage:     "[-o FILE] [--duration D] [--payload-bytes N] [--label K=V]... [--progress] [--waits] [--tls] [--uprobe SPEC]... [--evidence PARTS] (-p PID[,PID...] | -- COMMAND [ARG...])",
 		LinuxOnly: true,
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runRecord(ctx, env, c, args) }
@@ -52,6 +52,7 @@ type recordArgs struct {
 	duration time.Duration
 	payload  int
 	ring     int
+	evidence probes.Evidence // kernel evidence parts to record
 	labels   map[string]string
 	pids     []uint32
 	command  []string
@@ -95,6 +96,7 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	fs.DurationVar(&a.duration, "duration", 0, "stop after `D` (default: when stopped or when the targets exit)")
 	fs.IntVar(&a.payload, "payload-bytes", probes.DefaultPayloadBytes, "keep the first `N` bytes of each message's data, 0..256")
 	fs.IntVar(&a.ring, "ring-bytes", probes.DefaultRingBytes, "ring buffer size in `bytes`, a power of two")
+	evidence := fs.String("evidence", probes.EvidenceAll.String(), "kernel evidence to record next to the messages: `PARTS` of sched (run-queue and wake-up delay), tcp (retransmissions, srtt, cwnd, windows), conn (connect, accept, close), or none")
 	fs.Var(labelFlag(a.labels), "label", "add a `K=V` label to the trace metadata (repeatable)")
 	pids := fs.String("p", "", "record the processes `PID[,PID...]` (all their threads and the children they fork)")
 	fs.BoolVar(&a.progress, "progress", false, "print live progress even when stderr is not a terminal")
@@ -122,9 +124,16 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 			break
 		}
 	}
+	FlagCheck(fs, "evidence", func(s string) error {
+		_, err := probes.ParseEvidence(s)
+		return err
+	})
 	pos, err := ParseFlags(fs, flagArgs)
 	if err != nil {
 		return nil, err
+	}
+	if a.evidence, err = probes.ParseEvidence(*evidence); err != nil {
+		return nil, FlagError("evidence", *evidence, "parts of sched, tcp, conn, all or none")
 	}
 	if len(pos) > 0 {
 		return nil, BadInput("unexpected argument %q: put the command after -- (usage: perflab record %s)", pos[0], c.Usage)
@@ -304,7 +313,7 @@ func (r *recording) openProbes() error {
 		return BadInput("%v", err)
 	}
 	probe, err := probes.Open(probes.Config{PayloadBytes: r.a.payload, RingBytes: r.a.ring, Waits: r.a.waits,
-		TLS: r.a.tls, Uprobes: r.a.uprobes, Note: r.note})
+		TLS: r.a.tls, Uprobes: r.a.uprobes, Note: r.note, Evidence: r.a.evidence})
 	if err != nil {
 		var pe *probes.PrivilegeError
 		if errors.As(err, &pe) || errors.Is(err, probes.ErrUnsupported) {

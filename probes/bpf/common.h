@@ -49,6 +49,8 @@ enum kind {
 	KIND_CONN = 2,  // struct conn (record.bpf.c)
 	KIND_WAIT = 3,  // struct event of a wait call: no socket, no payload (loop.bpf.c)
 	KIND_UEVENT = 4, // struct uevent: a message seen at a user-space function (uprobe.bpf.c)
+	KIND_SCHED = 5, // struct sched_rec: a runnable stretch of a recorded thread (evidence.bpf.c)
+	KIND_TCP = 6,   // struct tcp_rec: a TCP socket's state (evidence.bpf.c)
 };
 
 // Counters (slots of perflab_counts, per CPU).
@@ -61,6 +63,9 @@ enum counter {
 	CNT_TARGET_NS = 5,   // ns the programs spent on target threads while measuring
 	CNT_TARGET_RUNS = 6, // the runs timed in CNT_TARGET_NS
 	CNT_UPROBE_EVENTS = 7, // uprobe records produced (uprobe.bpf.c), apart from CNT_EVENTS: not timed in CNT_TARGET_NS
+	CNT_EV_LOST = 8,     // evidence records that found no room in the ring (evidence.bpf.c)
+	CNT_EV_SCHED = 9,    // sched records produced
+	CNT_EV_TCP = 10,     // tcp records produced
 	CNT_MAX = 16,        // room for more
 };
 
