@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/perflab/perflab/evidence"
 	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
@@ -231,8 +232,9 @@ type analyzer struct {
 	unitCmds          map[string]bool    // Options.UnitCommands
 	extraMarks        []trace.Marker     // Options.Markers
 	warnings          []string
-	vb                batchAgg // request frames of several commands (venus-mesa)
-	text              textAgg  // statuses and blind spells of text protocols
+	vb                batchAgg           // request frames of several commands (venus-mesa)
+	text              textAgg            // statuses and blind spells of text protocols
+	ev                *evidence.Analyzer // kernel evidence and findings (evidence/)
 }
 
 // Analyze reads the traces ins once, streaming, and returns their Summary: totals,
@@ -302,6 +304,7 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 	}
 	a.infl.useMax = true
 	a.svcInfl.useMax = true
+	a.ev = evidence.New()
 	a.specs = map[string]*protocol.Spec{}
 	a.fastCmds, a.specIdx = map[uint64]*cmdAgg{}, map[*protocol.Spec]uint64{}
 	if opt.UnitCommands != "" {
@@ -335,6 +338,7 @@ func (a *analyzer) warnf(format string, args ...any) {
 func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.loopBegin(i)
 	a.cur = i
+	a.ev.Begin(i)
 	a.s.Traces = append(a.s.Traces, filepath.Base(path))
 	a.s.Meta = append(a.s.Meta, meta)
 	a.haveTS = false
@@ -356,6 +360,10 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 }
 
 func (a *analyzer) event(ev *trace.Event) {
+	a.ev.Event(ev)
+	if ev.Op.IsEvidence() {
+		return // kernel evidence: not a message
+	}
 	a.s.Events++
 	a.loopEvent(ev)
 	end := ev.TS + ev.Dur
@@ -447,6 +455,7 @@ func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
 }
 
 func (a *analyzer) connection(c *trace.Connection) {
+	a.ev.Connection(c)
 	ca := a.connAgg(c.ID, c.PID)
 	pid := ca.info.PID
 	ca.info = *c
@@ -482,6 +491,7 @@ func (a *analyzer) lostCount(l *trace.Lost) { a.lost[l.Source] = l.Count }
 
 func (a *analyzer) message(m *protocol.Message) {
 	a.loopMessage(m)
+	a.evidenceMessage(m)
 	t := &a.s.Totals.Send
 	if m.Dir == trace.DirRecv {
 		t = &a.s.Totals.Recv

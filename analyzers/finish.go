@@ -215,6 +215,7 @@ func (a *analyzer) finish() {
 	a.finishBatches()
 	a.text.finish(a)
 	s.Warnings = append(s.Warnings, a.warnings...)
+	a.finishEvidence()
 }
 
 // processes sums connections and round trips per process (pids of different traces apart).

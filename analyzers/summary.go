@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"github.com/perflab/perflab/breakdown"
+	"github.com/perflab/perflab/evidence"
 	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/trace"
 )
@@ -64,6 +65,11 @@ type Summary struct {
 	// TwoHosts splits the round trips of a merged trace (perflab merge) into client, network,
 	// server queue and service, counting each message once (docs/merge.md); nil otherwise.
 	TwoHosts *breakdown.Report `json:"two_hosts,omitempty"`
+
+	// Evidence is why the round trips took their time (kernel evidence from record
+	// --evidence: scheduler, TCP, connections) and the findings, each with its cost and fix;
+	// nil when the traces hold no evidence and nothing was found.
+	Evidence *evidence.Report `json:"evidence,omitempty"`
 
 	Warnings []string `json:"warnings"`
 }

@@ -35,7 +35,7 @@ func sections(s *analyzers.Summary) []Section {
 		overviewSection, func(s *analyzers.Summary) []Section { return twoHostsSections(s.TwoHosts) }, connectionsSection, processesSection, commandsSection, statusesSection,
 		roundTripsSection, unitsSection, unitShapesSection, phasesSection, littleSection, batchSection,
 		modesSection, windowsSection, func(s *analyzers.Summary) []Section { return loopSections(s.Loops) },
-		errorsSection,
+		errorsSection, evidenceSections,
 	} {
 		out = append(out, lay(s)...)
 	}
@@ -404,7 +404,7 @@ func answer(s *analyzers.Summary) []string {
 	if f := s.BatchFit; f != nil && f.Points >= 3 && f.TPerReqUS > 0 && f.R2 >= 0.8 {
 		out = append(out, fmt.Sprintf("batch model: %s µs per cycle plus %s µs per request (R² %s).", Num(f.TFixedUS), Num(f.TPerReqUS), Num(f.R2)))
 	}
-	return out
+	return append(out, evidenceInShort(s)...)
 }
 
 // lastWindows keeps the last k windows of each direction and command, for the first groups

@@ -28,15 +28,16 @@ var allowed = map[string][]string{
 	"venusd":     {"trace", "units", "models"},
 	"protocol":   {"trace"},
 	"loops":      {"trace"},
-	"analyzers":  {"trace", "models", "protocol", "loops", "breakdown"},
+	"evidence":   {"trace"},
+	"analyzers":  {"trace", "models", "protocol", "loops", "breakdown", "evidence"},
 	"compare":    {"trace", "models", "protocol", "analyzers"},
-	"reports":    {"trace", "models", "collectors", "protocol", "analyzers", "loops", "compare", "breakdown"},
+	"reports":    {"trace", "models", "collectors", "protocol", "analyzers", "loops", "compare", "breakdown", "evidence"},
 	"export":     {"trace", "protocol", "analyzers", "breakdown"},
 	"fixtures":   {"trace", "venusd/wire"},
 	"merge":      {"trace"},
 	"breakdown":  {"trace", "merge", "protocol"},
 	"lab":        {"trace", "models", "protocol", "loops", "analyzers", "reports", "venusd"},
-	"e2e":        {"trace", "models", "protocol", "loops", "analyzers", "compare", "reports", "export", "venusd", "fixtures"},
+	"e2e":        {"trace", "models", "protocol", "loops", "analyzers", "compare", "reports", "export", "venusd", "fixtures", "evidence"},
 }
 
 // subAllowed are the rows of sub-packages that have their own (see allowed).

@@ -1,0 +1,40 @@
+package analyzers
+
+import (
+	"github.com/perflab/perflab/evidence"
+	"github.com/perflab/perflab/protocol"
+	"github.com/perflab/perflab/trace"
+)
+
+// evidenceMessage hands the evidence analysis a client's request (how many calls wrote it, for
+// polling) or a client's paired reply (to attribute its round trip's time).
+func (a *analyzer) evidenceMessage(m *protocol.Message) {
+	switch {
+	case m.Dir == trace.DirSend && !m.IsReply:
+		a.ev.Request(evidence.Request{Conn: m.Conn, PID: m.PID, Command: m.Name, Size: m.Size, Calls: m.Calls, TS: m.TS, End: m.End, WantsReply: m.WantsReply})
+	case m.Dir == trace.DirRecv && m.IsReply && m.RTT > 0:
+		a.ev.RoundTrip(evidence.RoundTrip{Conn: m.Conn, PID: m.PID, TID: m.TID, Command: m.Name, ReqTS: m.ReqTS,
+			ReqEnd: m.ReqEnd, End: m.End, Size: m.Size, Status: m.Status})
+	}
+}
+
+// finishEvidence sets Summary.Evidence when the traces hold kernel evidence or the evidence
+// finds something; findings are costed per the first unit of work, if any.
+func (a *analyzer) finishEvidence() {
+	s := a.s
+	if s.InFlight != nil && s.InFlight.Of != "service" {
+		a.ev.SetInFlight(s.InFlight.Mean)
+	}
+	// The unit in its steady state when there is one, else the first.
+	var u evidence.Unit
+	for _, x := range s.Units {
+		if x.Count > 0 && x.Side != "server" && (u.Count == 0 || x.Shape == "steady") {
+			u = evidence.Unit{Name: x.Name, Count: x.Count, RequestsPerUnit: x.RequestsPerUnit, RoundTripsPerUnit: x.RoundTripsPerUnit}
+		}
+	}
+	r := a.ev.Result(u)
+	if len(r.Parts) == 0 && len(r.Findings) == 0 {
+		return
+	}
+	s.Evidence = r
+}

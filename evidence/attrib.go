@@ -1,0 +1,157 @@
+package evidence
+
+import "github.com/perflab/perflab/trace"
+
+// Causes of a round trip's time, in the order the table lists them.
+const (
+	CauseClient     = "client"     // the client's own time since its previous round trip on the connection ended
+	CauseSend       = "send"       // the request's system calls
+	CauseWaiting    = "waiting"    // the reply on its way: network and server, until the client thread was made runnable
+	CauseRetransmit = "retransmit" // waiting that ended in a TCP retransmission of the connection
+	CauseWakeup     = "wakeup"     // runnable on a CPU that was idle: the CPU waking up (a halted vCPU)
+	CauseRunQueue   = "runqueue"   // runnable behind other threads on a busy CPU (woken or preempted)
+	CauseRead       = "read"       // from running to the end of the reply's last receive
+)
+
+// Causes lists every cause in table order.
+var Causes = []string{CauseClient, CauseSend, CauseWaiting, CauseRetransmit, CauseWakeup, CauseRunQueue, CauseRead}
+
+const nCauses = 7
+
+// maxClientGap caps the client time counted before one request: a longer gap is an idle
+// pause of the client, not the cost of a round trip.
+const maxClientGap = int64(1e9)
+
+type causeSums [nCauses]float64
+
+type attribution struct {
+	haveSched bool
+	prevEnd   map[uint64]int64 // per connection: end of its last round trip, ns
+	total     causeSums
+	n         uint64
+	noWake    uint64 // round trips whose thread was never runnable-and-waiting inside them
+	byCmd     map[string]*cmdAttr
+	cmdOrder  []string
+	small     causeSums // round trips under smallRTT
+	nSmall    uint64
+}
+
+// smallRTT is the largest RTT of a "small" round trip for the wake-up finding, ns.
+const smallRTT = int64(1e6)
+
+type cmdAttr struct {
+	sums causeSums
+	n    uint64
+}
+
+func newAttribution() attribution {
+	return attribution{prevEnd: map[uint64]int64{}, byCmd: map[string]*cmdAttr{}}
+}
+
+// maxCmdAttr bounds the commands attributed separately; the rest go to "(other)".
+const maxCmdAttr = 256
+
+// RoundTrip attributes one client round trip.
+func (a *Analyzer) RoundTrip(rt RoundTrip) {
+	if rt.End <= rt.ReqTS || rt.ReqEnd < rt.ReqTS || rt.ReqEnd > rt.End {
+		return
+	}
+	a.rtt.add(rt.End - rt.ReqTS)
+	var c causeSums
+	at := &a.attr
+	if prev, ok := at.prevEnd[rt.Conn]; ok && prev <= rt.ReqTS && rt.ReqTS-prev <= maxClientGap {
+		c[0] = float64(rt.ReqTS - prev)
+	}
+	at.prevEnd[rt.Conn] = rt.End
+	c[1] = float64(rt.ReqEnd - rt.ReqTS)
+	rest := rt.End - rt.ReqEnd
+	// The thread's runnable stretches inside [ReqEnd, End].
+	var idle, busy int64
+	lastRun := int64(0)
+	if t := a.threads[rt.TID]; t != nil {
+		for k := 0; k < t.n; k++ {
+			s := t.recent[(t.head-1-k+2*maxRecent)%maxRecent]
+			if s.to < rt.ReqEnd {
+				continue
+			}
+			if s.from > rt.End {
+				continue
+			}
+			from, to := max(s.from, rt.ReqEnd), min(s.to, rt.End)
+			if to <= from {
+				continue
+			}
+			if s.flags&trace.SchedIdle != 0 && s.flags&trace.SchedPreempted == 0 {
+				idle += to - from
+			} else {
+				busy += to - from
+			}
+			if s.flags&trace.SchedPreempted == 0 && s.to <= rt.End {
+				lastRun = max(lastRun, s.to)
+			}
+		}
+	}
+	read := int64(0)
+	if lastRun > 0 {
+		read = rt.End - lastRun
+	} else {
+		at.noWake++
+	}
+	waiting := rest - idle - busy - read
+	if waiting < 0 { // overlapping stretches (clock reads on different CPUs): trust the sched part
+		read = max(0, read+waiting)
+		waiting = 0
+	}
+	retrans := int64(0)
+	if cs := a.conns[rt.Conn]; cs != nil && cs.lastRetrans > rt.ReqTS && cs.lastRetrans <= rt.End {
+		retrans = min(waiting, cs.lastRetrans-rt.ReqEnd)
+		retrans = max(0, retrans)
+		waiting -= retrans
+	}
+	c[2], c[3], c[4], c[5], c[6] = float64(waiting), float64(retrans), float64(idle), float64(busy), float64(read)
+	for i := range c {
+		at.total[i] += c[i]
+	}
+	at.n++
+	if rt.End-rt.ReqTS < smallRTT {
+		for i := range c {
+			at.small[i] += c[i]
+		}
+		at.nSmall++
+	}
+	name := rt.Command
+	if name == "" {
+		name = "(unknown)"
+	}
+	ca := at.byCmd[name]
+	if ca == nil {
+		if len(at.byCmd) >= maxCmdAttr {
+			name = "(other)"
+			ca = at.byCmd[name]
+		}
+		if ca == nil {
+			ca = &cmdAttr{}
+			at.byCmd[name] = ca
+			at.cmdOrder = append(at.cmdOrder, name)
+		}
+	}
+	for i := range c {
+		ca.sums[i] += c[i]
+	}
+	ca.n++
+	// 40 ms steps: round trips that sat behind Nagle or a delayed ACK.
+	if d := rt.End - rt.ReqTS; d >= 36e6 {
+		k := (d + 20e6) / 40e6 // nearest multiple of 40 ms
+		if k >= 1 && k <= 3 && absI(d-k*40e6) <= 6e6 {
+			a.steps[k-1]++
+		}
+	}
+	a.polls.reply(rt)
+}
+
+func absI(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

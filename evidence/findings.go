@@ -1,0 +1,292 @@
+package evidence
+
+import (
+	"fmt"
+	"sort"
+)
+
+// writeStats counts the system calls that carried each request.
+type writeStats struct {
+	requests, multi, extra uint64
+	byCmd                  map[string]*writeAgg
+	order                  []string
+}
+
+type writeAgg struct {
+	requests, multi, extra uint64
+	maxCalls               int
+	sendNS                 float64 // time inside the requests written with several calls
+}
+
+// pollRun is the run of identical requests a connection is in.
+type pollRun struct {
+	cmd        string
+	n          uint64
+	from, last int64
+	replySize  int64 // of the run's first reply, -1 before it
+	sameReply  bool
+	rttNS      float64
+}
+
+// pollStats sums the runs of a command repeated back to back on one connection.
+type pollStats struct {
+	runs  map[uint64]*pollRun // per connection of the current trace
+	byCmd map[string]*pollAgg
+}
+
+type pollAgg struct {
+	runs, requests, longest uint64
+	spanNS, rttNS           float64
+	sameReply               bool
+	replySize               int64
+}
+
+// minPollRun is the fewest identical requests back to back that count as polling.
+const minPollRun = 20
+
+// Request notes a request a client sent: how many calls wrote it, and whether it repeats the
+// connection's previous request (polling).
+func (a *Analyzer) Request(r Request) {
+	w := &a.writes
+	w.requests++
+	name := r.Command
+	if name == "" {
+		name = "(unknown)"
+	}
+	wa := w.byCmd[name]
+	if wa == nil {
+		if len(w.byCmd) >= maxCmdAttr {
+			return
+		}
+		wa = &writeAgg{}
+		w.byCmd[name] = wa
+		w.order = append(w.order, name)
+	}
+	wa.requests++
+	if r.Calls > 1 {
+		w.multi++
+		w.extra += uint64(r.Calls - 1)
+		wa.multi++
+		wa.extra += uint64(r.Calls - 1)
+		wa.maxCalls = max(wa.maxCalls, r.Calls)
+		wa.sendNS += float64(r.End - r.TS)
+	}
+	if r.Command == "" || !r.WantsReply {
+		return
+	}
+	p := a.polls.runs[r.Conn]
+	if p == nil {
+		if len(a.polls.runs) >= maxConns {
+			return
+		}
+		p = &pollRun{}
+		a.polls.runs[r.Conn] = p
+	}
+	if p.cmd != r.Command {
+		a.polls.close(p)
+		*p = pollRun{cmd: r.Command, from: r.TS, replySize: -1, sameReply: true}
+	}
+	p.n++
+	p.last = r.TS
+}
+
+// reply notes the reply to a request of a run.
+func (ps *pollStats) reply(rt RoundTrip) {
+	p := ps.runs[rt.Conn]
+	if p == nil || p.cmd != rt.Command {
+		return
+	}
+	if p.replySize < 0 {
+		p.replySize = rt.Size
+	} else if rt.Size != p.replySize {
+		p.sameReply = false
+	}
+	p.rttNS += float64(rt.End - rt.ReqTS)
+}
+
+func (ps *pollStats) close(p *pollRun) {
+	if p.n < minPollRun {
+		return
+	}
+	g := ps.byCmd[p.cmd]
+	if g == nil {
+		if len(ps.byCmd) >= maxCmdAttr {
+			return
+		}
+		g = &pollAgg{sameReply: true, replySize: p.replySize}
+		ps.byCmd[p.cmd] = g
+	}
+	g.runs++
+	g.requests += p.n
+	g.longest = max(g.longest, p.n)
+	g.spanNS += float64(p.last - p.from)
+	g.rttNS += p.rttNS
+	if !p.sameReply || p.replySize != g.replySize {
+		g.sameReply = false
+	}
+}
+
+// findings turns the evidence into findings, costliest first.
+func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
+	for _, p := range a.polls.runs {
+		a.polls.close(p)
+		p.n = 0
+	}
+	at := &a.attr
+	var out []Finding
+	add := func(f Finding) { out = append(out, f) }
+
+	// Wake-up delay dominating small round trips.
+	if at.haveSched && at.nSmall >= 20 {
+		s := at.small
+		sched := s[4] + s[5]
+		total := sum(s)
+		if total > 0 && sched/total >= 0.2 {
+			per := sched / float64(at.nSmall)
+			cost, u := perRT(sched, at.nSmall, unit)
+			idle := ""
+			if s[4] > s[5] {
+				idle = "; mostly on a CPU that was idle, so the CPU itself was waking up (a halted vCPU costs tens of µs each way)"
+			}
+			add(Finding{Kind: "wakeup_delay", Title: fmt.Sprintf("Wake-up delay is %.0f%% of small round trips", 100*sched/total),
+				Evidence: fmt.Sprintf("%d round trips under 1 ms: the client thread sat runnable %.1f µs per round trip after its reply arrived (%.1f µs waking an idle CPU, %.1f µs behind other threads)%s",
+					at.nSmall, us(per), us(s[4]/float64(at.nSmall)), us(s[5]/float64(at.nSmall)), idle),
+				Cost: fmt.Sprintf("%.1f µs per %s", us(cost), u), Unit: u, CostUSPerUnit: us(cost), Share: round3(sched / total),
+				Fix: "keep the waiting thread on its CPU: busy-poll the socket (SO_BUSY_POLL, or spin a few µs before blocking), keep the CPUs out of deep idle (idle=poll, /dev/cpu_dma_latency), and pin client and server threads to CPUs of their own (taskset)"})
+		}
+	}
+
+	// One message written with several system calls.
+	if w := &a.writes; w.multi >= 10 && float64(w.multi) >= 0.25*float64(w.requests) {
+		names := append([]string(nil), w.order...)
+		sort.SliceStable(names, func(i, j int) bool { return w.byCmd[names[i]].extra > w.byCmd[names[j]].extra })
+		var parts []string
+		for _, n := range names {
+			g := w.byCmd[n]
+			if g.multi == 0 || len(parts) == 3 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s: %d of %d requests, up to %d calls each", n, g.multi, g.requests, g.maxCalls))
+		}
+		calls, u := perReq(float64(w.extra), w.requests, unit)
+		add(Finding{Kind: "split_writes", Title: fmt.Sprintf("%d requests were each written with several system calls", w.multi),
+			Evidence: fmt.Sprintf("%d of %d requests took %.2f calls each on average (%s)", w.multi, w.requests,
+				1+float64(w.extra)/float64(w.multi), joinSemi(parts)),
+			Cost: fmt.Sprintf("%.1f extra system calls per %s", calls, u), Unit: u, CallsPerUnit: round3(calls),
+			Fix: fmt.Sprintf("write each message with one call (writev of header and payload, or one buffer): that saves %.1f system calls per %s, and with TCP avoids a write-write-read that Nagle and delayed ACKs can stall", calls, u)})
+	}
+
+	// Polling storms.
+	for _, name := range sortedPolls(a.polls.byCmd) {
+		g := a.polls.byCmd[name]
+		if g.requests < 100 || g.spanNS <= 0 {
+			continue
+		}
+		rate := float64(g.requests) / (g.spanNS / 1e9)
+		if rate < 500 {
+			continue
+		}
+		same := ""
+		if g.sameReply && g.replySize >= 0 {
+			same = fmt.Sprintf(", every one answered by the same %d-byte reply (not ready yet)", g.replySize)
+		}
+		// Of every round trip, this share is polling: per unit of work, as many.
+		rts, u := perRT(float64(g.requests), at.n, unit)
+		cost, _ := perRT(g.rttNS, at.n, unit)
+		add(Finding{Kind: "polling_storm", Title: fmt.Sprintf("%s is polled: %d requests back to back at %.0f/s", name, g.requests, rate),
+			Evidence: fmt.Sprintf("%d runs of at least %d identical %s requests in a row on one connection (longest %d)%s",
+				g.runs, minPollRun, name, g.longest, same),
+			Cost: fmt.Sprintf("%.1f round trips and %.1f µs of round-trip time per %s", rts, us(cost), u), Unit: u,
+			CostUSPerUnit: us(cost), CallsPerUnit: round3(2 * rts),
+			Fix: "wait instead of polling: a blocking wait on the server side (vkWaitForFences rather than vkGetFenceStatus in a loop), an event or fd the client sleeps on, or at least a back-off between polls"})
+	}
+
+	// Nagle / delayed-ACK stalls: round trips stepping by about 40 ms.
+	if steps := a.steps[0] + a.steps[1] + a.steps[2]; steps >= 3 && a.rtt.n > 0 && float64(steps) >= 0.01*float64(a.rtt.n) {
+		stall := float64(a.steps[0])*40e3 + float64(a.steps[1])*80e3 + float64(a.steps[2])*120e3 // µs
+		cost, u := perRT(stall, a.rtt.n, unit)
+		add(Finding{Kind: "nagle_delayed_ack", Title: fmt.Sprintf("%d round trips stalled about 40 ms (Nagle or a delayed ACK)", steps),
+			Evidence: fmt.Sprintf("%d of %d round trips took 40±6 ms, %d took 80 ms, %d took 120 ms, while the median was %.1f µs",
+				a.steps[0], a.rtt.n, a.steps[1], a.steps[2], us(a.rtt.quantile(0.5))),
+			Cost: fmt.Sprintf("%.1f µs per %s", cost, u), Unit: u, CostUSPerUnit: round3(cost),
+			Fix: "set TCP_NODELAY on the sender and write each message with one call (writev), so that no small segment waits for the ACK of the previous one; TCP_QUICKACK on the receiver stops the delayed ACK"})
+	}
+
+	// EAGAIN storms.
+	if a.eagain >= 1000 && a.messages > 0 && float64(a.eagain) >= 0.5*float64(a.messages) {
+		calls, u := perReq(float64(a.eagain), a.writes.requests, unit)
+		add(Finding{Kind: "eagain_storm", Title: fmt.Sprintf("%d calls failed with EAGAIN", a.eagain),
+			Evidence: fmt.Sprintf("%d system calls on non-blocking sockets returned EAGAIN, %.2f for each of the %d calls that moved data", a.eagain,
+				float64(a.eagain)/float64(a.messages), a.messages),
+			Cost: fmt.Sprintf("%.1f failed system calls per %s", calls, u), Unit: u, CallsPerUnit: round3(calls),
+			Fix: "wait for readiness before reading (epoll or poll, or a blocking socket) instead of retrying the call; if spinning is meant, bound it and say so"})
+	}
+
+	// Reconnection churn.
+	var opened, short uint64
+	var connectNS float64
+	for _, c := range a.allConns {
+		if c.synSent > 0 || (c.passive && c.established > 0) {
+			opened++
+			if c.messages <= 4 {
+				short++
+			}
+			if c.synSent > 0 && c.established > c.synSent {
+				connectNS += float64(c.established - c.synSent)
+			}
+		}
+	}
+	if opened >= 20 && float64(short) >= 0.5*float64(opened) {
+		conns, u := perReq(float64(opened), a.writes.requests, unit)
+		cost, _ := perReq(connectNS, a.writes.requests, unit)
+		setup := ""
+		if r.Setup != nil && r.Setup.Connects > 0 {
+			setup = fmt.Sprintf("; connecting took %.1f µs at the median", r.Setup.P50US)
+		}
+		add(Finding{Kind: "reconnection_churn", Title: fmt.Sprintf("%d connections opened, %d of them for 4 messages or fewer", opened, short),
+			Evidence: fmt.Sprintf("%d TCP connections were set up while recording, %d carried at most 4 messages%s", opened, short, setup),
+			Cost:     fmt.Sprintf("%.2f connections (a handshake each) and %.1f µs of connecting per %s", conns, us(cost), u), Unit: u, CostUSPerUnit: us(cost),
+			Fix: "keep connections open and reuse them (keep-alive, a connection pool) instead of one connection per request"})
+	}
+
+	// Serial round trips that pipelining could overlap.
+	if at.n >= 100 && a.inFlight > 0 && a.inFlight <= 1.2 {
+		total := sum(at.total)
+		wait := at.total[2] + at.total[3] + at.total[4] + at.total[5] + at.total[6]
+		if total > 0 && wait/total >= 0.5 {
+			cost, u := perRT(wait, at.n, unit)
+			add(Finding{Kind: "serial_round_trips", Title: fmt.Sprintf("Round trips are serial: %.2f requests in flight on average", a.inFlight),
+				Evidence: fmt.Sprintf("%d round trips, one at a time; %.0f%% of the client's time went to waiting for replies", at.n, 100*wait/total),
+				Cost:     fmt.Sprintf("%.1f µs of waiting per %s", us(cost), u), Unit: u, CostUSPerUnit: us(cost), Share: round3(wait / total),
+				Fix: "send the next request before the previous reply when it does not depend on it (pipelining), or batch requests; 'perflab model --from TRACE --mode pipeline' predicts what it buys"})
+		}
+	}
+
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CostUSPerUnit > out[j].CostUSPerUnit })
+	return out
+}
+
+func sortedPolls(m map[string]*pollAgg) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if m[names[i]].requests != m[names[j]].requests {
+			return m[names[i]].requests > m[names[j]].requests
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+func joinSemi(parts []string) string {
+	s := ""
+	for i, p := range parts {
+		if i > 0 {
+			s += "; "
+		}
+		s += p
+	}
+	return s
+}
