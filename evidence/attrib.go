@@ -66,7 +66,7 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 	c[1] = float64(rt.ReqEnd - rt.ReqTS)
 	rest := rt.End - rt.ReqEnd
 	// The thread's runnable stretches inside [ReqEnd, End].
-	var idle, busy int64
+	var idle, busy, after int64
 	lastRun := int64(0)
 	if t := a.threads[rt.TID]; t != nil {
 		for k := 0; k < t.n; k++ {
@@ -90,10 +90,18 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 				lastRun = max(lastRun, s.to)
 			}
 		}
+		// Runnable time after the last wake-up's run (preemptions while reading) is not
+		// reading.
+		for k := 0; k < t.n && lastRun > 0; k++ {
+			s := t.recent[k]
+			if s.flags&trace.SchedPreempted != 0 && s.from >= lastRun && s.from < rt.End {
+				after += min(s.to, rt.End) - s.from
+			}
+		}
 	}
 	read := int64(0)
 	if lastRun > 0 {
-		read = rt.End - lastRun
+		read = rt.End - lastRun - after
 	} else {
 		at.noWake++
 	}

@@ -140,7 +140,7 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 	if at.haveSched && at.nSmall >= 20 {
 		s := at.small
 		sched := s[4] + s[5]
-		total := sum(s)
+		total := sum(s) - s[0] // of the round-trip time, the client's own time apart
 		if total > 0 && sched/total >= 0.2 {
 			per := sched / float64(at.nSmall)
 			cost, u := perRT(sched, at.nSmall, unit)

@@ -1,0 +1,50 @@
+package analyzers
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestEvidenceRealLlamaSplitWrites: llama.cpp's RPC client writes each message as the command
+// byte, the size and the payload, three send calls (fixtures/real/llamacpp/README: the client
+// is recorded with perflab record). The finding names it and counts the calls writev would
+// save per token: two per request, eight requests per token in the steady state.
+func TestEvidenceRealLlamaSplitWrites(t *testing.T) {
+	for _, variant := range []string{"default", "fitoff"} {
+		t.Run(variant, func(t *testing.T) {
+			s, err := Analyze([]string{filepath.Join(realDir, "llamacpp", "client-"+variant+".plt")}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Evidence == nil {
+				t.Fatal("no evidence")
+			}
+			var found bool
+			for _, f := range s.Evidence.Findings {
+				if f.Kind != "split_writes" {
+					continue
+				}
+				found = true
+				var steady *UnitStats
+				for i := range s.Units {
+					if s.Units[i].Shape == "steady" {
+						steady = &s.Units[i]
+					}
+				}
+				if steady == nil || f.Unit != "token" {
+					t.Fatalf("finding per %q, units %+v", f.Unit, s.Units)
+				}
+				if want := 2 * steady.RequestsPerUnit; f.CallsPerUnit < want-0.1 || f.CallsPerUnit > want+0.1 {
+					t.Errorf("%.2f calls per token saved, want %.2f (2 per request, %.2f requests per token)", f.CallsPerUnit, want, steady.RequestsPerUnit)
+				}
+				t.Logf("%s: %s; %s", f.Title, f.Evidence, f.Cost)
+			}
+			if !found {
+				t.Errorf("no split_writes finding: %+v", s.Evidence.Findings)
+			}
+			if a := s.Evidence.Attribution; a == nil || a.RoundTrips != s.RoundTrips.Client || a.SchedKnown {
+				t.Errorf("attribution %+v for %d client round trips without scheduler evidence", a, s.RoundTrips.Client)
+			}
+		})
+	}
+}

@@ -1,0 +1,228 @@
+package evidence
+
+import (
+	"math"
+	"testing"
+
+	"github.com/perflab/perflab/trace"
+)
+
+func runnable(tid uint32, from, dur int64, flags uint8) *trace.Event {
+	return &trace.Event{TS: from, Dur: dur, PID: 1, TID: tid, Op: trace.OpRunnable, Source: trace.SourceEBPF,
+		Payload: trace.AppendSchedInfo(nil, trace.SchedInfo{Flags: flags})}
+}
+
+func tcpEv(op trace.Op, conn uint64, ts int64, ti trace.TCPInfo) *trace.Event {
+	return &trace.Event{TS: ts, PID: 1, Conn: conn, Op: op, Source: trace.SourceEBPF, Payload: trace.AppendTCPInfo(nil, ti)}
+}
+
+func cause(cs []Cause, name string) Cause {
+	for _, c := range cs {
+		if c.Cause == name {
+			return c
+		}
+	}
+	return Cause{}
+}
+
+// TestAttribution splits round trips whose thread was woken on an idle CPU, behind another
+// thread, not at all, and one that waited for a retransmission.
+func TestAttribution(t *testing.T) {
+	const us = int64(1000)
+	cases := []struct {
+		name   string
+		events []*trace.Event
+		rt     RoundTrip
+		want   map[string]float64 // mean µs by cause
+	}{
+		{"idle CPU", []*trace.Event{runnable(7, 50*us, 30*us, trace.SchedIdle)},
+			RoundTrip{Conn: 1, TID: 7, Command: "get", ReqTS: 0, ReqEnd: 10 * us, End: 90 * us},
+			map[string]float64{CauseSend: 10, CauseWaiting: 40, CauseWakeup: 30, CauseRunQueue: 0, CauseRead: 10}},
+		{"busy CPU and a preemption", []*trace.Event{runnable(7, 50*us, 20*us, 0), runnable(7, 75*us, 5*us, trace.SchedPreempted)},
+			RoundTrip{Conn: 1, TID: 7, Command: "get", ReqTS: 0, ReqEnd: 10 * us, End: 90 * us},
+			map[string]float64{CauseSend: 10, CauseWaiting: 40, CauseRunQueue: 25, CauseRead: 15}},
+		{"no wake-up", nil,
+			RoundTrip{Conn: 1, TID: 7, Command: "get", ReqTS: 0, ReqEnd: 10 * us, End: 90 * us},
+			map[string]float64{CauseSend: 10, CauseWaiting: 80}},
+		{"retransmission", []*trace.Event{tcpEv(trace.OpTCPRetransmit, 1, 60*us, trace.TCPInfo{State: trace.TCPEstablished}), runnable(7, 70*us, 10*us, trace.SchedIdle)},
+			RoundTrip{Conn: 1, TID: 7, Command: "get", ReqTS: 0, ReqEnd: 10 * us, End: 90 * us},
+			map[string]float64{CauseSend: 10, CauseRetransmit: 50, CauseWaiting: 10, CauseWakeup: 10, CauseRead: 10}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := New()
+			a.Begin(0)
+			for _, e := range c.events {
+				a.Event(e)
+			}
+			a.RoundTrip(c.rt)
+			r := a.Result(Unit{})
+			if r.Attribution == nil || r.Attribution.RoundTrips != 1 {
+				t.Fatalf("attribution %+v", r.Attribution)
+			}
+			for _, name := range Causes {
+				if got := cause(r.Attribution.Causes, name).MeanUS; math.Abs(got-c.want[name]) > 0.05 {
+					t.Errorf("%s: %.1f µs, want %.1f", name, got, c.want[name])
+				}
+			}
+			if len(r.Attribution.Commands) != 1 || r.Attribution.Commands[0].Command != "get" {
+				t.Errorf("commands %+v", r.Attribution.Commands)
+			}
+		})
+	}
+}
+
+// TestClientTime: the gap since the previous round trip on the connection is the client's.
+func TestClientTime(t *testing.T) {
+	a := New()
+	a.Begin(0)
+	a.RoundTrip(RoundTrip{Conn: 1, TID: 7, ReqTS: 0, ReqEnd: 1000, End: 5000})
+	a.RoundTrip(RoundTrip{Conn: 1, TID: 7, ReqTS: 25000, ReqEnd: 26000, End: 30000})
+	r := a.Result(Unit{})
+	if got := cause(r.Attribution.Causes, CauseClient).TotalUS; got != 20 {
+		t.Errorf("client time %.1f µs, want 20", got)
+	}
+}
+
+func kinds(fs []Finding) map[string]Finding {
+	m := map[string]Finding{}
+	for _, f := range fs {
+		m[f.Kind] = f
+	}
+	return m
+}
+
+// TestFindings makes each finding from the pattern it names, and none from a clean exchange.
+func TestFindings(t *testing.T) {
+	const ms = int64(1e6)
+	cases := []struct {
+		name string
+		feed func(a *Analyzer)
+		unit Unit
+		want string
+	}{
+		{"clean", func(a *Analyzer) {
+			for i := int64(0); i < 200; i++ {
+				a.Request(Request{Conn: 1, Command: []string{"a", "b"}[i%2], Calls: 1, TS: i * ms, End: i*ms + 1000, WantsReply: true})
+				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: i * ms, ReqEnd: i*ms + 1000, End: i*ms + 50000})
+			}
+			a.SetInFlight(3)
+		}, Unit{}, ""},
+		{"split writes", func(a *Analyzer) {
+			for i := int64(0); i < 100; i++ {
+				a.Request(Request{Conn: 1, Command: "GRAPH_COMPUTE", Calls: 3, TS: i * ms, End: i*ms + 1000})
+			}
+		}, Unit{Name: "token", Count: 100, RequestsPerUnit: 1}, "split_writes"},
+		{"polling", func(a *Analyzer) {
+			for i := int64(0); i < 300; i++ {
+				ts := i * 100000 // 10,000/s
+				a.Request(Request{Conn: 1, Command: "vkGetFenceStatus", Calls: 1, TS: ts, End: ts + 1000, WantsReply: true})
+				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: "vkGetFenceStatus", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 50000, Size: 24})
+			}
+			a.SetInFlight(3)
+		}, Unit{}, "polling_storm"},
+		{"40 ms steps", func(a *Analyzer) {
+			for i := int64(0); i < 50; i++ {
+				d := 100 * int64(1000)
+				if i%5 == 0 {
+					d = 40*ms + 300000
+				}
+				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: "set", ReqTS: i * 100 * ms, ReqEnd: i*100*ms + 1000, End: i*100*ms + d})
+			}
+		}, Unit{}, "nagle_delayed_ack"},
+		{"EAGAIN", func(a *Analyzer) {
+			for i := int64(0); i < 2000; i++ {
+				a.Event(&trace.Event{TS: i, Conn: 1, Dir: trace.DirRecv, Op: trace.OpRead, Errno: 11})
+				if i%2 == 0 {
+					a.Event(&trace.Event{TS: i, Conn: 1, Dir: trace.DirRecv, Op: trace.OpRead, Bytes: 10})
+				}
+			}
+		}, Unit{}, "eagain_storm"},
+		{"churn", func(a *Analyzer) {
+			for c := uint64(1); c <= 30; c++ {
+				ts := int64(c) * ms
+				a.Event(tcpEv(trace.OpTCPState, c, ts, trace.TCPInfo{OldState: trace.TCPClose, State: trace.TCPSynSent}))
+				a.Event(tcpEv(trace.OpTCPState, c, ts+50000, trace.TCPInfo{OldState: trace.TCPSynSent, State: trace.TCPEstablished}))
+				a.Event(&trace.Event{TS: ts + 60000, Conn: c, Dir: trace.DirSend, Op: trace.OpWrite, Bytes: 10})
+				a.Request(Request{Conn: c, Command: "GET", Calls: 1, TS: ts + 60000, End: ts + 61000, WantsReply: true})
+				a.Event(tcpEv(trace.OpTCPState, c, ts+90000, trace.TCPInfo{OldState: trace.TCPEstablished, State: trace.TCPFinWait1}))
+				a.Event(tcpEv(trace.OpTCPState, c, ts+95000, trace.TCPInfo{OldState: trace.TCPFinWait2, State: trace.TCPClose}))
+			}
+		}, Unit{}, "reconnection_churn"},
+		{"serial", func(a *Analyzer) {
+			for i := int64(0); i < 200; i++ {
+				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: i * ms, ReqEnd: i*ms + 1000, End: i*ms + 900000})
+			}
+			a.SetInFlight(1)
+		}, Unit{}, "serial_round_trips"},
+		{"wake-up", func(a *Analyzer) {
+			for i := int64(0); i < 100; i++ {
+				ts := i * ms
+				a.Event(runnable(1, ts+20000, 30000, trace.SchedIdle))
+				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: ts, ReqEnd: ts + 1000, End: ts + 60000})
+			}
+			a.SetInFlight(3)
+		}, Unit{}, "wakeup_delay"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := New()
+			a.Begin(0)
+			c.feed(a)
+			r := a.Result(c.unit)
+			got := kinds(r.Findings)
+			if c.want == "" {
+				if len(r.Findings) > 0 {
+					t.Errorf("findings in a clean exchange: %+v", r.Findings)
+				}
+				return
+			}
+			f, ok := got[c.want]
+			if !ok {
+				t.Fatalf("no %s finding in %+v", c.want, r.Findings)
+			}
+			if f.Title == "" || f.Evidence == "" || f.Cost == "" || f.Fix == "" || f.Unit == "" {
+				t.Errorf("incomplete finding %+v", f)
+			}
+			t.Logf("%s: %s; %s; %s", f.Title, f.Evidence, f.Cost, f.Fix)
+		})
+	}
+}
+
+// TestSplitWritesPerToken: three calls per message, one message per token: two calls per
+// token saved.
+func TestSplitWritesPerToken(t *testing.T) {
+	a := New()
+	a.Begin(0)
+	for i := int64(0); i < 64; i++ {
+		a.Request(Request{Conn: 1, Command: "GRAPH_COMPUTE", Calls: 3, TS: i, End: i + 1})
+	}
+	f := kinds(a.Result(Unit{Name: "token", Count: 64, RequestsPerUnit: 1}).Findings)["split_writes"]
+	if f.CallsPerUnit != 2 || f.Unit != "token" {
+		t.Errorf("split writes: %v calls per %s, want 2 per token", f.CallsPerUnit, f.Unit)
+	}
+}
+
+// TestTCPStats: connect latency, lifetime and the last state of a connection.
+func TestTCPStats(t *testing.T) {
+	a := New()
+	a.Begin(0)
+	a.Connection(&trace.Connection{ID: 4, Family: trace.FamilyTCP, Local: "127.0.0.1:1", Remote: "127.0.0.1:2", PID: 9})
+	a.Event(tcpEv(trace.OpTCPState, 4, 1000, trace.TCPInfo{OldState: trace.TCPClose, State: trace.TCPSynSent}))
+	a.Event(tcpEv(trace.OpTCPState, 4, 81000, trace.TCPInfo{OldState: trace.TCPSynSent, State: trace.TCPEstablished, SRTTus: 30}))
+	a.Event(tcpEv(trace.OpTCPInfo, 4, 90000, trace.TCPInfo{State: trace.TCPEstablished, SRTTus: 40, Cwnd: 10, SndWnd: 0, BytesAcked: 100}))
+	a.Event(tcpEv(trace.OpTCPState, 4, 5e6+1000, trace.TCPInfo{OldState: trace.TCPLastAck, State: trace.TCPClose, BytesAcked: 500, BytesReceived: 700}))
+	r := a.Result(Unit{})
+	if r.Setup == nil || r.Setup.Connects != 1 || r.Setup.P50US != 80 {
+		t.Errorf("setup %+v, want 1 connect of 80 µs", r.Setup)
+	}
+	if len(r.Lifetimes) != 1 || r.Lifetimes[0].LifeMS != 5 || r.Lifetimes[0].TxBytes != 500 || r.Lifetimes[0].ConnectUS != 80 {
+		t.Errorf("lifetimes %+v", r.Lifetimes)
+	}
+	if len(r.TCP) != 1 || r.TCP[0].ZeroWindows != 1 || r.TCP[0].State != "CLOSE" || r.TCP[0].Local != "127.0.0.1:1" {
+		t.Errorf("tcp %+v", r.TCP)
+	}
+	if len(r.Parts) != 2 {
+		t.Errorf("parts %v, want tcp and conn", r.Parts)
+	}
+}
