@@ -88,7 +88,8 @@ type connState struct {
 	retrans     uint64 // retransmission events
 	lastRetrans int64  // ns of the last one
 	srtt        hist
-	messages    uint64
+	messages    uint64 // calls that moved data
+	requests    uint64 // requests sent on it
 	eagain      uint64
 }
 

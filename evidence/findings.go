@@ -3,6 +3,7 @@ package evidence
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // writeStats counts the system calls that carried each request.
@@ -49,6 +50,9 @@ const minPollRun = 20
 func (a *Analyzer) Request(r Request) {
 	w := &a.writes
 	w.requests++
+	if c := a.conns[r.Conn]; c != nil {
+		c.requests++
+	}
 	name := r.Command
 	if name == "" {
 		name = "(unknown)"
@@ -179,8 +183,8 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 	// Polling storms.
 	for _, name := range sortedPolls(a.polls.byCmd) {
 		g := a.polls.byCmd[name]
-		if g.requests < 100 || g.spanNS <= 0 {
-			continue
+		if g.requests < 100 || g.spanNS <= 0 || strings.Contains(strings.ToLower(name), "wait") {
+			continue // a blocking wait repeated is the fix, not polling
 		}
 		rate := float64(g.requests) / (g.spanNS / 1e9)
 		if rate < 500 {
@@ -222,30 +226,35 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 			Fix: "wait for readiness before reading (epoll or poll, or a blocking socket) instead of retrying the call; if spinning is meant, bound it and say so"})
 	}
 
-	// Reconnection churn.
-	var opened, short uint64
+	// Reconnection churn: many connections opened, most of them for a few requests.
+	var connects, accepts, short uint64
 	var connectNS float64
 	for _, c := range a.allConns {
-		if c.synSent > 0 || (c.passive && c.established > 0) {
-			opened++
-			if c.messages <= 4 {
-				short++
-			}
-			if c.synSent > 0 && c.established > c.synSent {
+		switch {
+		case c.synSent > 0:
+			connects++
+			if c.established > c.synSent {
 				connectNS += float64(c.established - c.synSent)
 			}
+		case c.passive && c.established > 0:
+			accepts++
+		default:
+			continue
+		}
+		if c.requests <= 4 {
+			short++
 		}
 	}
-	if opened >= 20 && float64(short) >= 0.5*float64(opened) {
+	if opened := max(connects, accepts); opened >= 20 && float64(short) >= 0.5*float64(connects+accepts) {
 		conns, u := perReq(float64(opened), a.writes.requests, unit)
 		cost, _ := perReq(connectNS, a.writes.requests, unit)
 		setup := ""
 		if r.Setup != nil && r.Setup.Connects > 0 {
 			setup = fmt.Sprintf("; connecting took %.1f µs at the median", r.Setup.P50US)
 		}
-		add(Finding{Kind: "reconnection_churn", Title: fmt.Sprintf("%d connections opened, %d of them for 4 messages or fewer", opened, short),
-			Evidence: fmt.Sprintf("%d TCP connections were set up while recording, %d carried at most 4 messages%s", opened, short, setup),
-			Cost:     fmt.Sprintf("%.2f connections (a handshake each) and %.1f µs of connecting per %s", conns, us(cost), u), Unit: u, CostUSPerUnit: us(cost),
+		add(Finding{Kind: "reconnection_churn", Title: fmt.Sprintf("%d connections opened, most for 4 requests or fewer", opened),
+			Evidence: fmt.Sprintf("%d TCP connects and %d accepts while recording; %d of these ends carried at most 4 requests%s", connects, accepts, short, setup),
+			Cost: fmt.Sprintf("%.2f connections (a handshake each) and %.1f µs of connecting per %s", conns, us(cost), u), Unit: u, CostUSPerUnit: us(cost),
 			Fix: "keep connections open and reuse them (keep-alive, a connection pool) instead of one connection per request"})
 	}
 
