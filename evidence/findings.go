@@ -254,7 +254,7 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 		}
 		add(Finding{Kind: "reconnection_churn", Title: fmt.Sprintf("%d connections opened, most for 4 requests or fewer", opened),
 			Evidence: fmt.Sprintf("%d TCP connects and %d accepts while recording; %d of these ends carried at most 4 requests%s", connects, accepts, short, setup),
-			Cost: fmt.Sprintf("%.2f connections (a handshake each) and %.1f µs of connecting per %s", conns, us(cost), u), Unit: u, CostUSPerUnit: us(cost),
+			Cost:     fmt.Sprintf("%.2f connections (a handshake each) and %.1f µs of connecting per %s", conns, us(cost), u), Unit: u, CostUSPerUnit: us(cost),
 			Fix: "keep connections open and reuse them (keep-alive, a connection pool) instead of one connection per request"})
 	}
 

@@ -22,7 +22,7 @@ func HTML(w io.Writer, s *analyzers.Summary) error {
 	if s == nil {
 		return fmt.Errorf("render html: no summary")
 	}
-	d := htmlPage{S: s, Charts: summaryCharts(s), InShort: answer(s), UnitRows: htmlUnits(s), Loops: loopSections(s.Loops)}
+	d := htmlPage{S: s, Charts: append(evidenceCharts(s), summaryCharts(s)...), InShort: answer(s), UnitRows: htmlUnits(s), Loops: loopSections(s.Loops)}
 	d.Conns, d.ConnsMore = s.Connections, 0
 	if n := len(s.Connections); n > htmlMaxConns {
 		d.Conns, d.ConnsMore = s.Connections[:htmlMaxConns], n-htmlMaxConns

@@ -90,6 +90,9 @@ func charts(t *testing.T, page string) map[string]chartInfo {
 	if _, merged := out["swimlanes"]; merged {
 		want += 2 // a merged trace's split across hosts
 	}
+	if _, ok := out["attribution"]; ok { // where the round-trip time went, with evidence
+		want++
+	}
 	if len(out) != want {
 		t.Fatalf("found %d charts, want %d: %v", len(out), want, out)
 	}
@@ -232,7 +235,7 @@ func TestHTMLTraces(t *testing.T) {
 		path         string
 		data         []string // charts that must have data
 	}{
-		{"pingpong", "html_pingpong.html", pingpongTrace(t, dir), []string{"histogram", "cdf", "timeline", "inflight", "commands"}},
+		{"pingpong", "html_pingpong.html", pingpongTrace(t, dir), []string{"histogram", "cdf", "timeline", "inflight", "commands", "attribution"}},
 		{"venus", "html_venus.html", venusTrace(t, dir, "venus.plt", trace.SourceEBPF, 8), []string{"histogram", "cdf", "timeline", "inflight", "units", "commands"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
