@@ -95,7 +95,11 @@ type Point struct {
 	CycleP99US float64 `json:"cycle_p99_us,omitempty"`
 	// EmptyCycleShare is the share of loop cycles that found no request.
 	EmptyCycleShare float64 `json:"empty_cycle_share,omitempty"`
-	Trace           string  `json:"trace,omitempty"` // the point's trace, with Config.Dir
+	// RunQueueUS is the time perflab's threads (the clients, and the server when it runs in
+	// perflab) spent runnable waiting for a CPU during the point, per round trip, µs: the
+	// run-queue and wake-up delay the kernel counts (schedstat). 0 where the kernel does not say.
+	RunQueueUS float64 `json:"runqueue_us_per_rt,omitempty"`
+	Trace      string  `json:"trace,omitempty"` // the point's trace, with Config.Dir
 
 	samples []float64         // every RTT, µs
 	loop    *venusd.LoopStats // the batch loop's counters during the point
@@ -348,6 +352,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if batch {
 		before = ls.LoopStats()
 	}
+	rq0, rqOK := runDelayNs()
 	results := make([]*venusd.Result, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -362,6 +367,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		}()
 	}
 	wg.Wait()
+	rq1, rqOK1 := runDelayNs()
 	if batch {
 		d := ls.LoopStats().Sub(before)
 		p.loop = &d
@@ -417,6 +423,9 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	}
 	p.ThroughputPerS = math.Round(p.ThroughputPerS)
 	p.InflightMean = round3(p.InflightMean)
+	if rqOK && rqOK1 && rq1 >= rq0 && p.Requests > 0 {
+		p.RunQueueUS = round3(float64(rq1-rq0) / 1e3 / float64(p.Requests))
+	}
 	return p, nil
 }
 

@@ -24,10 +24,24 @@ func Sections(res *Result) []reports.Section {
 		name := fmt.Sprintf("%s, %s, depth %d, %s loop", s.Transport, s.Mode, s.Depth, res.Loop)
 		sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
 			Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
+		rq := false
+		for _, k := range s.points {
+			rq = rq || res.Points[k].RunQueueUS > 0
+		}
+		if rq {
+			sc.Header = append(sc.Header, "run queue µs/RT")
+		}
 		for _, k := range s.points {
 			p := &res.Points[k]
-			sc.Rows = append(sc.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPerS), reports.Num(p.RTTUS.P50),
-				reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)})
+			row := []string{reports.Count(p.Clients), reports.Count(p.ThroughputPerS), reports.Num(p.RTTUS.P50),
+				reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)}
+			if rq {
+				row = append(row, dash(p.RunQueueUS))
+			}
+			sc.Rows = append(sc.Rows, row)
+		}
+		if note := runQueueNote(res, s.points); note != "" {
+			sc.Notes = append(sc.Notes, note)
 		}
 		if s.Saturation > 0 {
 			sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), reports.Share(saturationGain)))
@@ -94,6 +108,28 @@ func Sections(res *Result) []reports.Section {
 	}
 	out = append(out, ll)
 	return out
+}
+
+// runQueueNote says how much of the change in mean RTT from the series' first point to its
+// last the run-queue and wake-up delay accounts for, when the kernel gave it.
+func runQueueNote(res *Result, points []int) string {
+	if len(points) < 2 {
+		return ""
+	}
+	a, b := &res.Points[points[0]], &res.Points[points[len(points)-1]]
+	if a.RunQueueUS <= 0 && b.RunQueueUS <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("run queue (time perflab's threads waited for a CPU once woken or preempted, a halted CPU's wake-up included, summed over threads; schedstat): %s µs per round trip at %s, %s µs at %s",
+		reports.Num(a.RunQueueUS), plural(a.Clients, "client"), reports.Num(b.RunQueueUS), plural(b.Clients, "client"))
+	rise, rq := b.RTTUS.Mean-a.RTTUS.Mean, b.RunQueueUS-a.RunQueueUS
+	switch {
+	case rise > 0 && rq >= 0 && rq <= rise:
+		s += fmt.Sprintf("; of the %s µs the mean RTT rose, the run queue's rise accounts for up to %s", reports.Num(rise), reports.Share(rq/rise))
+	case rise > 0 && rq > rise:
+		s += fmt.Sprintf("; it rose more than the mean RTT (%s µs): the waits overlap, and not all of them are on a round trip's path", reports.Num(rise))
+	}
+	return s
 }
 
 func plural(n int, what string) string {
