@@ -3,6 +3,8 @@ package analyzers
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/perflab/perflab/protocol"
 )
 
 // TestEvidenceRealLlamaSplitWrites: llama.cpp's RPC client writes each message as the command
@@ -12,7 +14,7 @@ import (
 func TestEvidenceRealLlamaSplitWrites(t *testing.T) {
 	for _, variant := range []string{"default", "fitoff"} {
 		t.Run(variant, func(t *testing.T) {
-			s, err := Analyze([]string{filepath.Join(realDir, "llamacpp", "client-"+variant+".plt")}, Options{})
+			s, err := Analyze(protocol.Files([]string{filepath.Join(realDir, "llamacpp", "client-"+variant+".plt")}, nil), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
