@@ -360,11 +360,11 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 }
 
 func (a *analyzer) event(ev *trace.Event) {
+	a.s.Events++
 	a.ev.Event(ev)
 	if ev.Op.IsEvidence() {
-		return // kernel evidence: not a message
+		return // kernel evidence: read, but not a message
 	}
-	a.s.Events++
 	a.loopEvent(ev)
 	end := ev.TS + ev.Dur
 	if !a.haveTS {
