@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/perflab/perflab/models"
 )
 
 // histSub is the number of linear sub-buckets per power of two of a Hist: 64 gives a relative
@@ -151,12 +153,13 @@ func (h *Hist) rank(r uint64) float64 {
 	return float64(h.max)
 }
 
-// Quantile returns the q-quantile (0 ≤ q ≤ 1) by nearest rank.
+// Quantile returns the q-quantile (0 ≤ q ≤ 1) by nearest rank (models.QuantileRank, perflab's
+// one quantile definition).
 func (h *Hist) Quantile(q float64) float64 {
 	if h.n == 0 {
 		return 0
 	}
-	return h.rank(uint64(math.Ceil(q * float64(h.n))))
+	return h.rank(uint64(models.QuantileRank(int(h.n), q)))
 }
 
 // MedianCI returns the confidence interval of the median at level conf from the binomial
