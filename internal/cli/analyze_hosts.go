@@ -1,16 +1,22 @@
 package cli
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/breakdown"
+	"github.com/perflab/perflab/merge"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
-// twoHosts returns the client/network/server split of the first merged trace in s, nil when
-// none was merged, and adds its warnings to s's. It decodes that trace a second time.
+// twoHosts returns the client/network/server split of the first merged trace in s, or of the
+// traces themselves when they are recordings of one system from several hosts (their
+// connections match); nil otherwise. It adds its warnings to s's, and decodes the traces a
+// second time.
 func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*breakdown.Report, error) {
 	for i, m := range s.Meta {
 		if len(m.Clocks) > 1 {
@@ -23,7 +29,66 @@ func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*bre
 			return r, err
 		}
 	}
-	return nil, nil
+	if len(paths) < 2 || len(paths) > maxHostTraces {
+		return nil, nil
+	}
+	r, err := splitHosts(paths, opt)
+	if r != nil {
+		for _, w := range r.Warnings {
+			s.Warnings = append(s.Warnings, "two hosts: "+w)
+		}
+	}
+	return r, err
+}
+
+// maxHostTraces and maxHostBytes bound the traces that analyze tries to put on one timeline
+// when they were not merged: merging reads them whole into memory.
+const (
+	maxHostTraces = 8
+	maxHostBytes  = 1 << 30
+)
+
+// splitHosts tries to merge traces recorded on different hosts (perflab merge's placement,
+// in memory): when their connections match, it returns the split of the merged recording, with
+// merge's warnings; when they do not (a before/after pair, say), nil.
+func splitHosts(paths []string, opt analyzers.Options) (*breakdown.Report, error) {
+	var total int64
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, nil // analyze has reported it already
+		}
+		total += fi.Size()
+	}
+	if total > maxHostBytes {
+		return nil, nil
+	}
+	inputs := make([]merge.Input, len(paths))
+	for i, p := range paths {
+		f, err := trace.ReadFile(p)
+		if err != nil {
+			return nil, nil
+		}
+		inputs[i] = merge.Input{Name: p, File: f}
+	}
+	res, err := merge.Place(inputs)
+	if err != nil {
+		return nil, nil // not recordings of one system from several hosts
+	}
+	dir, err := os.MkdirTemp("", "perflab-hosts-")
+	if err != nil {
+		return nil, fmt.Errorf("merge the traces: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "merged.plt")
+	if err := res.Write(func(m trace.Meta) (*trace.Writer, error) { return trace.Create(tmp, m, nil) }); err != nil {
+		return nil, fmt.Errorf("merge the traces: %w", err)
+	}
+	r, err := splitMerged(traceInput(tmp), opt)
+	if r != nil {
+		r.Warnings = append(append([]string{"the traces were put on one timeline as perflab merge does (their clocks are in two_hosts.hosts)"}, res.Warnings...), r.Warnings...)
+	}
+	return r, err
 }
 
 // mergedSplit returns the split of the trace in when it is a merged trace (its metadata

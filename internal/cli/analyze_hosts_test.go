@@ -68,6 +68,20 @@ func TestAnalyzeTwoHosts(t *testing.T) {
 			t.Errorf("%s: no commands or slowest round trips", name)
 		}
 	}
+	// Given the recordings themselves, analyze puts them on one timeline as merge does.
+	code, stdout, stderr := runCLI(t, "analyze", "--format", "json", clientPath, shifted)
+	if code != 0 {
+		t.Fatalf("analyze of two hosts' traces: exit %d: %s", code, stderr)
+	}
+	var both struct {
+		TwoHosts *breakdown.Report `json:"two_hosts"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &both); err != nil {
+		t.Fatal(err)
+	}
+	if both.TwoHosts == nil || both.TwoHosts.RoundTrips != moved.RoundTrips || both.TwoHosts.Mean != moved.Mean {
+		t.Errorf("analyze of the unmerged traces: %+v, want the merged trace's split %+v", both.TwoHosts, moved.Mean)
+	}
 	if plain.RoundTrips != moved.RoundTrips || plain.Mean.RTT != moved.Mean.RTT || plain.Mean.Client != moved.Mean.Client {
 		t.Errorf("the server's clock changed the client's side: %+v vs %+v", plain.Mean, moved.Mean)
 	}
