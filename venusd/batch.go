@@ -19,6 +19,8 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 
 	"github.com/perflab/perflab/venusd/device"
+
+	"github.com/perflab/perflab/venusd/tracer"
 )
 
 // The batch loop: a single-threaded event loop modelled on the benchkv daemon of seed 003. Each
@@ -224,7 +226,7 @@ type batchConn struct {
 	sc       *serverConn
 	c        conn
 	dev      *device.Device
-	tr       *frameTracer
+	tr       *tracer.Tracer
 	slots    chan struct{} // one token per queued request
 	deferred []deferredRec
 	out      []byte // replies of the current cycle (loop)
@@ -447,11 +449,11 @@ func (b *BatchServer) reader(sc *serverConn) {
 
 	bc := &batchConn{sc: sc, c: c, slots: make(chan struct{}, batchConnDepth), done: make(chan struct{}),
 		dev:  device.New(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live),
-		tr:   newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log),
+		tr:   tracer.New(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log),
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), wDone: make(chan struct{}), budget: &s.live}
 	go b.writer(bc)
 	first := Monotonic()
-	bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
+	bc.tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
 	defer func() {
 		// Give up the connection: the writer stops, the loop drops the backlog. Wait until the
 		// loop has no request of this client left, then free its device.
@@ -467,8 +469,8 @@ func (b *BatchServer) reader(sc *serverConn) {
 		bc.wq = nil
 		bc.wmu.Unlock()
 		bc.dev.Release()
-		bc.tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
-		bc.tr.finish()
+		bc.tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
+		bc.tr.Finish()
 	}()
 	if err := b.readFrames(bc); err != nil {
 		var ne net.Error
@@ -505,11 +507,11 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 		s.setIdle(bc.sc, false)
 		s.activity(bc.sc)
 		s.frames.Add(1)
-		if bc.tr.w != nil || bc.tr.summaries {
+		if bc.tr.Timed() {
 			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
 			frame = append(frame, fr.hdr[:]...)
 			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
-			bc.tr.frameSized(trace.DirRecv, ts, time.Since(t0), frame, wire.HeaderSize+len(payload))
+			bc.tr.FrameSized(trace.DirRecv, ts, time.Since(t0), frame, wire.HeaderSize+len(payload))
 		}
 		// Backpressure: no more requests while this client's replies wait for its writer.
 		for bc.unsent.Load() > batchConnOutBytes {
@@ -651,14 +653,14 @@ func (b *BatchServer) executeAll(batch []batchReq, touched []*batchConn) []*batc
 }
 
 // traceFrames records each frame of one write (the write's time goes to each).
-func traceFrames(tr *frameTracer, ts int64, dur time.Duration, out []byte) {
-	if tr.w == nil && !tr.summaries {
+func traceFrames(tr *tracer.Tracer, ts int64, dur time.Duration, out []byte) {
+	if !tr.Timed() {
 		return
 	}
 	for off := 0; off+wire.HeaderSize <= len(out); {
 		size := wire.HeaderSize + int(binary.LittleEndian.Uint32(out[off+4:]))
 		end := min(off+size, len(out))
-		tr.frameSized(trace.DirSend, ts, dur, out[off:min(end, off+512)], size)
+		tr.FrameSized(trace.DirSend, ts, dur, out[off:min(end, off+512)], size)
 		off = end
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/perflab/perflab/venusd/link"
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/tracer"
 )
 
 // callKind says how a call relates to the application's sync points.
@@ -56,7 +58,7 @@ type client struct {
 	depth    int
 	fc       link.Frames
 	raw      conn
-	tr       *frameTracer
+	tr       *tracer.Tracer
 	maxFrame int
 
 	enc     wire.Encoder
@@ -105,7 +107,7 @@ func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) stri
 		depth = DefaultDepth
 	}
 	c := &client{mode: cfg.Mode, depth: depth, raw: raw, maxFrame: DefaultMaxFrameBytes, nextReq: 1,
-		tr: newFrameTracer(cfg.Trace, cfg.TracePayloadBytes, getenv, cfg.Log)}
+		tr: tracer.New(cfg.Trace, cfg.TracePayloadBytes, getenv, cfg.Log)}
 	c.enc.Reset()
 	d := newDirectFrames(raw, c.maxFrame)
 	c.fc = d
@@ -113,7 +115,7 @@ func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) stri
 		c.fc = link.New(d, cfg.Delay, cfg.Jitter, cfg.Bandwidth, cfg.LLM.Seed+7)
 	}
 	c.connFirst = Monotonic()
-	c.tr.connection(raw.family(), raw.localAddr(), raw.remoteAddr(), c.connFirst, c.connFirst)
+	c.tr.Connection(raw.family(), raw.localAddr(), raw.remoteAddr(), c.connFirst, c.connFirst)
 	if c.mode.Pipeline() {
 		c.slots = make(chan struct{}, depth)
 		c.pend = map[uint32]*pending{}
@@ -137,8 +139,8 @@ func (c *client) close() error {
 		<-c.recvDone
 	}
 	now := Monotonic()
-	c.tr.connection(c.raw.family(), c.raw.localAddr(), c.raw.remoteAddr(), c.connFirst, now)
-	c.tr.finish()
+	c.tr.Connection(c.raw.family(), c.raw.localAddr(), c.raw.remoteAddr(), c.connFirst, now)
+	c.tr.Finish()
 	return err
 }
 
@@ -217,7 +219,7 @@ func (c *client) send() error {
 	c.framesSent.Add(1)
 	c.bytesSent.Add(int64(len(frame)))
 	addDur(&c.sendNs, &c.sendMaxNs, dur)
-	c.tr.frame(trace.DirSend, ts, dur, frame)
+	c.tr.Frame(trace.DirSend, ts, dur, frame)
 	c.enc.Reset()
 	c.keyReq = 0
 	if err != nil {
@@ -249,7 +251,7 @@ func (c *client) recv(rs []reply) ([]reply, int64, error) {
 	c.framesRecv.Add(1)
 	c.bytesRecv.Add(int64(len(frame)))
 	addDur(&c.recvNs, &c.recvMaxNs, dur)
-	c.tr.frame(trace.DirRecv, ts, dur, frame)
+	c.tr.Frame(trace.DirRecv, ts, dur, frame)
 	it := wire.NewCommandIter(frame[wire.HeaderSize:])
 	var cmd wire.Command
 	for it.Next(&cmd) {
@@ -330,7 +332,7 @@ func (c *client) roundTrip() ([]reply, error) {
 		if found {
 			rtt := time.Duration(ts - c.lastTS)
 			c.roundTrips.Add(1)
-			c.tr.roundTrip(c.lastTS, rtt, keyCmd, key)
+			c.tr.RoundTrip(c.lastTS, rtt, keyCmd, key)
 			if c.onRTT != nil {
 				c.onRTT(rtt)
 			}
@@ -411,7 +413,7 @@ func (c *client) receiver() {
 			}
 			rtt := time.Duration(ts - p.sent)
 			c.roundTrips.Add(1)
-			c.tr.roundTrip(p.sent, rtt, p.cmd, r.req)
+			c.tr.RoundTrip(p.sent, rtt, p.cmd, r.req)
 			if c.onRTT != nil {
 				c.onRTT(rtt)
 			}

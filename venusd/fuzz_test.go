@@ -11,6 +11,8 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 
 	"github.com/perflab/perflab/venusd/device"
+
+	"github.com/perflab/perflab/venusd/tracer"
 )
 
 // memConn is a conn over a byte slice: reads come from it, writes are counted and dropped.
@@ -94,7 +96,7 @@ func FuzzClientReply(f *testing.F) {
 	f.Add([]byte("SLPV\xff\xff\xff\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := &memConn{r: bytes.NewReader(data)}
-		c := &client{raw: m, fc: newDirectFrames(m, 1<<20), tr: newFrameTracer(nil, 0, noEnv, nil)}
+		c := &client{raw: m, fc: newDirectFrames(m, 1<<20), tr: tracer.New(nil, 0, noEnv, nil)}
 		for i := 0; i < 4; i++ {
 			rs, _, err := c.recv(nil)
 			if err != nil {

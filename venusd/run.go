@@ -134,7 +134,7 @@ func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (
 		genMono = Monotonic()
 		snap0 = c.snap()
 		res.LoadS = genStart.Sub(t0).Seconds()
-		c.tr.marker("phase", "load", 0, mono0, genMono)
+		c.tr.Marker("phase", "load", 0, mono0, genMono)
 	}
 	r.onToken = func(t int, begin bool) {
 		now := Monotonic()
@@ -142,7 +142,7 @@ func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (
 			tokMono = now
 			return
 		}
-		c.tr.marker("token", "", int64(t), tokMono, now)
+		c.tr.Marker("token", "", int64(t), tokMono, now)
 	}
 	sum, runErr := r.run()
 	if runErr != nil {
@@ -152,7 +152,7 @@ func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (
 		return nil, fmt.Errorf("llm workload: %w", runErr)
 	}
 	gen := time.Since(genStart)
-	c.tr.marker("phase", "generate", 0, genMono, Monotonic())
+	c.tr.Marker("phase", "generate", 0, genMono, Monotonic())
 	snap1 := c.snap()
 	res.GenerateS = gen.Seconds()
 	if gen > 0 {

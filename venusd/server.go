@@ -17,6 +17,8 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 
 	"github.com/perflab/perflab/venusd/device"
+
+	"github.com/perflab/perflab/venusd/tracer"
 )
 
 // Server is a running venusd server: it accepts clients and runs each one's commands on its own
@@ -397,12 +399,12 @@ func (s *Server) protocolError(err error) error {
 func (s *Server) serveConn(sc *serverConn, c conn) error {
 	dev := device.New(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live)
 	defer dev.Release()
-	tr := newFrameTracer(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)
+	tr := tracer.New(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)
 	first := Monotonic()
-	tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
+	tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
 	defer func() {
-		tr.connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
-		tr.finish()
+		tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
+		tr.Finish()
 	}()
 	fr := newFrameReader(c, s.cfg.MaxFrameBytes)
 	fr.frame = s.cfg.FrameTimeout
@@ -415,7 +417,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			return nil
 		}
 		fr.idle = s.cfg.IdleTimeout
-		timed := tr.w != nil || tr.summaries
+		timed := tr.Timed()
 		var ts int64
 		if timed {
 			ts = Monotonic()
@@ -435,7 +437,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
 			frame = append(frame, fr.hdr[:]...)
 			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
-			tr.frameSized(trace.DirRecv, ts, dur, frame, wire.HeaderSize+len(payload))
+			tr.FrameSized(trace.DirRecv, ts, dur, frame, wire.HeaderSize+len(payload))
 		}
 		rep.Reset()
 		// A reply is bounded by the frame cap and by what is left of the memory budget; once
@@ -460,7 +462,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			_, err := c.Write(frame)
 			s.live.Bytes.Add(-held)
 			if timed {
-				tr.frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
+				tr.Frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
 			}
 			if err != nil {
 				return err

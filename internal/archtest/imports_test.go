@@ -48,6 +48,8 @@ var subAllowed = map[string][]string{
 	"venusd/device": {"venusd/wire"},
 	// venusd/link, the emulated network link, moves frames it does not read.
 	"venusd/link": {},
+	// venusd/tracer, the in-process tracer, writes trace events of wire frames.
+	"venusd/tracer": {"trace", "venusd/wire"},
 }
 
 // testsMayImport lists what the tests of a package may import beyond its row: venusd/wire's

@@ -1,4 +1,7 @@
-package venusd
+// Package tracer is venusd's in-process tracer: one trace event per frame a venusd endpoint
+// sends or receives (the shm transport included, which no system-call probe can see), one per
+// completed round trip, markers, and VENUS_TRACE_NET's per-100 summaries.
+package tracer
 
 import (
 	"encoding/binary"
@@ -14,28 +17,7 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 )
 
-// The in-process tracer: one trace event per frame a venusd endpoint sends or receives (the shm
-// transport included, which no system-call probe can see), one per completed round trip, and
-// VENUS_TRACE_NET's per-100 summaries.
-
 var nextConnID atomic.Uint64
-
-// Monotonic returns the tracer's clock: the trace clock (CLOCK_MONOTONIC in ns, the clock of
-// eBPF timestamps), with no system call.
-func Monotonic() int64 { return trace.Monotonic() }
-
-// TraceMeta returns a trace.Meta for a venusd tracer recording: Start and StartMono describe
-// the same instant, Source is "tracer", Protocol "venus".
-func TraceMeta(command []string, payloadBytes int) trace.Meta {
-	host, _ := os.Hostname()
-	m := trace.Meta{
-		Host: host, Kernel: trace.KernelRelease(),
-		Command: command, PIDs: []uint32{uint32(os.Getpid())}, Source: "tracer",
-		PayloadBytes: payloadBytes, Protocol: "venus",
-	}
-	trace.StampStart(&m)
-	return m
-}
 
 // netSummary is VENUS_TRACE_NET's per-100 summary of one direction.
 type netSummary struct {
@@ -64,8 +46,9 @@ func (s *netSummary) add(w io.Writer, dur time.Duration, n int) {
 	}
 }
 
-// frameTracer records the frames of one connection.
-type frameTracer struct {
+// Tracer records the frames of one connection. A Tracer without a trace writer records
+// nothing but the summaries.
+type Tracer struct {
 	w            *trace.Writer
 	conn         uint64
 	payloadBytes int
@@ -76,12 +59,14 @@ type frameTracer struct {
 	send, recv   netSummary
 }
 
-func newFrameTracer(w *trace.Writer, payloadBytes int, getenv func(string) string, log io.Writer) *frameTracer {
+// New returns the tracer of a new connection, writing to w (nil: no trace), keeping the first
+// payloadBytes of each frame (0: 64), printing VENUS_TRACE_NET summaries (getenv) to log.
+func New(w *trace.Writer, payloadBytes int, getenv func(string) string, log io.Writer) *Tracer {
 	if payloadBytes <= 0 {
 		payloadBytes = 64
 	}
 	payloadBytes = min(payloadBytes, trace.MaxPayload)
-	t := &frameTracer{w: w, conn: nextConnID.Add(1), payloadBytes: payloadBytes, pid: uint32(os.Getpid()), log: log}
+	t := &Tracer{w: w, conn: nextConnID.Add(1), payloadBytes: payloadBytes, pid: uint32(os.Getpid()), log: log}
 	t.send.name, t.recv.name = "send", "recv"
 	if v := getenv("VENUS_TRACE_NET"); v != "" && v != "0" && log != nil {
 		t.summaries = true
@@ -89,8 +74,11 @@ func newFrameTracer(w *trace.Writer, payloadBytes int, getenv func(string) strin
 	return t
 }
 
-// connection writes the connection record (again with LastSeen on close).
-func (t *frameTracer) connection(fam trace.Family, local, remote string, first, last int64) {
+// Timed reports whether frames need their times: a trace is written or summaries printed.
+func (t *Tracer) Timed() bool { return t.w != nil || t.summaries }
+
+// Connection writes the connection record (again with LastSeen on close).
+func (t *Tracer) Connection(fam trace.Family, local, remote string, first, last int64) {
 	if t.w == nil {
 		return
 	}
@@ -125,13 +113,13 @@ func frameKey(frame []byte) (wire.CommandType, uint32) {
 	return first, req
 }
 
-// frame records one frame (header included in frame).
-func (t *frameTracer) frame(dir trace.Dir, ts int64, dur time.Duration, frame []byte) {
-	t.frameSized(dir, ts, dur, frame, len(frame))
+// Frame records one frame (header included in frame).
+func (t *Tracer) Frame(dir trace.Dir, ts int64, dur time.Duration, frame []byte) {
+	t.FrameSized(dir, ts, dur, frame, len(frame))
 }
 
-// frameSized records a frame of size bytes of which head holds the first ones.
-func (t *frameTracer) frameSized(dir trace.Dir, ts int64, dur time.Duration, head []byte, size int) {
+// FrameSized records a frame of size bytes of which head holds the first ones.
+func (t *Tracer) FrameSized(dir trace.Dir, ts int64, dur time.Duration, head []byte, size int) {
 	if t.summaries {
 		if dir == trace.DirSend {
 			t.send.add(t.log, dur, size)
@@ -155,8 +143,8 @@ func (t *frameTracer) frameSized(dir trace.Dir, ts int64, dur time.Duration, hea
 	}
 }
 
-// roundTrip records a completed request/reply pair.
-func (t *frameTracer) roundTrip(ts int64, rtt time.Duration, cmd wire.CommandType, req uint32) {
+// RoundTrip records a completed request/reply pair.
+func (t *Tracer) RoundTrip(ts int64, rtt time.Duration, cmd wire.CommandType, req uint32) {
 	if t.w == nil {
 		return
 	}
@@ -167,8 +155,8 @@ func (t *frameTracer) roundTrip(ts int64, rtt time.Duration, cmd wire.CommandTyp
 	}
 }
 
-// marker records a span.
-func (t *frameTracer) marker(name, text string, value int64, ts, end int64) {
+// Marker records a span.
+func (t *Tracer) Marker(name, text string, value int64, ts, end int64) {
 	if t.w == nil {
 		return
 	}
@@ -177,8 +165,8 @@ func (t *frameTracer) marker(name, text string, value int64, ts, end int64) {
 	}
 }
 
-// finish records lost events, if any.
-func (t *frameTracer) finish() {
+// Finish records lost events, if any.
+func (t *Tracer) Finish() {
 	if t.w != nil && t.lost.Load() > 0 {
 		t.w.WriteLost(fmt.Sprintf("tracer.conn%d", t.conn), t.lost.Load())
 	}
