@@ -10,10 +10,28 @@ import (
 // minCISamples is the fewest samples for which a percentile's confidence interval is given.
 const minCISamples = 6
 
+// finish makes the Summary's tables and caveats once every trace has been read.
 func (a *analyzer) finish() {
-	s := a.s
-	s.Duration = secs(a.durNS)
+	a.s.Duration = secs(a.durNS)
 	a.processes()
+	a.finishConnections()
+	a.finishCommands()
+	a.finishErrors()
+	area := a.finishRoundTrips()
+	a.finishWindows()
+	a.finishInFlight(area)
+	a.finishBatchFit()
+	a.finishDistribution()
+	a.finishCaveats()
+	a.finishBatches()
+	a.text.finish(a)
+	a.s.Warnings = append(a.s.Warnings, a.warnings...)
+	a.finishEvidence()
+}
+
+// finishConnections makes a row per connection that carried calls or frames.
+func (a *analyzer) finishConnections() {
+	s := a.s
 	// Sized once: a trace of many connections would otherwise copy the list at every growth.
 	// Each connection's aggregate is let go once its row is made, so that the two need not be
 	// held whole at once.
@@ -37,6 +55,11 @@ func (a *analyzer) finish() {
 		s.Connections = append(s.Connections, cs)
 	}
 	a.connList = nil
+}
+
+// finishCommands makes a row per command, direction and kind, most frequent first.
+func (a *analyzer) finishCommands() {
+	s := a.s
 	for k, c := range a.cmds {
 		kind := "request"
 		if k.reply {
@@ -62,6 +85,11 @@ func (a *analyzer) finish() {
 		}
 		return x.Direction > y.Direction
 	})
+}
+
+// finishErrors makes a row per errno and direction of the failed calls.
+func (a *analyzer) finishErrors() {
+	s := a.s
 	for k, n := range a.errs {
 		s.Errors = append(s.Errors, ErrnoCount{Errno: k.errno, Name: errnoName(k.errno), Dir: k.dir.String(), Count: n})
 	}
@@ -71,8 +99,12 @@ func (a *analyzer) finish() {
 		}
 		return s.Errors[i].Dir > s.Errors[j].Dir
 	})
+}
 
-	// round trips
+// finishRoundTrips fills the round-trip figures and returns the area under the processes'
+// requests in flight (ns × requests), for Little's law.
+func (a *analyzer) finishRoundTrips() float64 {
+	s := a.s
 	rt := &s.RoundTrips
 	rt.Client, rt.Served, rt.Unpaired = a.rtt.N(), a.nServed, a.unpaired
 	rt.Count = rt.Client + rt.Served
@@ -101,8 +133,13 @@ func (a *analyzer) finish() {
 	if rt.Count > 0 && rt.Count < 1000 {
 		a.warnf("round trips: %d samples; p99.9 needs at least 1000 to mean anything", rt.Count)
 	}
+	return area
+}
 
-	// windows: per direction, then per command's round trips (most round trips first)
+// finishWindows lists the per-window summaries: per direction, then per command's round trips
+// (most round trips first).
+func (a *analyzer) finishWindows() {
+	s := a.s
 	for d := range a.win {
 		s.Windows = append(s.Windows, a.win[d].windows...)
 	}
@@ -118,9 +155,13 @@ func (a *analyzer) finish() {
 			}
 		}
 	}
+}
 
-	// in flight and Little's law: L/λ against the MEAN response time (the law's W); the
-	// median is shown apart. A client's round trips when there are, else a server's service.
+// finishInFlight fills in-flight and Little's law: L/λ against the MEAN response time (the
+// law's W); the median is shown apart. A client's round trips when there are, else a server's
+// service. area is finishRoundTrips's.
+func (a *analyzer) finishInFlight(area float64) {
+	s, rt := a.s, &a.s.RoundTrips
 	dur := float64(a.durNS) / 1e9
 	if rt.Client > 0 && dur > 0 {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
@@ -150,8 +191,11 @@ func (a *analyzer) finish() {
 		}
 		s.LittlesLaw = append(s.LittlesLaw, rows...)
 	}
+}
 
-	// batch fit over RTT by requests in flight
+// finishBatchFit fits the batch model to the RTT by requests in flight.
+func (a *analyzer) finishBatchFit() {
+	s := a.s
 	if len(a.byN) >= 2 {
 		var pts []BatchPoint
 		for n, h := range a.byN {
@@ -171,10 +215,13 @@ func (a *analyzer) finish() {
 			}
 		}
 	}
+}
 
-	// populations and histogram: of round trips (a client's RTT, else a server's service
-	// time); without either, the histogram is of system-call durations and says so, and no
-	// populations are given
+// finishDistribution makes the populations and the histogram: of round trips (a client's RTT,
+// else a server's service time); without either, the histogram is of system-call durations and
+// says so, and no populations are given.
+func (a *analyzer) finishDistribution() {
+	s := a.s
 	h, of := &a.rtt, "rtt"
 	if h.N() == 0 {
 		h, of = &a.service, "service"
@@ -195,8 +242,11 @@ func (a *analyzer) finish() {
 		}
 	}
 	s.Timeline = a.tl.points(a.tl.origin)
+}
 
-	// caveats
+// finishCaveats warns of what makes the figures lower bounds or partial.
+func (a *analyzer) finishCaveats() {
+	s := a.s
 	if s.Lost > 0 {
 		a.warnf("the producers lost %d events; counts are lower bounds", s.Lost)
 	}
@@ -212,10 +262,6 @@ func (a *analyzer) finish() {
 	if s.Events == 0 {
 		a.warnf("the trace holds no events")
 	}
-	a.finishBatches()
-	a.text.finish(a)
-	s.Warnings = append(s.Warnings, a.warnings...)
-	a.finishEvidence()
 }
 
 // processes sums connections and round trips per process (pids of different traces apart).

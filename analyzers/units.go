@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/perflab/perflab/trace"
@@ -20,6 +21,43 @@ func (a *analyzer) phasesAndUnits(i int) {
 	if unitName == "" {
 		unitName = "token"
 	}
+	phases, tokens := a.markerSpans(unitName)
+	// Units opened by commands: the sending side's (a client), or the receiving side's when
+	// only a server is traced. Only the messages of the connections that open units count.
+	unitTS, procs, anyProc, opener := a.unitOpeners()
+	var units []cmdUnit
+	if len(tokens) == 0 && len(unitTS) > 0 {
+		units = commandUnits(a.recsOf(procs), opener, a.cmdName)
+	}
+	steadySig, steadyN := steadyShape(units)
+	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
+		anyProc = a.markerProcs(tokens, procs)
+	}
+	unitPhase := a.unitPhase(phases, tokens, unitName)
+	var uFirst int64
+	if len(unitTS) > 0 {
+		uFirst = slices.Min(unitTS)
+	}
+	phases, detected := a.detectPhases(phases, tokens, units, unitTS, uFirst, steadySig, steadyN)
+	pacc, unitAcc := a.countPhases(phases, unitPhase, procs, anyProc)
+	a.addPhases(i, phases, pacc)
+	if detected {
+		a.warnf("%s: no phase markers; phases detected from the first unit of work", a.s.Traces[i])
+	}
+	switch {
+	case len(tokens) > 0:
+		a.s.Units = append(a.s.Units, a.markerUnits(i, unitName, tokens, unitPhase, unitAcc))
+	case len(units) > 0:
+		a.cmdUnitStats(i, units, steadySig, steadyN, opener == recUnitRecv)
+	case len(unitTS) >= 1:
+		a.warnf("%s: %d %s command(s) but no complete %s (none was followed by a reply); no per-%s figures", a.s.Traces[i], len(unitTS), a.unitSpec, a.unitSpec, a.unitSpec)
+	}
+}
+
+// markerSpans returns the trace's phases (from its phase markers, in time order, each open one
+// closed by the next or the trace's end) and its unit markers (none when unit commands were
+// asked for: they win over markers).
+func (a *analyzer) markerSpans(unitName string) ([]span, []trace.Marker) {
 	var phases []span
 	var tokens []trace.Marker
 	for _, m := range a.marks {
@@ -38,7 +76,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 	}
 	if a.unitCmds != nil {
-		tokens = nil // the commands asked for win over markers
+		tokens = nil
 	}
 	sort.SliceStable(phases, func(x, y int) bool { return phases[x].from < phases[y].from })
 	for k := range phases {
@@ -50,17 +88,14 @@ func (a *analyzer) phasesAndUnits(i int) {
 			}
 		}
 	}
-	type acc struct {
-		msgs, reqs, reps, rts, rtev, sent, recv, bytes uint64
-	}
-	var unitAcc acc // messages in the unit phase
-	var spanAcc acc // messages between the first and the last unit command
-	// Units opened by commands: the sending side's (a client), or the receiving side's when
-	// only a server is traced. Only the messages of the connections that open units count.
-	var unitTS []int64
-	procs := make([]bool, maxProcs+1) // by msgRec.proc
-	anyProc := false
-	var opener uint8
+	return phases, tokens
+}
+
+// unitOpeners returns the times of the messages that open a unit of work, the sides (msgRec.proc)
+// that sent them, and which of recUnit (sent) and recUnitRecv (received) they are: the sent
+// ones when there are any.
+func (a *analyzer) unitOpeners() (unitTS []int64, procs []bool, anyProc bool, opener uint8) {
+	procs = make([]bool, maxProcs+1) // by msgRec.proc
 	for _, bit := range []uint8{recUnit, recUnitRecv} {
 		for _, blk := range a.recs.blocks {
 			for _, r := range blk {
@@ -71,37 +106,45 @@ func (a *analyzer) phasesAndUnits(i int) {
 			}
 		}
 		if len(unitTS) > 0 {
-			opener = bit
-			break
+			return unitTS, procs, anyProc, bit
 		}
 	}
-	var units []cmdUnit
-	if len(tokens) == 0 && len(unitTS) > 0 {
-		var rs []msgRec
-		for _, blk := range a.recs.blocks {
-			for _, r := range blk {
-				if procs[r.proc] {
-					rs = append(rs, r)
-				}
-			}
-		}
-		units = commandUnits(rs, opener, a.cmdName)
-	}
-	steadySig, steadyN := steadyShape(units)
-	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
-		clear(procs)
-		anyProc = false
-		mpids := map[uint32]bool{}
-		for _, t := range tokens {
-			mpids[t.PID] = true
-		}
-		for i, pid := range a.sidePID {
-			if mpids[pid] {
-				procs[i], anyProc = true, true
+	return unitTS, procs, anyProc, 0
+}
+
+// recsOf returns the message records of the sides in procs, in trace order.
+func (a *analyzer) recsOf(procs []bool) []msgRec {
+	var rs []msgRec
+	for _, blk := range a.recs.blocks {
+		for _, r := range blk {
+			if procs[r.proc] {
+				rs = append(rs, r)
 			}
 		}
 	}
-	// the unit phase: non-load phases; without phase markers, the span of the unit markers
+	return rs
+}
+
+// markerProcs sets procs to the sides of the processes that wrote the unit markers, and
+// reports whether there is any.
+func (a *analyzer) markerProcs(tokens []trace.Marker, procs []bool) bool {
+	clear(procs)
+	anyProc := false
+	mpids := map[uint32]bool{}
+	for _, t := range tokens {
+		mpids[t.PID] = true
+	}
+	for i, pid := range a.sidePID {
+		if mpids[pid] {
+			procs[i], anyProc = true, true
+		}
+	}
+	return anyProc
+}
+
+// unitPhase returns the phase units of work are counted in: the non-load phases; without phase
+// markers, the span of the unit markers.
+func (a *analyzer) unitPhase(phases []span, tokens []trace.Marker, unitName string) []span {
 	var unitPhase []span
 	for _, p := range phases {
 		if !p.load {
@@ -119,65 +162,71 @@ func (a *analyzer) phasesAndUnits(i int) {
 		}
 		unitPhase = []span{{name: unitName, from: from, to: to}}
 	}
-	var uFirst, uLast int64
-	if len(unitTS) > 0 {
-		uFirst, uLast = unitTS[0], unitTS[0]
-		for _, t := range unitTS {
-			uFirst, uLast = min(uFirst, t), max(uLast, t)
-		}
+	return unitPhase
+}
+
+// detectPhases returns phases, or, without phase markers, the phases detected: what comes
+// before the first unit of work is loading, the rest the steady state; detected says which.
+func (a *analyzer) detectPhases(phases []span, tokens []trace.Marker, units []cmdUnit, unitTS []int64, uFirst int64, steadySig string, steadyN int) ([]span, bool) {
+	if len(phases) > 0 {
+		return phases, false
 	}
-	// Without phase markers, the phases are detected: what comes before the first unit of
-	// work is loading, the rest the steady state.
-	detected := false
-	if len(phases) == 0 {
-		start := int64(-1)
-		switch {
-		case len(tokens) > 0:
-			start = tokens[0].TS
-			for _, t := range tokens {
-				start = min(start, t.TS)
-			}
-		case len(units) > 0:
-			phases = a.unitPhases(units, steadySig, steadyN)
-		case len(unitTS) > 0:
-			start = uFirst
+	start := int64(-1)
+	switch {
+	case len(tokens) > 0:
+		start = tokens[0].TS
+		for _, t := range tokens {
+			start = min(start, t.TS)
 		}
-		if len(phases) > 0 {
-			detected = true
-		} else if start > a.first {
-			phases = []span{{name: "load", from: a.first, to: start, load: true}, {name: "steady", from: start, to: a.last + 1}}
-			detected = true
-		}
+	case len(units) > 0:
+		phases = a.unitPhases(units, steadySig, steadyN)
+	case len(unitTS) > 0:
+		start = uFirst
 	}
-	pacc := make([]acc, len(phases))
-	origin := a.first
-	for _, p := range phases {
-		origin = min(origin, p.from)
+	if len(phases) > 0 {
+		return phases, true
 	}
-	add := func(c *acc, r msgRec) {
-		if r.kind&recRTEvent != 0 {
-			c.rtev++
-			return
-		}
-		c.msgs++
-		if r.kind&recReply != 0 {
-			c.reps++
-		} else {
-			c.reqs++
-		}
-		c.bytes += uint64(r.size)
-		if r.kind&recSend != 0 {
-			c.sent += uint64(r.size)
-		} else {
-			c.recv += uint64(r.size)
-		}
-		c.rts += uint64(r.rts)
+	if start > a.first {
+		return []span{{name: "load", from: a.first, to: start, load: true}, {name: "steady", from: start, to: a.last + 1}}, true
 	}
+	return phases, false
+}
+
+// phaseAcc counts the messages of a phase.
+type phaseAcc struct {
+	msgs, reqs, reps, rts, rtev, sent, recv, bytes uint64
+}
+
+func (c *phaseAcc) add(r msgRec) {
+	if r.kind&recRTEvent != 0 {
+		c.rtev++
+		return
+	}
+	c.msgs++
+	if r.kind&recReply != 0 {
+		c.reps++
+	} else {
+		c.reqs++
+	}
+	c.bytes += uint64(r.size)
+	if r.kind&recSend != 0 {
+		c.sent += uint64(r.size)
+	} else {
+		c.recv += uint64(r.size)
+	}
+	c.rts += uint64(r.rts)
+}
+
+// countPhases counts the messages of each phase, and those of the unit phase on the sides that
+// open units (all sides when anyProc is false).
+func (a *analyzer) countPhases(phases, unitPhase []span, procs []bool, anyProc bool) ([]phaseAcc, phaseAcc) {
+	pacc := make([]phaseAcc, len(phases))
+	var unitAcc phaseAcc
 	for _, blk := range a.recs.blocks {
 		for _, r := range blk {
 			for k := range phases {
 				if r.ts >= phases[k].from && r.ts < phases[k].to {
-					add(&pacc[k], r)
+					pacc[k].add(r)
 					break
 				}
 			}
@@ -186,66 +235,57 @@ func (a *analyzer) phasesAndUnits(i int) {
 			}
 			for _, p := range unitPhase {
 				if r.ts >= p.from && r.ts <= p.to {
-					add(&unitAcc, r)
+					unitAcc.add(r)
 					break
 				}
 			}
-			if len(unitTS) >= 2 && r.ts >= uFirst && r.ts < uLast {
-				add(&spanAcc, r)
-			}
 		}
+	}
+	return pacc, unitAcc
+}
+
+// addPhases puts trace i's phases in the summary, their starts counted from the earliest.
+func (a *analyzer) addPhases(i int, phases []span, pacc []phaseAcc) {
+	origin := a.first
+	for _, p := range phases {
+		origin = min(origin, p.from)
 	}
 	for k, p := range phases {
 		a.s.Phases = append(a.s.Phases, PhaseStats{Trace: a.s.Traces[i], Name: p.name, StartS: secs(p.from - origin),
 			DurationS: secs(min(p.to, a.last) - p.from), Messages: pacc[k].msgs, Bytes: pacc[k].bytes})
 	}
-	if detected {
-		a.warnf("%s: no phase markers; phases detected from the first unit of work", a.s.Traces[i])
+}
+
+// markerUnits returns the unit figures of trace i from its unit markers and the messages of
+// the unit phase (unitAcc).
+func (a *analyzer) markerUnits(i int, unitName string, tokens []trace.Marker, unitPhase []span, unitAcc phaseAcc) UnitStats {
+	n := float64(len(tokens))
+	rts := unitAcc.rts
+	if unitAcc.rtev > 0 {
+		rts = unitAcc.rtev // the tracer's own round-trip events: what the client counted
 	}
-	wait := a.blockedIn
-	var u UnitStats
-	var svcMarked int64
-	svcN := 0
-	switch {
-	case len(tokens) > 0:
-		n := float64(len(tokens))
-		rts := unitAcc.rts
-		if unitAcc.rtev > 0 {
-			rts = unitAcc.rtev // the tracer's own round-trip events: what the client counted
+	u := UnitStats{Name: unitName, Count: uint64(len(tokens)), MessagesPerUnit: float64(unitAcc.msgs) / n, Trace: a.s.Traces[i],
+		RequestsPerUnit: round3(float64(unitAcc.reqs) / n), RepliesPerUnit: round3(float64(unitAcc.reps) / n), Side: "client",
+		RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
+	var dur, w, svcMarked, phaseDur int64
+	spans := 0
+	for _, t := range tokens {
+		if t.Dur > 0 {
+			dur += t.Dur
+			spans++
 		}
-		u = UnitStats{Name: unitName, Count: uint64(len(tokens)), MessagesPerUnit: float64(unitAcc.msgs) / n, Trace: a.s.Traces[i],
-			RequestsPerUnit: round3(float64(unitAcc.reqs) / n), RepliesPerUnit: round3(float64(unitAcc.reps) / n), Side: "client",
-			RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
-		var dur, w int64
-		spans := 0
-		svcN = len(tokens)
-		for _, t := range tokens {
-			if t.Dur > 0 {
-				dur += t.Dur
-				spans++
-			}
-		}
-		var phaseDur int64
-		for _, p := range unitPhase {
-			phaseDur += min(p.to, a.last) - p.from
-			w += wait(p.from, p.to)
-			svcMarked += a.serverTimeIn(p.from, p.to)
-		}
-		if spans == len(tokens) {
-			u.UnitTimeUS = float64(dur) / n / 1e3
-		} else {
-			u.UnitTimeUS = float64(phaseDur) / n / 1e3
-		}
-		u.NetWaitUS = float64(w) / n / 1e3
-	case len(units) > 0:
-		a.cmdUnitStats(i, units, steadySig, steadyN, opener == recUnitRecv)
-		return
-	case len(unitTS) >= 1:
-		a.warnf("%s: %d %s command(s) but no complete %s (none was followed by a reply); no per-%s figures", a.s.Traces[i], len(unitTS), a.unitSpec, a.unitSpec, a.unitSpec)
-		return
-	default:
-		return
 	}
+	for _, p := range unitPhase {
+		phaseDur += min(p.to, a.last) - p.from
+		w += a.blockedIn(p.from, p.to)
+		svcMarked += a.serverTimeIn(p.from, p.to)
+	}
+	if spans == len(tokens) {
+		u.UnitTimeUS = float64(dur) / n / 1e3
+	} else {
+		u.UnitTimeUS = float64(phaseDur) / n / 1e3
+	}
+	u.NetWaitUS = float64(w) / n / 1e3
 	if u.UnitTimeUS > 0 {
 		u.UnitsPerS = 1e6 / u.UnitTimeUS
 		if u.NetWaitUS < u.UnitTimeUS {
@@ -263,8 +303,8 @@ func (a *analyzer) phasesAndUnits(i int) {
 	u.NetWaitUS = round3(u.NetWaitUS)
 	u.UnitsPerS = round3(u.UnitsPerS)
 	u.MaxSpeedup = round3(u.MaxSpeedup)
-	splitWait(&u, svcMarked, svcN)
-	a.s.Units = append(a.s.Units, u)
+	splitWait(&u, svcMarked, len(tokens))
+	return u
 }
 
 func allInstants(ms []trace.Marker) bool {

@@ -106,7 +106,62 @@ func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth floa
 	}
 	tokens := lt.tokens(spans)
 	spec := lt.spec
-	// The representative token: the most common sequence of call names among complete tokens.
+	use := representative(tokens)
+	if len(use) == 0 {
+		return nil, fmt.Errorf("%s: no token has every call answered: is it a baseline (one round trip per call) trace?", path)
+	}
+	n := len(tokens[use[0]])
+	l := models.Loop{Calls: make([]models.Call, n), FrameBytes: venusFrameBytes, Link: models.Link{Name: "measured", RTTUS: linkRTTUS, BandwidthBps: bandwidth}}
+	tokenUS, blocked, sendX, sendY := averageCalls(&l, tokens, use, spans, spec)
+	if !classed(l.Calls) {
+		// No call is a known submit or sync point (not a Vulkan loop): every call is taken to
+		// need its result, so neither coalescing nor pipelining can change anything.
+		for i := range l.Calls {
+			l.Calls[i].Kind = models.Sync
+			l.Calls[i].JoinNext = false
+		}
+		fit.Notes = append(fit.Notes, "no call is a known submit or sync point: every call is treated as one whose result is needed at once, so coalescing and pipelining predict no change")
+	}
+	// Send cost: a line through (frame bytes, write time).
+	if b, _, err := models.FitBatch(sendX, sendY); err == nil && b.TFixedUS >= 0 && b.TPerReqUS >= 0 {
+		l.SendUS, l.SendPerByteUS = b.TFixedUS, b.TPerReqUS
+	} else {
+		l.SendUS = mean(sendY)
+	}
+	if excess := splitCosts(&l, tokens, use, linkRTTUS); linkRTTUS <= 0 {
+		fit.Notes = append(fit.Notes, fmt.Sprintf("no link delay: the %s a round trip spends beyond its minimum counts as serial CPU time, not latency", fmtUS(excess)))
+	}
+	l.PipelineHopUS = DefaultPipelineHopUS
+	l.ComputeUS = math.Max(0, tokenUS-blocked)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	fit.Loop = l
+	fit.Tokens = len(use)
+	for _, c := range l.Calls {
+		fit.Calls = append(fit.Calls, c.Name)
+	}
+	var sent, recv float64
+	for _, c := range l.Calls {
+		sent += c.SendBytes + venusFrameBytes
+		recv += c.RecvBytes + venusFrameBytes
+	}
+	fit.Measured = models.Prediction{MessagesPerToken: 2 * float64(n), RoundTripsPerToken: float64(n), WaitsPerToken: float64(n),
+		BytesSentPerToken: sent, BytesRecvPerToken: recv, NetWaitUS: blocked, TokenTimeUS: tokenUS, TokensPerS: 1e6 / tokenUS}
+	fit.Notes = append(fit.Notes,
+		fmt.Sprintf("%d of %d tokens share the most common call sequence (%d calls); the model replays it", len(use), len(spans), n),
+		fmt.Sprintf("compute between calls: %s per token (token time minus the round trips), spread evenly before the calls", fmtUS(l.ComputeUS)),
+		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; every frame costs %s of serial messaging work and %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageCPUUS), fmtUS(l.MessageUS)),
+		fmt.Sprintf("serial work per call: a call's 10th-percentile round trip, less its send and the link, above the cheapest control call's (%s)", workSummary(l.Calls)),
+		fmt.Sprintf("a pipelined reply costs the client %s (a receive thread's hand-over; not visible in a baseline)", fmtUS(l.PipelineHopUS)),
+		classNote(spec))
+	return fit, nil
+}
+
+// representative returns the tokens that make the representative token: those whose calls
+// were all answered and follow the most common sequence of call names (ties: the sequence
+// first by name); none when no token has every call answered. Incomplete tokens are set to nil.
+func representative(tokens [][]*loopCall) []int {
 	count := map[string]int{}
 	for t, cs := range tokens {
 		if len(cs) == 0 || !allDone(cs, func(c *loopCall) bool { return c.done }) {
@@ -122,7 +177,7 @@ func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth floa
 		}
 	}
 	if bestN == 0 {
-		return nil, fmt.Errorf("%s: no token has every call answered: is it a baseline (one round trip per call) trace?", path)
+		return nil
 	}
 	var use []int
 	for t, cs := range tokens {
@@ -130,11 +185,15 @@ func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth floa
 			use = append(use, t)
 		}
 	}
-	n := len(tokens[use[0]])
-	l := models.Loop{Calls: make([]models.Call, n), FrameBytes: venusFrameBytes, Link: models.Link{Name: "measured", RTTUS: linkRTTUS, BandwidthBps: bandwidth}}
+	return use
+}
+
+// averageCalls fills l's calls with the names, kinds and mean bytes of the tokens in use, and
+// returns the mean token time and time blocked on round trips (µs), and the (frame bytes,
+// write time) of every request, for the send cost's fit.
+func averageCalls(l *models.Loop, tokens [][]*loopCall, use []int, spans [][2]int64, spec *protocol.Spec) (tokenUS, blocked float64, sendX, sendY []float64) {
+	n := len(l.Calls)
 	meanRTT := make([]float64, n)
-	var sendX, sendY, qY []float64
-	var tokenUS float64
 	for _, t := range use {
 		tokenUS += float64(spans[t][1]-spans[t][0]) / 1e3
 		for i, c := range tokens[t] {
@@ -146,7 +205,6 @@ func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth floa
 	}
 	k := float64(len(use))
 	tokenUS /= k
-	var blocked float64
 	for i := range l.Calls {
 		c := &l.Calls[i]
 		c.Name = tokens[use[0]][i].name
@@ -159,46 +217,36 @@ func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth floa
 			c.JoinNext = true
 		}
 	}
-	known := false
-	for _, c := range l.Calls {
-		known = known || c.Kind != models.Async
-	}
-	if !known {
-		// No call is a known submit or sync point (not a Vulkan loop): every call is taken to
-		// need its result, so neither coalescing nor pipelining can change anything.
-		for i := range l.Calls {
-			l.Calls[i].Kind = models.Sync
-			l.Calls[i].JoinNext = false
+	return tokenUS, blocked, sendX, sendY
+}
+
+// classed reports whether any call is a known submit or sync point.
+func classed(calls []models.Call) bool {
+	for _, c := range calls {
+		if c.Kind != models.Async {
+			return true
 		}
-		fit.Notes = append(fit.Notes, "no call is a known submit or sync point: every call is treated as one whose result is needed at once, so coalescing and pipelining predict no change")
 	}
-	// Send cost: a line through (frame bytes, write time).
-	if b, _, err := models.FitBatch(sendX, sendY); err == nil && b.TFixedUS >= 0 && b.TPerReqUS >= 0 {
-		l.SendUS, l.SendPerByteUS = b.TFixedUS, b.TPerReqUS
-	} else {
-		l.SendUS = mean(sendY)
-	}
-	// What a round trip spends beyond the send and the link, per command.
+	return false
+}
+
+// splitCosts splits what a round trip spends beyond the send and the link into serial costs
+// and latency, and returns the excess (µs) it could not place as work: latency with a link
+// delay (l.MessageUS), serial work added to every call without. A call's lowest cost over the
+// tokens (its 10th percentile) is taken as unavoidable CPU work; the cheapest control call's (a
+// request of at most smallRequest bytes) is the messaging cost every frame pays, and a call's
+// cost above it is the call's own work. What the round trips spend beyond that on average
+// (timer and scheduling delays on a busy machine, wake-ups) is latency, which pipelining
+// overlaps. The model's baseline is then the measured one.
+func splitCosts(l *models.Loop, tokens [][]*loopCall, use []int, linkRTTUS float64) float64 {
+	n := len(l.Calls)
+	byPos := make([][]float64, n)
 	for _, t := range use {
-		for _, c := range tokens[t] {
+		for i, c := range tokens[t] {
+			// what the round trip spends beyond the send and the link
 			moved := c.send + c.recv + 2*venusFrameBytes
 			rest := c.rttUS - (l.SendUS + l.SendPerByteUS*(c.send+venusFrameBytes)) - linkRTTUS - l.Link.TransferUS(moved)
-			qY = append(qY, rest)
-		}
-	}
-	// Split what a round trip spends beyond the send and the link into serial costs and
-	// latency. A call's lowest cost over the tokens (its 10th percentile) is taken as
-	// unavoidable CPU work; the cheapest control call's (a request of at most smallRequest
-	// bytes) is the messaging cost every frame pays, and a call's cost above it is the call's
-	// own work. What the round trips spend beyond that on average (timer and scheduling delays
-	// on a busy machine, wake-ups) is latency, which pipelining overlaps. The model's baseline
-	// is then the measured one.
-	byPos := make([][]float64, n)
-	j := 0
-	for _, t := range use {
-		for i := range tokens[t] {
-			byPos[i] = append(byPos[i], qY[j])
-			j++
+			byPos[i] = append(byPos[i], rest)
 		}
 	}
 	floor := math.Inf(1)
@@ -229,33 +277,8 @@ func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth floa
 		for i := range l.Calls {
 			l.Calls[i].WorkUS += excess
 		}
-		fit.Notes = append(fit.Notes, fmt.Sprintf("no link delay: the %s a round trip spends beyond its minimum counts as serial CPU time, not latency", fmtUS(excess)))
 	}
-	l.PipelineHopUS = DefaultPipelineHopUS
-	l.ComputeUS = math.Max(0, tokenUS-blocked)
-	if err := l.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	fit.Loop = l
-	fit.Tokens = len(use)
-	for _, c := range l.Calls {
-		fit.Calls = append(fit.Calls, c.Name)
-	}
-	var sent, recv float64
-	for _, c := range l.Calls {
-		sent += c.SendBytes + venusFrameBytes
-		recv += c.RecvBytes + venusFrameBytes
-	}
-	fit.Measured = models.Prediction{MessagesPerToken: 2 * float64(n), RoundTripsPerToken: float64(n), WaitsPerToken: float64(n),
-		BytesSentPerToken: sent, BytesRecvPerToken: recv, NetWaitUS: blocked, TokenTimeUS: tokenUS, TokensPerS: 1e6 / tokenUS}
-	fit.Notes = append(fit.Notes,
-		fmt.Sprintf("%d of %d tokens share the most common call sequence (%d calls); the model replays it", len(use), len(spans), n),
-		fmt.Sprintf("compute between calls: %s per token (token time minus the round trips), spread evenly before the calls", fmtUS(l.ComputeUS)),
-		fmt.Sprintf("writing a frame: %s + %.3g µs/byte; every frame costs %s of serial messaging work and %s of latency that pipelining can overlap", fmtUS(l.SendUS), l.SendPerByteUS, fmtUS(l.MessageCPUUS), fmtUS(l.MessageUS)),
-		fmt.Sprintf("serial work per call: a call's 10th-percentile round trip, less its send and the link, above the cheapest control call's (%s)", workSummary(l.Calls)),
-		fmt.Sprintf("a pipelined reply costs the client %s (a receive thread's hand-over; not visible in a baseline)", fmtUS(l.PipelineHopUS)),
-		classNote(spec))
-	return fit, nil
+	return excess
 }
 
 func allDone[T any](v []T, ok func(T) bool) bool {
