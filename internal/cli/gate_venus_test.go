@@ -162,9 +162,9 @@ func TestGateVenusAA(t *testing.T) {
 	}
 }
 
-// TestGateOneRunPerSide: one traced run per side of the bundled token loop. An A/A pair
-// stays quiet (exit 0); 1 ms of added delay each way (tokens/s down 5x or more) fails the gate; and an exact
-// count that grows (messages per token, coalesce+pipeline → baseline) fails it with no test.
+// TestGateOneRunPerSide: one traced run per side of the bundled token loop. An A/A pair stays
+// quiet (exit 0); 1 ms of added delay each way (tokens/s down 5x or more) fails the gate; and an
+// exact count that grows (messages per token, coalesce+pipeline → baseline) fails it with no test.
 func TestGateOneRunPerSide(t *testing.T) {
 	if raceEnabled {
 		t.Skip("race detector on: the venusd runs are timing measurements; run without -race")
