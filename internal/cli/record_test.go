@@ -709,3 +709,33 @@ func TestRecordCommandStatus(t *testing.T) {
 		})
 	}
 }
+
+// A --uprobe whose binary lacks the symbol, or whose file does not exist, gives one note line
+// each; the recording goes on and ends as it would without them.
+func TestRecordUprobeMissing(t *testing.T) {
+	requireRecord(t)
+	dir := t.TempDir()
+	tr, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip(err)
+	}
+	out := filepath.Join(dir, "u.plt")
+	code, _, stderr := runIn(t, "record", "-o", out, "--uprobe", tr+":perflab_no_such_symbol,send,buf=arg1,len=arg2",
+		"--uprobe", "/nonexistent/libperflab.so:f,recv,buf=arg1,len=ret", "--", tr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var notes []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "perflab record: note: --uprobe") {
+			notes = append(notes, l)
+		}
+	}
+	if len(notes) != 2 || !strings.Contains(notes[0], "has no symbol perflab_no_such_symbol; not recorded") ||
+		!strings.Contains(notes[1], "no file /nonexistent/libperflab.so; not recorded") {
+		t.Errorf("notes %q; want one line for each spec left out", notes)
+	}
+	if _, err := trace.ReadFile(out); err != nil {
+		t.Errorf("trace: %v", err)
+	}
+}
