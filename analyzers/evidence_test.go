@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/perflab/perflab/protocol"
@@ -49,4 +50,27 @@ func TestEvidenceRealLlamaSplitWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvidenceRealVenusSerial: the real Venus Plus client on lavapipe (fixtures/real/venusplus)
+// makes its round trips one at a time, and most of its time goes to waiting for replies: the
+// serial round trips finding, pointing at the pipelining what-if.
+func TestEvidenceRealVenusSerial(t *testing.T) {
+	s, err := Analyze(protocol.Files([]string{filepath.Join(realDir, "venusplus", "client-phase9.plt")}, nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Evidence == nil {
+		t.Fatal("no evidence")
+	}
+	for _, f := range s.Evidence.Findings {
+		if f.Kind == "serial_round_trips" {
+			if f.CostUSPerUnit <= 0 || f.Share < 0.5 || !strings.Contains(f.Fix, "--mode pipeline") {
+				t.Errorf("serial round trips: %+v", f)
+			}
+			t.Logf("%s: %s; %s", f.Title, f.Evidence, f.Cost)
+			return
+		}
+	}
+	t.Errorf("no serial_round_trips finding (%.2f in flight): %+v", s.InFlight.Mean, s.Evidence.Findings)
 }

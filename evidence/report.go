@@ -40,9 +40,13 @@ type Attribution struct {
 	// SchedKnown is false when the traces hold no scheduler evidence: then the wake-up and
 	// run-queue time is inside "waiting" and "read".
 	SchedKnown bool `json:"sched_known"`
-	// ServerKnown is false while waiting is not split into network and server.
-	ServerKnown bool        `json:"server_known"`
-	Commands    []CmdCauses `json:"commands"`
+	// ServerKnown is set when the waiting is split into network and server (a merged trace
+	// of both hosts, perflab merge): WaitingNetworkUS and WaitingServerUS are then the mean
+	// network (out and back) and server (queue and service) time of a round trip, µs.
+	ServerKnown      bool        `json:"server_known"`
+	WaitingNetworkUS float64     `json:"waiting_network_us,omitempty"`
+	WaitingServerUS  float64     `json:"waiting_server_us,omitempty"`
+	Commands         []CmdCauses `json:"commands"`
 }
 
 // Cause is one cause's part of the time.
@@ -211,6 +215,19 @@ func (a *Analyzer) Result(unit Unit) *Report {
 	}
 	r.Findings = a.findings(unit, r)
 	return r
+}
+
+// SplitWaiting splits the attribution's waiting into network and server by the two-host
+// decomposition of a merged trace: the mean network (out and back) and server (queue and
+// service) time of a round trip, µs.
+func (r *Report) SplitWaiting(networkUS, serverUS float64) {
+	a := r.Attribution
+	if a == nil || networkUS < 0 || serverUS < 0 {
+		return
+	}
+	a.ServerKnown = true
+	a.WaitingNetworkUS, a.WaitingServerUS = round3(networkUS), round3(serverUS)
+	r.Notes = append(r.Notes, fmt.Sprintf("waiting, split by both hosts' recordings: network %.1f µs and server %.1f µs per round trip (perflab merge)", networkUS, serverUS))
 }
 
 func sum(s causeSums) float64 {

@@ -100,6 +100,9 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 		if s.TwoHosts, err = twoHosts(paths, opt, s); err != nil {
 			return analyzeError(err)
 		}
+		if h := s.TwoHosts; h != nil && s.Evidence != nil && h.RoundTrips > 0 {
+			s.Evidence.SplitWaiting(h.Mean.NetOut+h.Mean.NetBack, h.Mean.Queue+h.Mean.Service)
+		}
 		for _, w := range s.Warnings {
 			if s.Recovery != nil && strings.Contains(w, "damaged or cut") {
 				fmt.Fprintf(env.Stderr, "perflab analyze: warning: %s\n", w)

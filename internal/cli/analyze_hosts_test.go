@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/breakdown"
+	"github.com/perflab/perflab/evidence"
 	"github.com/perflab/perflab/venusd"
 )
 
@@ -26,6 +27,7 @@ func analyzeTwoHosts(t *testing.T, out string, traces ...string) *breakdown.Repo
 	}
 	var s struct {
 		TwoHosts *breakdown.Report `json:"two_hosts"`
+		Evidence *evidence.Report  `json:"evidence"`
 		Totals   struct {
 			Send struct{ Frames uint64 } `json:"send"`
 		} `json:"totals"`
@@ -38,6 +40,14 @@ func analyzeTwoHosts(t *testing.T, out string, traces ...string) *breakdown.Repo
 	}
 	if s.TwoHosts.Messages != s.Totals.Send.Frames {
 		t.Errorf("two_hosts.messages %d, want each frame once: %d sent", s.TwoHosts.Messages, s.Totals.Send.Frames)
+	}
+	// The evidence's waiting is split into network and server by the same decomposition.
+	if e := s.Evidence; e != nil && e.Attribution != nil && s.TwoHosts.RoundTrips > 0 {
+		m := s.TwoHosts.Mean
+		if a := e.Attribution; !a.ServerKnown || math.Abs(a.WaitingNetworkUS-(m.NetOut+m.NetBack)) > 0.01 || math.Abs(a.WaitingServerUS-(m.Queue+m.Service)) > 0.01 {
+			t.Errorf("evidence waiting split %v: network %.3f server %.3f µs, two_hosts mean %+v", a.ServerKnown, a.WaitingNetworkUS, a.WaitingServerUS, m)
+		}
+		t.Logf("evidence: waiting split into network %.2f and server %.2f µs", e.Attribution.WaitingNetworkUS, e.Attribution.WaitingServerUS)
 	}
 	return s.TwoHosts
 }
