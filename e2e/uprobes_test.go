@@ -170,7 +170,47 @@ http {
 	if ops[trace.OpTLSWrite] < len(urls) {
 		t.Errorf("%d tls_write events for %d requests", ops[trace.OpTLSWrite], len(urls))
 	}
+
+	// Python loads libssl when it imports ssl (dlopen), after the recording began: record
+	// finds it in the process's maps and probes it from then on (Python calls SSL_write_ex and
+	// SSL_read_ex).
+	t.Run("python-dlopen", func(t *testing.T) {
+		python := need(t, "python3", "python3")
+		script := filepath.Join(dir, "get.py")
+		if err := os.WriteFile(script, []byte(pyGetScript), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "python.plt")
+		r := mustPerflab(t, dir, "record", "--tls", "-o", out, "--payload-bytes", "256", "--", python, script, strconv.Itoa(port), cert)
+		if strings.TrimSpace(r.stdout) != "4" {
+			t.Fatalf("the client printed %q, want 4 responses", r.stdout)
+		}
+		if !strings.Contains(r.stderr, "loaded") || !strings.Contains(r.stderr, "libssl") {
+			t.Errorf("no note that libssl was loaded during the recording: %s", r.stderr)
+		}
+		s := analyzeTrace(t, dir, out)
+		if req, rep := s.requests(), s.replies(); req["GET /users/{id}"] != 3 || rep["GET /users/{id}"] != 3 || req["GET /"] != 1 || rep["GET /"] != 1 {
+			t.Errorf("requests %v, replies %v; python made 3 GET /users/{id} and 1 GET /", req, rep)
+		}
+		if ops := opCounts(t, out); ops[trace.OpTLSWrite] != 4 {
+			t.Errorf("%d tls_write events for 4 requests", ops[trace.OpTLSWrite])
+		}
+	})
 }
+
+// pyGetScript makes four HTTPS requests on one connection with Python's ssl and http.client.
+const pyGetScript = `
+import ssl, sys, time, http.client
+time.sleep(3)  # the recorder reads the maps again every 0.5 s: the libssl the import loaded is probed by now
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+c = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[1]), context=ctx)
+n = 0
+for p in ["/users/1", "/users/2", "/users/3", "/"]:
+    c.request("GET", p)
+    c.getresponse().read()
+    n += 1
+print(n)
+`
 
 // redis-server from Debian with TLS (Debian builds it with OpenSSL), redis-cli --tls as the
 // client, recorded with --tls: perflab reads RESP in the plaintext and counts redis-cli's
