@@ -332,185 +332,222 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 	for _, r := range cur {
 		res.Current = append(res.Current, r.Path)
 	}
-	type pending struct {
-		i       int
-		p       float64
-		alpha   float64
-		beyond  bool // changed in the bad direction by more than allowed and the minimum effect
-		unsure  bool // changed that much, or (few runs) beyond the allowance but not the margin
-		summary string
-		stats   string // how the samples were tested, when not one value per run
-	}
-	var tested []pending
+	var tested []pendingTest
 	for _, rule := range cfg.Rules {
-		rr := RuleResult{Metric: rule.Metric, Direction: rule.Direction, Allowed: rule.Allowed}
-		bv, cv := values(base, rule.Metric), values(cur, rule.Metric)
-		rr.N = [2]int{len(bv), len(cv)}
-		if rule.Optional && len(bv) == 0 && len(cv) == 0 {
+		if rule.Optional && len(values(base, rule.Metric)) == 0 && len(values(cur, rule.Metric)) == 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: not measured by these inputs; default rule skipped", rule.Metric))
 			continue
 		}
-		if rule.Direction == "zero" {
-			worst := 0.0
-			for _, v := range cv {
-				worst = math.Max(worst, v)
-			}
-			rr.Current = fptr(worst)
-			if len(cv) == 0 {
-				rr.Verdict, rr.Detail = "inconclusive", "no current run reports "+rule.Metric
-			} else if worst > 0 {
-				rr.Verdict, rr.Detail = "regression", fmt.Sprintf("%s is %g in a current run, must be 0", rule.Metric, worst)
-			} else {
-				rr.Verdict, rr.Detail = "pass", fmt.Sprintf("%s is 0 in all %d current runs", rule.Metric, len(cv))
-			}
-			res.Rules = append(res.Rules, rr)
-			continue
-		}
-		higher := rule.Direction == "higher"
-		if len(bv) == 0 || len(cv) == 0 {
-			side := "baseline"
-			if len(bv) > 0 {
-				side = "current runs"
-			}
-			rr.Verdict, rr.Detail = "inconclusive", fmt.Sprintf("%s missing in the %s", rule.Metric, side)
-			res.Rules = append(res.Rules, rr)
-			continue
-		}
-		mb, mc := median(bv), median(cv)
-		rr.Baseline, rr.Current = fptr(mb), fptr(mc)
-		ch := ratio(mc, mb) - 1
-		rr.Change = fptr(ch)
-		cvb, cvc := robustCV(bv), robustCV(cv)
-		rr.CV = [2]float64{cvb, cvc}
-		bad := ch // change in the bad direction, > 0 is worse
-		if higher {
-			bad = -ch
-		}
-		minEff := pick(rule.MinEffect, cfg.MinEffect)
-		beyond := bad > rule.Allowed && bad > minEff
-		maxCV := pick(rule.MaxCV, cfg.MaxCV)
-		alpha := pick(rule.Alpha, cfg.Alpha)
-		summary := fmt.Sprintf("%s → %s (%s, allowed %s)", num(mb), num(mc), pct(ch), allowed(rule.Allowed, higher))
-		rr.Basis = "runs"
-		mi := Info(rule.Metric)
-		few := len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples
-		var xs, ys []float64 // samples within the runs, for a rule with too few runs
-		if few && mi.Sample != "" {
-			xs, ys = pooled(base, mi.Sample), pooled(cur, mi.Sample)
-		}
-		q := mi.Quantile
-		if rule.Metric == MetricTokensPerS {
-			q = -1 // mean token time
-		}
-		switch {
-		case mi.Count && Exact(bv, mi.Whole) && Exact(cv, mi.Whole):
-			// An exact count: no noise, so no test and no minimum effect; the allowance decides.
-			rr.Basis = "counts"
-			how := fmt.Sprintf("exact count (one value in all %d baseline and %d current runs): no test needed", len(bv), len(cv))
-			if len(bv) == 1 || len(cv) == 1 {
-				how = fmt.Sprintf("exact count (a whole number per unit; %d baseline, %d current runs): no test needed", len(bv), len(cv))
-			}
-			if bad > rule.Allowed+1e-12 {
-				rr.Verdict, rr.Detail = "regression", summary+"; "+how
-			} else {
-				rr.Verdict, rr.Detail = "pass", summary+"; "+how
-			}
-		case few && len(xs) >= bootstrapMinN(q) && len(ys) >= bootstrapMinN(q):
-			// Too few runs for a test of run values, but the runs hold samples (traces): test
-			// the samples, and ask for a change beyond run-to-run drift as well.
-			rr.Basis = "messages"
-			if q < 0 {
-				rr.Basis = "tokens"
-			}
-			rr.N = [2]int{len(xs), len(ys)}
-			// The ratio of the samples' statistic that counts as "worse than allowed": the
-			// samples are latencies or token times, so lower is better for them.
-			limit := 1 + rule.Allowed
-			if higher {
-				limit = 1 / math.Max(1-rule.Allowed, 1e-9)
-			}
-			margin := 1 + cfg.FewRunsMargin
-			ratios := bootstrapRatios(xs, ys, q)
-			if ratios == nil {
-				rr.Verdict, rr.Detail = "inconclusive", summary+"; the samples could not be resampled"
-				break
-			}
-			sr := ratio(statistic(append([]float64(nil), ys...), q), statistic(append([]float64(nil), xs...), q))
-			p := bootstrapP(ratios, limit*margin, Greater)
-			rr.PValue = fptr(p)
-			what := "round trips"
-			if rr.Basis == "tokens" {
-				what = "token times"
-			}
-			stats := fmt.Sprintf("%d/%d runs: %s within them as samples (%d/%d), which do not show how far runs drift apart, so a regression must also exceed the allowance by ×%.3g", len(bv), len(cv), what, len(xs), len(ys), margin)
-			tested = append(tested, pending{i: len(res.Rules), p: p, alpha: alpha, beyond: sr > limit*margin && bad > minEff,
-				unsure: sr > limit && bad > minEff, summary: summary, stats: stats})
-		case few:
-			rr.Verdict = "inconclusive"
-			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
-			if mi.Sample != "" && (len(xs) > 0 || len(ys) > 0) {
-				rr.Detail += fmt.Sprintf("; the traces hold %d/%d samples, a bootstrap needs ≥ %d per side", len(xs), len(ys), bootstrapMinN(q))
-			}
-			rr.Verdict = "inconclusive"
-			rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
-		case cvb > maxCV || cvc > maxCV:
-			rr.Verdict = "inconclusive"
-			rr.Detail = fmt.Sprintf("%s; too noisy: robust CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)
-		default:
-			moved := make([]float64, len(bv))
-			alt := Greater
-			for j, v := range bv {
-				if higher {
-					moved[j] = v * (1 - rule.Allowed)
-				} else {
-					moved[j] = v * (1 + rule.Allowed)
-				}
-			}
-			if higher {
-				alt = Less
-			}
-			_, p := MannWhitney(cv, moved, alt)
-			rr.PValue = fptr(p)
-			tested = append(tested, pending{i: len(res.Rules), p: p, alpha: alpha, beyond: beyond, unsure: beyond, summary: summary})
+		rr, pt := gateRule(rule, base, cur, cfg)
+		if pt != nil {
+			pt.i = len(res.Rules)
+			tested = append(tested, *pt)
 		}
 		res.Rules = append(res.Rules, rr)
 	}
-	if len(tested) > 0 {
-		ps := make([]float64, len(tested))
-		for j, t := range tested {
-			ps[j] = t.p
+	decideTested(res, tested)
+	gateVerdict(res, cfg)
+	return res
+}
+
+// pendingTest is a rule whose verdict waits for the p-values of all the tested rules (Holm).
+type pendingTest struct {
+	i       int // the rule's index in GateResult.Rules
+	p       float64
+	alpha   float64
+	beyond  bool // changed in the bad direction by more than allowed and the minimum effect
+	unsure  bool // changed that much, or (few runs) beyond the allowance but not the margin
+	summary string
+	stats   string // how the samples were tested, when not one value per run
+}
+
+// gateRule judges one rule on the baseline and current runs: a verdict, or a test whose
+// verdict decideTested gives once every rule's p-value is known.
+func gateRule(rule Rule, base, cur []Run, cfg *GateConfig) (rr RuleResult, pt *pendingTest) {
+	rr = RuleResult{Metric: rule.Metric, Direction: rule.Direction, Allowed: rule.Allowed}
+	bv, cv := values(base, rule.Metric), values(cur, rule.Metric)
+	rr.N = [2]int{len(bv), len(cv)}
+	if rule.Direction == "zero" {
+		return zeroRule(rr, rule, cv), nil
+	}
+	higher := rule.Direction == "higher"
+	if len(bv) == 0 || len(cv) == 0 {
+		side := "baseline"
+		if len(bv) > 0 {
+			side = "current runs"
 		}
-		adj := Holm(ps)
-		m := len(tested)
-		for j, t := range tested {
-			rr := &res.Rules[t.i]
-			rr.PAdjusted = fptr(adj[j])
-			minP := MinPValue(rr.N[0], rr.N[1], Greater)
-			stats := fmt.Sprintf("p=%.3g, Holm-adjusted %.3g over %d rules, n=%d/%d, CV %.1f%%/%.1f%%", t.p, adj[j], m, rr.N[0], rr.N[1], 100*rr.CV[0], 100*rr.CV[1])
-			if t.stats != "" {
-				minP = 1 / float64(DefaultBootstrap+1)
-				stats = fmt.Sprintf("p=%.3g (bootstrap), Holm-adjusted %.3g over %d rules; %s", t.p, adj[j], m, t.stats)
+		rr.Verdict, rr.Detail = "inconclusive", fmt.Sprintf("%s missing in the %s", rule.Metric, side)
+		return rr, nil
+	}
+	mb, mc := median(bv), median(cv)
+	rr.Baseline, rr.Current = fptr(mb), fptr(mc)
+	ch := ratio(mc, mb) - 1
+	rr.Change = fptr(ch)
+	cvb, cvc := robustCV(bv), robustCV(cv)
+	rr.CV = [2]float64{cvb, cvc}
+	bad := ch // change in the bad direction, > 0 is worse
+	if higher {
+		bad = -ch
+	}
+	minEff := pick(rule.MinEffect, cfg.MinEffect)
+	beyond := bad > rule.Allowed && bad > minEff
+	maxCV := pick(rule.MaxCV, cfg.MaxCV)
+	alpha := pick(rule.Alpha, cfg.Alpha)
+	summary := fmt.Sprintf("%s → %s (%s, allowed %s)", num(mb), num(mc), pct(ch), allowed(rule.Allowed, higher))
+	rr.Basis = "runs"
+	mi := Info(rule.Metric)
+	few := len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples
+	var xs, ys []float64 // samples within the runs, for a rule with too few runs
+	if few && mi.Sample != "" {
+		xs, ys = pooled(base, mi.Sample), pooled(cur, mi.Sample)
+	}
+	q := mi.Quantile
+	if rule.Metric == MetricTokensPerS {
+		q = -1 // mean token time
+	}
+	switch {
+	case mi.Count && Exact(bv, mi.Whole) && Exact(cv, mi.Whole):
+		// An exact count: no noise, so no test and no minimum effect; the allowance decides.
+		rr.Basis = "counts"
+		how := fmt.Sprintf("exact count (one value in all %d baseline and %d current runs): no test needed", len(bv), len(cv))
+		if len(bv) == 1 || len(cv) == 1 {
+			how = fmt.Sprintf("exact count (a whole number per unit; %d baseline, %d current runs): no test needed", len(bv), len(cv))
+		}
+		if bad > rule.Allowed+1e-12 {
+			rr.Verdict, rr.Detail = "regression", summary+"; "+how
+		} else {
+			rr.Verdict, rr.Detail = "pass", summary+"; "+how
+		}
+	case few && len(xs) >= bootstrapMinN(q) && len(ys) >= bootstrapMinN(q):
+		// Too few runs for a test of run values, but the runs hold samples (traces): test
+		// the samples, and ask for a change beyond run-to-run drift as well.
+		pt = sampleTest(&rr, rule, cfg, xs, ys, q, len(bv), len(cv), higher, bad, minEff, alpha, summary)
+	case few:
+		rr.Verdict = "inconclusive"
+		rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
+		if mi.Sample != "" && (len(xs) > 0 || len(ys) > 0) {
+			rr.Detail += fmt.Sprintf("; the traces hold %d/%d samples, a bootstrap needs ≥ %d per side", len(xs), len(ys), bootstrapMinN(q))
+		}
+		rr.Verdict = "inconclusive"
+		rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
+	case cvb > maxCV || cvc > maxCV:
+		rr.Verdict = "inconclusive"
+		rr.Detail = fmt.Sprintf("%s; too noisy: robust CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)
+	default:
+		moved := make([]float64, len(bv))
+		alt := Greater
+		for j, v := range bv {
+			if higher {
+				moved[j] = v * (1 - rule.Allowed)
+			} else {
+				moved[j] = v * (1 + rule.Allowed)
 			}
-			switch {
-			case adj[j] < t.alpha && t.beyond:
-				rr.Verdict = "regression"
-				rr.Detail = t.summary + "; " + stats
-			case t.unsure && t.stats != "" && !t.beyond:
-				// One run per side can only check changes beyond run-to-run drift: say so.
-				rr.Verdict = "pass"
-				rr.Detail = t.summary + "; beyond the allowance but within the run-drift margin, all that these runs can check: " + stats
-			case t.unsure:
-				rr.Verdict = "inconclusive"
-				rr.Detail = t.summary + "; not significant: " + stats
-				if minP*float64(m) >= t.alpha {
-					rr.Detail += fmt.Sprintf("; with these n the smallest p is %.3g, too large for alpha %.3g over %d rules: add runs", minP, t.alpha, m)
-				}
-			default:
-				rr.Verdict = "pass"
-				rr.Detail = t.summary + "; " + stats
+		}
+		if higher {
+			alt = Less
+		}
+		_, p := MannWhitney(cv, moved, alt)
+		rr.PValue = fptr(p)
+		pt = &pendingTest{p: p, alpha: alpha, beyond: beyond, unsure: beyond, summary: summary}
+	}
+	return rr, pt
+}
+
+// sampleTest tests a rule with too few runs on the samples within them (xs before, ys after;
+// q the statistic, as bootstrapRatios takes it): rr says what was tested, and the test waits
+// for decideTested; nil when the samples could not be resampled (rr is then inconclusive).
+func sampleTest(rr *RuleResult, rule Rule, cfg *GateConfig, xs, ys []float64, q float64, nb, nc int, higher bool, bad, minEff, alpha float64, summary string) *pendingTest {
+	rr.Basis = "messages"
+	if q < 0 {
+		rr.Basis = "tokens"
+	}
+	rr.N = [2]int{len(xs), len(ys)}
+	// The ratio of the samples' statistic that counts as "worse than allowed": the
+	// samples are latencies or token times, so lower is better for them.
+	limit := 1 + rule.Allowed
+	if higher {
+		limit = 1 / math.Max(1-rule.Allowed, 1e-9)
+	}
+	margin := 1 + cfg.FewRunsMargin
+	ratios := bootstrapRatios(xs, ys, q)
+	if ratios == nil {
+		rr.Verdict, rr.Detail = "inconclusive", summary+"; the samples could not be resampled"
+		return nil
+	}
+	sr := ratio(statistic(append([]float64(nil), ys...), q), statistic(append([]float64(nil), xs...), q))
+	p := bootstrapP(ratios, limit*margin, Greater)
+	rr.PValue = fptr(p)
+	what := "round trips"
+	if rr.Basis == "tokens" {
+		what = "token times"
+	}
+	stats := fmt.Sprintf("%d/%d runs: %s within them as samples (%d/%d), which do not show how far runs drift apart, so a regression must also exceed the allowance by ×%.3g", nb, nc, what, len(xs), len(ys), margin)
+	return &pendingTest{p: p, alpha: alpha, beyond: sr > limit*margin && bad > minEff,
+		unsure: sr > limit && bad > minEff, summary: summary, stats: stats}
+}
+
+// zeroRule judges a rule that wants the metric 0 in every current run.
+func zeroRule(rr RuleResult, rule Rule, cv []float64) RuleResult {
+	worst := 0.0
+	for _, v := range cv {
+		worst = math.Max(worst, v)
+	}
+	rr.Current = fptr(worst)
+	if len(cv) == 0 {
+		rr.Verdict, rr.Detail = "inconclusive", "no current run reports "+rule.Metric
+	} else if worst > 0 {
+		rr.Verdict, rr.Detail = "regression", fmt.Sprintf("%s is %g in a current run, must be 0", rule.Metric, worst)
+	} else {
+		rr.Verdict, rr.Detail = "pass", fmt.Sprintf("%s is 0 in all %d current runs", rule.Metric, len(cv))
+	}
+	return rr
+}
+
+// decideTested gives the tested rules their verdicts, their p-values adjusted over all of them
+// (Holm).
+func decideTested(res *GateResult, tested []pendingTest) {
+	if len(tested) == 0 {
+		return
+	}
+	ps := make([]float64, len(tested))
+	for j, t := range tested {
+		ps[j] = t.p
+	}
+	adj := Holm(ps)
+	m := len(tested)
+	for j, t := range tested {
+		rr := &res.Rules[t.i]
+		rr.PAdjusted = fptr(adj[j])
+		minP := MinPValue(rr.N[0], rr.N[1], Greater)
+		stats := fmt.Sprintf("p=%.3g, Holm-adjusted %.3g over %d rules, n=%d/%d, CV %.1f%%/%.1f%%", t.p, adj[j], m, rr.N[0], rr.N[1], 100*rr.CV[0], 100*rr.CV[1])
+		if t.stats != "" {
+			minP = 1 / float64(DefaultBootstrap+1)
+			stats = fmt.Sprintf("p=%.3g (bootstrap), Holm-adjusted %.3g over %d rules; %s", t.p, adj[j], m, t.stats)
+		}
+		switch {
+		case adj[j] < t.alpha && t.beyond:
+			rr.Verdict = "regression"
+			rr.Detail = t.summary + "; " + stats
+		case t.unsure && t.stats != "" && !t.beyond:
+			// One run per side can only check changes beyond run-to-run drift: say so.
+			rr.Verdict = "pass"
+			rr.Detail = t.summary + "; beyond the allowance but within the run-drift margin, all that these runs can check: " + stats
+		case t.unsure:
+			rr.Verdict = "inconclusive"
+			rr.Detail = t.summary + "; not significant: " + stats
+			if minP*float64(m) >= t.alpha {
+				rr.Detail += fmt.Sprintf("; with these n the smallest p is %.3g, too large for alpha %.3g over %d rules: add runs", minP, t.alpha, m)
 			}
+		default:
+			rr.Verdict = "pass"
+			rr.Detail = t.summary + "; " + stats
 		}
 	}
+}
+
+// gateVerdict sets the gate's verdict from its rules' (a regression wins, then inconclusive)
+// and its closing warnings.
+func gateVerdict(res *GateResult, cfg *GateConfig) {
 	res.Verdict = "pass"
 	for _, r := range res.Rules {
 		if r.Verdict == "regression" {
@@ -533,7 +570,6 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 	if res.Verdict == "inconclusive" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("INCONCLUSIVE: the gate could not decide every rule; treated as %s (on_inconclusive)", cfg.OnInconclusive))
 	}
-	return res
 }
 
 func pick(v, def float64) float64 {
