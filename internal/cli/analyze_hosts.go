@@ -45,8 +45,38 @@ func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*bre
 // when they were not merged: merging reads them whole into memory.
 const (
 	maxHostTraces = 8
-	maxHostBytes  = 1 << 30
+	maxHostBytes  = 256 << 20 // about 40 M events, some 4 GB once read whole
 )
+
+// connsMatch reports whether a connection of one trace at paths is one of another seen from
+// its other end (merge.MatchConns), reading only their connection records: most analyses of
+// several traces are of separate runs, which need not be read whole.
+func connsMatch(paths []string) bool {
+	files := make([]*trace.File, len(paths))
+	for i, p := range paths {
+		r, err := trace.Open(p)
+		if err != nil {
+			return false
+		}
+		f := &trace.File{}
+		var rec trace.Record
+		for r.Next(&rec) == nil {
+			if rec.Kind == trace.KindConnection {
+				f.Connections = append(f.Connections, rec.Conn)
+			}
+		}
+		r.Close()
+		files[i] = f
+	}
+	for i := range files {
+		for j := i + 1; j < len(files); j++ {
+			if len(merge.MatchConns(i, j, files[i], files[j])) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // splitHosts tries to merge traces recorded on different hosts (perflab merge's placement,
 // in memory): when their connections match, it returns the split of the merged recording, with
@@ -60,7 +90,7 @@ func splitHosts(paths []string, opt analyzers.Options) (*breakdown.Report, error
 		}
 		total += fi.Size()
 	}
-	if total > maxHostBytes {
+	if total > maxHostBytes || !connsMatch(paths) {
 		return nil, nil
 	}
 	inputs := make([]merge.Input, len(paths))
