@@ -171,6 +171,76 @@ http {
 		t.Errorf("%d tls_write events for %d requests", ops[trace.OpTLSWrite], len(urls))
 	}
 
+	// nginx's side, recorded by pid while curl talks to it: the requests arrive in SSL_read,
+	// the responses leave in SSL_write. nginx first peeks at one byte of the ClientHello to
+	// tell TLS from plain HTTP; the connection's system calls are still its ciphertext.
+	t.Run("nginx-side", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "nginx.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib := ""
+		for _, l := range strings.Split(string(maps), "\n") {
+			if f := strings.Fields(l); len(f) >= 6 && strings.HasPrefix(filepath.Base(f[5]), "libssl.so") {
+				lib = f[5]
+			}
+		}
+		if lib == "" {
+			t.Fatal("nginx maps no libssl")
+		}
+		addr := symbolAddr(t, pid, lib, elfSymbol(t, lib, "SSL_read"))
+		out := filepath.Join(dir, "nginx.plt")
+		rec := exec.Command(perflab, "record", "--tls", "-o", out, "--payload-bytes", "256", "-p", strconv.Itoa(pid))
+		var errb bytes.Buffer
+		rec.Stderr = &errb
+		if err := rec.Start(); err != nil {
+			t.Fatal(err)
+		}
+		recDone := make(chan error, 1)
+		go func() { recDone <- rec.Wait() }()
+		for deadline := time.Now().Add(30 * time.Second); codeByte(t, pid, addr) != 0xcc; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				rec.Process.Kill()
+				<-recDone
+				t.Fatalf("SSL_read of nginx was never probed; perflab said:\n%s", errb.String())
+			}
+		}
+		args := []string{"-s", "--cacert", cert}
+		for _, p := range []string{"/users/5", "/users/66", "/"} {
+			args = append(args, "-o", "/dev/null", base+p)
+		}
+		if o, err := exec.Command(curl, args...).CombinedOutput(); err != nil {
+			t.Fatalf("curl: %v\n%s", err, o)
+		}
+		rec.Process.Signal(os.Interrupt)
+		if err := <-recDone; err != nil {
+			t.Fatalf("record: %v\n%s", err, errb.String())
+		}
+		s := analyzeTrace(t, dir, out)
+		reqs, reps := map[string]uint64{}, map[string]uint64{}
+		for _, c := range s.Commands {
+			switch {
+			case c.Kind == "request" && c.Direction == "recv":
+				reqs[c.Name] += c.Count
+			case c.Kind == "reply" && c.Direction == "send":
+				reps[c.Name] += c.Count
+			default:
+				t.Errorf("command %+v: a server's messages are requests received and replies sent", c)
+			}
+		}
+		if len(reqs) != 2 || len(reps) != 2 || reqs["GET /users/{id}"] != 2 || reqs["GET /"] != 1 || reps["GET /users/{id}"] != 2 || reps["GET /"] != 1 {
+			t.Errorf("nginx received %v, answered %v; curl sent 2 GET /users/{id} and 1 GET /", reqs, reps)
+		}
+	})
+
 	// Python loads libssl when it imports ssl (dlopen), after the recording began: record
 	// finds it in the process's maps and probes it from then on (Python calls SSL_write_ex and
 	// SSL_read_ex).
@@ -244,8 +314,8 @@ func TestTLSRedis(t *testing.T) {
 	}
 }
 
-// elfSymbol returns the symbol of binary whose name ends in suffix (a Go function keeps its
-// package path, which may change).
+// elfSymbol returns the function of binary whose name ends in suffix (a Go function keeps its
+// package path, which may change), or an exported function named suffix.
 func elfSymbol(t testing.TB, binary, suffix string) elf.Symbol {
 	t.Helper()
 	f, err := elf.Open(binary)
@@ -253,12 +323,15 @@ func elfSymbol(t testing.TB, binary, suffix string) elf.Symbol {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	syms, _ := f.Symbols()
 	for _, s := range syms {
 		if strings.HasSuffix(s.Name, suffix) && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			return s
+		}
+	}
+	dyn, _ := f.DynamicSymbols() // a stripped library keeps its exported functions here
+	for _, s := range dyn {
+		if s.Name == suffix && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
 			return s
 		}
 	}
