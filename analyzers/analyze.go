@@ -531,44 +531,62 @@ func (a *analyzer) message(m *protocol.Message) {
 		rec.kind |= recReply
 	}
 	if !m.IsReply {
-		if sp := m.Spec(); sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
-			if m.Dir == trace.DirSend {
-				rec.kind |= recUnit
-			} else {
-				rec.kind |= recUnitRecv
-			}
-			// a unit keeps its name: the one asked for, else the protocol's ("token"), even
-			// when --unit-command picks the commands that open it
-			switch {
-			case a.opt.Unit != "":
-				a.unitSpec = a.opt.Unit
-			case sp.UnitName != "":
-				a.unitSpec = sp.UnitName
-			default:
-				a.unitSpec = "unit"
-			}
-		}
+		a.unitOpener(m, &rec)
 	}
 	if !m.IsReply && m.Dir == trace.DirRecv && m.CallNS > 0 {
 		a.srvRecv.add(interval{m.End - m.CallNS, m.End}) // a server reading a request
 	}
 	p := a.proc(m.PID)
 	if m.Source == trace.SourceTracer {
-		// A tracer reports its round trips itself (rtEvent); its frames only count. Pairs of
-		// frames stand in for those events when a trace has none (end).
-		if m.WantsReply && m.Dir == trace.DirSend {
-			p.wanting++
-		}
-		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv && len(a.tracerPairs) < maxTracerPairs {
-			a.tracerPairs = append(a.tracerPairs, trace.Event{TS: m.ReqTS, Dur: m.RTT, PID: m.PID, Conn: m.Conn, Command: uint32(m.Command), Op: trace.OpRoundTrip})
-		}
-		if m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend { // a traced server's reply: its service time
-			a.served(p, ca, m.ReqEnd, m.ReqTS, m.TS, m.End)
-			rec.rts++
-		}
+		a.tracerMessage(m, p, ca, &rec)
 		a.recs.add(rec)
 		return
 	}
+	a.pairedMessage(m, p, ca, &rec)
+	a.lastRecP = a.recs.add(rec)
+}
+
+// unitOpener marks r as opening a unit of work when the request m does (by its spec's
+// unit_commands, or the --unit-command names), and keeps the unit's name.
+func (a *analyzer) unitOpener(m *protocol.Message, r *msgRec) {
+	if sp := m.Spec(); sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
+		if m.Dir == trace.DirSend {
+			r.kind |= recUnit
+		} else {
+			r.kind |= recUnitRecv
+		}
+		// a unit keeps its name: the one asked for, else the protocol's ("token"), even
+		// when --unit-command picks the commands that open it
+		switch {
+		case a.opt.Unit != "":
+			a.unitSpec = a.opt.Unit
+		case sp.UnitName != "":
+			a.unitSpec = sp.UnitName
+		default:
+			a.unitSpec = "unit"
+		}
+	}
+}
+
+// tracerMessage counts a message of a tracer's frames: a tracer reports its round trips itself
+// (rtEvent), so its frames only count. Pairs of frames stand in for those events when a trace
+// has none (end).
+func (a *analyzer) tracerMessage(m *protocol.Message, p *procAgg, ca *cmdAgg, r *msgRec) {
+	if m.WantsReply && m.Dir == trace.DirSend {
+		p.wanting++
+	}
+	if m.IsReply && m.RTT > 0 && m.Dir == trace.DirRecv && len(a.tracerPairs) < maxTracerPairs {
+		a.tracerPairs = append(a.tracerPairs, trace.Event{TS: m.ReqTS, Dur: m.RTT, PID: m.PID, Conn: m.Conn, Command: uint32(m.Command), Op: trace.OpRoundTrip})
+	}
+	if m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend { // a traced server's reply: its service time
+		a.served(p, ca, m.ReqEnd, m.ReqTS, m.TS, m.End)
+		r.rts++
+	}
+}
+
+// pairedMessage counts the round trip a decoded reply completes: a client's, a server's
+// service, or an exchange inferred from raw bursts.
+func (a *analyzer) pairedMessage(m *protocol.Message, p *procAgg, ca *cmdAgg, r *msgRec) {
 	switch {
 	case m.IsReply && m.RTT > 0 && m.Spec() != nil && m.Spec().Kind == "raw":
 		// an exchange inferred from bursts: counted at the trace's end unless its connection
@@ -585,12 +603,11 @@ func (a *analyzer) message(m *protocol.Message) {
 		if m.FirstEnd > m.ReqTS {
 			a.firstByte.Add(m.FirstEnd - m.ReqTS)
 		}
-		rec.rts++
+		r.rts++
 	case m.IsReply && m.RTT > 0 && m.Dir == trace.DirSend: // a server's reply: service time
 		a.served(p, ca, m.ReqEnd, m.ReqTS, m.TS, m.End)
-		rec.rts++ // a round trip of its client
+		r.rts++ // a round trip of its client
 	}
-	a.lastRecP = a.recs.add(rec)
 }
 
 // served counts a round trip a server served: its service time runs from the request's last

@@ -204,6 +204,25 @@ func checkField(name string, f *Field, limit int) error {
 const maxPeek = 64
 
 func (s *Spec) init() error {
+	if err := s.initKind(); err != nil {
+		return err
+	}
+	if s.MaxFrame <= 0 {
+		s.MaxFrame = 1 << 32
+	}
+	if s.Kind == "binary" {
+		if err := s.initFrames(); err != nil {
+			return err
+		}
+	}
+	if err := s.initCommands(); err != nil {
+		return err
+	}
+	return s.initClasses()
+}
+
+// initKind checks the spec's name, kind (and line section), endian and stream.
+func (s *Spec) initKind() error {
 	if s.Name == "" {
 		return fmt.Errorf("name missing")
 	}
@@ -224,53 +243,74 @@ func (s *Spec) init() error {
 	if err := oneOf("stream", &s.Stream, "", "venus or nothing", "", "venus"); err != nil {
 		return err
 	}
-	if s.MaxFrame <= 0 {
-		s.MaxFrame = 1 << 32
+	return nil
+}
+
+// initFrames checks the headers and records of a binary protocol: every field within the
+// header, or within the payload head a trace keeps.
+func (s *Spec) initFrames() error {
+	if s.Request == nil {
+		return fmt.Errorf("request header missing")
 	}
-	if s.Kind == "binary" {
-		if s.Request == nil {
-			return fmt.Errorf("request header missing")
-		}
-		if s.Reply == nil {
-			s.Reply = s.Request
-		}
-		for _, h := range []*Header{s.Request, s.Reply} {
-			if h.Bytes <= 0 || h.Bytes > maxPeek {
-				return fmt.Errorf("header bytes %d, want 1..%d", h.Bytes, maxPeek)
-			}
-			if err := checkField("size", &h.Size, h.Bytes); err != nil {
-				return err
-			}
-			if err := checkField("magic", h.Magic, h.Bytes); err != nil {
-				return err
-			}
-			for n, f := range map[string]*Field{"command": h.Command, "flags": h.Flags, "req_id": h.ReqID} {
-				if err := checkField(n, f, maxPeek); err != nil {
-					return err
-				}
-			}
-			if err := oneOf("counts", &h.Counts, "payload", "payload or frame", "payload", "frame"); err != nil {
-				return err
-			}
-		}
-		if err := checkField("version_field", s.VersionField, maxPeek); err != nil {
+	if s.Reply == nil {
+		s.Reply = s.Request
+	}
+	for _, h := range []*Header{s.Request, s.Reply} {
+		if err := checkHeader(h); err != nil {
 			return err
 		}
-		if r := s.Records; r != nil {
-			if r.Bytes <= 0 || r.Bytes > maxPeek || r.Offset < 0 || r.Offset > maxPeek {
-				return fmt.Errorf("records: bytes %d offset %d, want 1..%d", r.Bytes, r.Offset, maxPeek)
-			}
-			if err := checkField("records.size", &r.Size, r.Bytes); err != nil {
-				return err
-			}
-			if err := checkField("records.flags", r.Flags, r.Bytes); err != nil {
-				return err
-			}
-			if err := checkField("records.req_id", r.ReqID, r.Bytes); err != nil {
-				return err
-			}
+	}
+	if err := checkField("version_field", s.VersionField, maxPeek); err != nil {
+		return err
+	}
+	if r := s.Records; r != nil {
+		return checkRecords(r)
+	}
+	return nil
+}
+
+// checkHeader checks a frame header's length and fields.
+func checkHeader(h *Header) error {
+	if h.Bytes <= 0 || h.Bytes > maxPeek {
+		return fmt.Errorf("header bytes %d, want 1..%d", h.Bytes, maxPeek)
+	}
+	if err := checkField("size", &h.Size, h.Bytes); err != nil {
+		return err
+	}
+	if err := checkField("magic", h.Magic, h.Bytes); err != nil {
+		return err
+	}
+	for n, f := range map[string]*Field{"command": h.Command, "flags": h.Flags, "req_id": h.ReqID} {
+		if err := checkField(n, f, maxPeek); err != nil {
+			return err
 		}
 	}
+	if err := oneOf("counts", &h.Counts, "payload", "payload or frame", "payload", "frame"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkRecords checks a record layout's length, offset and fields.
+func checkRecords(r *RecordLayout) error {
+	if r.Bytes <= 0 || r.Bytes > maxPeek || r.Offset < 0 || r.Offset > maxPeek {
+		return fmt.Errorf("records: bytes %d offset %d, want 1..%d", r.Bytes, r.Offset, maxPeek)
+	}
+	if err := checkField("records.size", &r.Size, r.Bytes); err != nil {
+		return err
+	}
+	if err := checkField("records.flags", r.Flags, r.Bytes); err != nil {
+		return err
+	}
+	if err := checkField("records.req_id", r.ReqID, r.Bytes); err != nil {
+		return err
+	}
+	return nil
+}
+
+// initCommands indexes the commands by id, and resolves the names of the no-reply rules, the
+// version command and the unit commands, which must be commands of the spec.
+func (s *Spec) initCommands() error {
 	s.byID = make(map[uint64]*CommandSpec, len(s.Commands))
 	byName := map[string]uint64{}
 	for i := range s.Commands {
@@ -329,7 +369,7 @@ func (s *Spec) init() error {
 	if len(s.UnitCommands) > 0 && s.UnitName == "" {
 		s.UnitName = "unit"
 	}
-	return s.initClasses()
+	return nil
 }
 
 // initClasses indexes SubmitCommands and SyncCommands; a name may have one class only. The
