@@ -41,6 +41,8 @@ type Decoder struct {
 	frame    frameInfo        // the frame being emitted, shared by every framer of the trace
 	spare    []*framer        // framers released by idle connections, for reuse
 	spareQ   [][]pendingReq   // their request queues' storage, empty, for reuse
+	retired  retired          // what is kept of the connections finished early (retire)
+	flushEv  trace.Event      // scratch for the framers flushed by retire
 }
 
 // Resolve returns the spec that decodes every connection: spec when it is set, else the one
@@ -147,30 +149,36 @@ func (d *Decoder) Flush() {
 	// In connection order, not the map's: what the flush delivers feeds order-dependent
 	// aggregates (a process's blocked time), and the same trace must give the same report.
 	for _, id := range slices.Sorted(maps.Keys(d.conns)) {
-		c := d.conns[id]
-		c.flushRaw()
-		for dir, f := range c.framers {
-			if f == nil {
-				continue
-			}
-			*ev = trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
-			c.ev = ev
-			f.flush(f.ts, c.frame)
+		d.flushConn(d.conns[id], ev)
+	}
+}
+
+// flushConn ends connection c: its frame in progress comes out truncated, its burst or text
+// in progress is delivered. ev is scratch for the framers.
+func (d *Decoder) flushConn(c *connDecoder, ev *trace.Event) {
+	c.flushRaw()
+	for dir, f := range c.framers {
+		if f == nil {
+			continue
 		}
-		for _, st := range c.text {
-			if st != nil {
-				st.flush()
-			}
+		*ev = trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
+		c.ev = ev
+		f.flush(f.ts, c.frame)
+	}
+	for _, st := range c.text {
+		if st != nil {
+			st.flush()
 		}
-		if c.spec != nil && c.spec.Kind == "resp" {
-			c.respFlush()
-		}
+	}
+	if c.spec != nil && c.spec.Kind == "resp" {
+		c.respFlush()
 	}
 }
 
 // Stats returns how many times framers lost frame boundaries, requests dropped from pairing,
 // and requests still awaiting a reply.
 func (d *Decoder) Stats() (lostSync, dropped, waiting uint64) {
+	lostSync, dropped, waiting = d.retired.lostSync, d.retired.dropped, d.retired.waiting
 	for _, c := range d.conns {
 		if !c.tracer && c.reqDir == trace.DirSend { // a client's requests
 			waiting += c.pairs.waiting()
@@ -218,8 +226,9 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 	}
 	defer f.Close()
 	var chosen map[uint64]*Spec
+	var last map[uint64]int64 // by connection, the number of its last data event (countsForRetire)
 	if spec == nil {
-		if chosen, err = choose(i, path, f); err != nil {
+		if chosen, last, err = choose(i, path, f); err != nil {
 			return err
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -237,6 +246,7 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 	d.chosen = chosen
 	out.Begin(i, path, r.Meta())
 	cf := NewCipherFilter(r.Meta())
+	var n int64 // data events numbered (countsForRetire)
 	for {
 		err := r.Next(rec)
 		if err == io.EOF {
@@ -246,8 +256,22 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 			return &ReadError{path, err}
 		}
 		out.Record(rec)
-		if rec.Kind == trace.KindEvent && !cf.Cipher(&rec.Event) { // TLS ciphertext: its plaintext is decoded instead
-			d.Event(&rec.Event)
+		if rec.Kind != trace.KindEvent {
+			continue
+		}
+		ev := &rec.Event
+		cipher := cf.Cipher(ev)
+		if !cipher { // TLS ciphertext: its plaintext is decoded instead
+			d.Event(ev)
+		}
+		// A connection whose last data event this was (the trial pass numbered them) is
+		// finished: its state goes, its counts stay.
+		if last != nil && countsForRetire(ev, cipher) {
+			n++
+			if key := connKey(ev); last[key] == n {
+				d.retire(key)
+				delete(last, key)
+			}
 		}
 	}
 	d.Flush()

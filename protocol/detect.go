@@ -25,29 +25,34 @@ var candidates = []string{"venus", "ggml-rpc", "resp", "http", "memcached"}
 // choose reads the trace f (named path) and chooses, for each connection, the protocol whose
 // decoder explains the most bytes of its first trialEvents data events (bytes of messages it
 // decoded whole). Connections of a tracer's frame events keep the first-bytes detection.
-func choose(i int, path string, f io.Reader) (map[uint64]*Spec, error) {
+// last gives, by connection, the number of its last data event among the trace's data events
+// (countsForRetire, numbered from 1 in file order), which lets the main pass retire it there.
+func choose(i int, path string, f io.Reader) (chosen map[uint64]*Spec, last map[uint64]int64, err error) {
 	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
-		return nil, &ReadError{path, err}
+		return nil, nil, &ReadError{path, err}
 	}
 	sink := &msgSink{fn: func(*Message) error { return nil }}
 	decs := make([]*Decoder, len(candidates))
 	for k, n := range candidates {
 		s, err := BuiltinSpec(n)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if decs[k], err = NewDecoder(i, s, sink); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	first, err := NewDecoder(i, nil, sink) // for the first-bytes detection
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	seen := map[uint64]int{} // data events tried, by connection; -1: not tried
-	chosen := map[uint64]*Spec{}
-	var trial []uint64 // connections on trial, oldest first (some may be decided already)
+	chosen = map[uint64]*Spec{}
+	last = map[uint64]int64{}
+	var n int64
+	cfm := NewCipherFilter(r.Meta()) // asked as the main pass asks, of every event
+	var trial []uint64               // connections on trial, oldest first (some may be decided already)
 	var rec trace.Record
 	cf := NewCipherFilter(r.Meta())
 	for {
@@ -59,6 +64,10 @@ func choose(i int, path string, f io.Reader) (map[uint64]*Spec, error) {
 			break // the main pass reports it
 		}
 		ev := &rec.Event
+		if rec.Kind == trace.KindEvent && countsForRetire(ev, cfm.Cipher(ev)) {
+			n++
+			last[connKey(ev)] = n
+		}
 		if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv || cf.Cipher(ev) {
 			continue
 		}
@@ -102,7 +111,7 @@ func choose(i int, path string, f io.Reader) (map[uint64]*Spec, error) {
 			chosen[key] = best(decs, key)
 		}
 	}
-	return chosen, nil
+	return chosen, last, nil
 }
 
 // minTrialShare is the least share of a connection's bytes a decoder must explain to be

@@ -37,7 +37,7 @@ func TestTrialEarlyDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	chosen, err := choose(0, path, f)
+	chosen, _, err := choose(0, path, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,7 @@ type Answered struct {
 
 // Pairing sums the pairing counts of the trace's connections.
 func (d *Decoder) Pairing() (paired, unpaired, overridden uint64) {
+	paired, unpaired, overridden = d.retired.paired, d.retired.unpaired, d.retired.overridden
 	for _, c := range d.conns {
 		paired += c.pairs.paired
 		unpaired += c.pairs.unpaired
@@ -160,6 +161,7 @@ func (d *Decoder) Pairing() (paired, unpaired, overridden uint64) {
 
 // Undecoded sums the bytes the trace's framers could not decode, and all bytes they saw.
 func (d *Decoder) Undecoded() (lost, seen int64) {
+	lost, seen = d.retired.lostBytes, d.retired.seenBytes
 	for _, c := range d.conns {
 		lost += c.lostBytes
 		seen += c.seenBytes

@@ -1,6 +1,10 @@
 package protocol
 
-import "github.com/perflab/perflab/trace"
+import (
+	"maps"
+
+	"github.com/perflab/perflab/trace"
+)
 
 // rawBurst is the burst of calls in one direction being gathered on a connection of unknown
 // protocol: consecutive calls in one direction make one message, and a burst in the
@@ -82,6 +86,11 @@ func (c *connDecoder) flushRaw() {
 // RawStats counts, over the trace's connections of unknown protocol, the connections whose
 // directions overlapped (full-duplex: exchanges not inferable) and the exchanges inferred.
 func (d *Decoder) RawStats() (conns, unsafe, exchanges uint64, unsafeIDs map[uint64]bool) {
+	r := &d.retired
+	conns, unsafe, exchanges = r.rawConns, r.rawUnsafe, r.rawExchange
+	if len(r.rawUnsafeIDs) > 0 {
+		unsafeIDs = maps.Clone(r.rawUnsafeIDs)
+	}
 	for k, c := range d.conns {
 		if c.spec == nil || c.spec.Kind != "raw" || c.reqDir == trace.DirNone || c.raw == nil {
 			continue

@@ -47,20 +47,29 @@ func (d *Decoder) Conns(fn func(ci *ConnInfo)) {
 	var ci ConnInfo
 	var rc [3]RESPCount
 	for _, c := range d.conns {
-		ci = ConnInfo{ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded()}
-		if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil {
-			for dir := range c.resp {
-				rc[dir] = RESPCount{Count: c.resp[dir].count, AtLeast: c.resp[dir].atLeast}
-			}
-			ci.RESP = &rc
-		}
-		for _, st := range c.text {
-			if st != nil {
-				ci.Blind += st.blindSpells
-				ci.Rejected += st.rejected
-			}
-		}
+		c.info(&ci, &rc)
 		fn(&ci)
+	}
+	for k := range d.retired.infos {
+		ci = d.retired.infos[k]
+		fn(&ci)
+	}
+}
+
+// info fills ci with what c tells of itself; rc is the storage of ci.RESP.
+func (c *connDecoder) info(ci *ConnInfo, rc *[3]RESPCount) {
+	*ci = ConnInfo{ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded()}
+	if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil {
+		for dir := range c.resp {
+			rc[dir] = RESPCount{Count: c.resp[dir].count, AtLeast: c.resp[dir].atLeast}
+		}
+		ci.RESP = rc
+	}
+	for _, st := range c.text {
+		if st != nil {
+			ci.Blind += st.blindSpells
+			ci.Rejected += st.rejected
+		}
 	}
 }
 

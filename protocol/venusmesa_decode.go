@@ -44,7 +44,7 @@ func (c *connDecoder) venusVariant(fi *frameInfo) {
 		}
 	}
 	c.d.protos["venus-mesa"] = true
-	still := false
+	still := c.d.retired.venus > 0
 	for _, o := range c.d.conns {
 		if o.spec != nil && o.spec.Name == "venus" {
 			still = true

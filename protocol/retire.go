@@ -1,0 +1,77 @@
+package protocol
+
+import "github.com/perflab/perflab/trace"
+
+// retired holds what the decoder keeps of the connections it has finished before the end of
+// the trace (retire): their counts, summed, and one ConnInfo each, so that a trace of many
+// short connections holds a connection's decoding state only while it carries data.
+type retired struct {
+	lostSync, dropped, waiting       uint64
+	paired, unpaired, overridden     uint64
+	lostBytes, seenBytes             int64
+	rawConns, rawUnsafe, rawExchange uint64
+	rawUnsafeIDs                     map[uint64]bool
+	venus                            int // connections still decoded as venusd's framing
+	infos                            []ConnInfo
+}
+
+// countsForRetire reports whether ev is one of the data events that the main pass and the
+// trial pass both number to find each connection's last (lastEvents): an event the decoder
+// takes, in a direction, not TLS ciphertext (cipher is the filter's answer).
+func countsForRetire(ev *trace.Event, cipher bool) bool {
+	return !cipher && ev.Errno == 0 && ev.Bytes > 0 && (ev.Dir == trace.DirSend || ev.Dir == trace.DirRecv)
+}
+
+// retire ends connection key after its last data event: what it holds in progress is
+// delivered (as Flush would at the end of the trace, but now), its counts are added to the
+// decoder's, and its state is dropped.
+func (d *Decoder) retire(key uint64) {
+	c := d.conns[key]
+	if c == nil {
+		return
+	}
+	d.flushConn(c, &d.flushEv)
+	r := &d.retired
+	if !c.tracer && c.reqDir == trace.DirSend {
+		r.waiting += c.pairs.waiting()
+	}
+	r.lostSync += c.lostSync
+	r.lostBytes += c.lostBytes
+	r.seenBytes += c.seenBytes
+	for _, f := range c.framers {
+		if f != nil {
+			r.lostSync += f.lost
+			r.lostBytes += f.lostBytes
+			r.seenBytes += f.seenBytes
+		}
+	}
+	if !c.tracer {
+		r.dropped += c.dropped + c.pairs.dropped
+	}
+	r.paired += c.pairs.paired
+	r.unpaired += c.pairs.unpaired
+	r.overridden += c.pairs.overridden
+	if c.spec != nil && c.spec.Kind == "raw" && c.reqDir != trace.DirNone && c.raw != nil {
+		r.rawConns++
+		r.rawExchange += c.raw.exchanges
+		if c.raw.unsafe {
+			r.rawUnsafe++
+			if r.rawUnsafeIDs == nil {
+				r.rawUnsafeIDs = map[uint64]bool{}
+			}
+			r.rawUnsafeIDs[key] = true
+		}
+	}
+	if c.spec != nil && c.spec.Name == "venus" {
+		r.venus++
+	}
+	var ci ConnInfo
+	var rc [3]RESPCount
+	c.info(&ci, &rc)
+	if ci.RESP != nil {
+		ci.RESP = &[3]RESPCount{rc[0], rc[1], rc[2]}
+	}
+	r.infos = append(r.infos, ci)
+	delete(d.conns, key)
+	delete(d.versions, c.id)
+}
