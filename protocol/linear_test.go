@@ -95,3 +95,42 @@ func TestFramersReleased(t *testing.T) {
 		t.Errorf("framers saw %d bytes (%d undecoded), want %d (0)", seen, lost, want)
 	}
 }
+
+// TestRetiredConnections: each connection's state goes once its last data event is decoded, so
+// a trace of many short connections ends with none held, and what they counted is kept: every
+// connection is still reported (Conns, RawStats), and the raw exchanges are all delivered.
+func TestRetiredConnections(t *testing.T) {
+	const n = 3000
+	for _, heads := range []bool{true, false} {
+		path := connectionsTrace(t, t.TempDir(), n, heads)
+		msgs, replies := 0, 0
+		s := &endSink{msgSink: msgSink{fn: func(m *Message) error {
+			msgs++
+			if m.IsReply && m.Answered > 0 {
+				replies++
+			}
+			return nil
+		}}}
+		if err := Scan(Files([]string{path}, nil), nil, s); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.d.conns) != 0 {
+			t.Errorf("heads %v: %d connections still held at the end, want 0", heads, len(s.d.conns))
+		}
+		if msgs != 2*n || replies != n {
+			t.Errorf("heads %v: %d messages, %d answered replies, want %d and %d", heads, msgs, replies, 2*n, n)
+		}
+		conns := 0
+		var data int64
+		s.d.Conns(func(ci *ConnInfo) { conns++; data += ci.Data })
+		if want := int64(2 * n * (fixtures.FrameHeaderSize + 16)); conns != n || data != want {
+			t.Errorf("heads %v: Conns gave %d connections, %d bytes, want %d and %d", heads, conns, data, n, want)
+		}
+		if raw, _, ex, _ := s.d.RawStats(); !heads && (raw != n || ex != n) {
+			t.Errorf("raw connections %d, exchanges %d, want %d and %d", raw, ex, n, n)
+		}
+		if paired, unpaired, _ := s.d.Pairing(); !heads && (unpaired != 0 || paired == 0) {
+			t.Errorf("paired %d, unpaired %d", paired, unpaired)
+		}
+	}
+}
