@@ -93,11 +93,12 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 
 	var s *analyzers.Summary
 	if f.summary != nil {
-		s, err = analyzers.Analyze(traceInputs(paths), opt)
+		conns := &connRecords{keep: len(paths) >= 2 && len(paths) <= maxHostTraces}
+		s, err = analyzers.AnalyzeVisit(traceInputs(paths), opt, conns)
 		if err != nil {
 			return analyzeError(err)
 		}
-		if s.TwoHosts, err = twoHosts(paths, opt, s); err != nil {
+		if s.TwoHosts, err = twoHosts(paths, opt, s, conns.files); err != nil {
 			return analyzeError(err)
 		}
 		if h := s.TwoHosts; h != nil && s.Evidence != nil && h.RoundTrips > 0 {

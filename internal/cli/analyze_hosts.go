@@ -15,9 +15,10 @@ import (
 
 // twoHosts returns the client/network/server split of the first merged trace in s, or of the
 // traces themselves when they are recordings of one system from several hosts (their
-// connections match); nil otherwise. It adds its warnings to s's, and decodes the traces a
-// second time.
-func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*breakdown.Report, error) {
+// connections match, by conns: the connection records of each trace, from the analysis's
+// pass); nil otherwise. It adds its warnings to s's, and decodes the traces a second time when
+// they are.
+func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary, conns []*trace.File) (*breakdown.Report, error) {
 	for i, m := range s.Meta {
 		if len(m.Clocks) > 1 {
 			r, err := splitMerged(traceInput(paths[i]), opt)
@@ -32,7 +33,7 @@ func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary) (*bre
 	if len(paths) < 2 || len(paths) > maxHostTraces {
 		return nil, nil
 	}
-	r, err := splitHosts(paths, opt)
+	r, err := splitHosts(paths, opt, conns)
 	if r != nil {
 		for _, w := range r.Warnings {
 			s.Warnings = append(s.Warnings, "two hosts: "+w)
@@ -48,25 +49,37 @@ const (
 	maxHostBytes  = 256 << 20 // about 40 M events, some 4 GB once read whole
 )
 
-// connsMatch reports whether a connection of one trace at paths is one of another seen from
-// its other end (merge.MatchConns), reading only their connection records: most analyses of
-// several traces are of separate runs, which need not be read whole.
-func connsMatch(paths []string) bool {
-	files := make([]*trace.File, len(paths))
-	for i, p := range paths {
-		r, err := trace.Open(p)
-		if err != nil {
-			return false
-		}
-		f := &trace.File{}
-		var rec trace.Record
-		for r.Next(&rec) == nil {
-			if rec.Kind == trace.KindConnection {
-				f.Connections = append(f.Connections, rec.Conn)
-			}
-		}
-		r.Close()
-		files[i] = f
+// connRecords keeps, from the analysis's pass over the traces (a protocol.Visitor), the
+// connection records of each trace when keep is set: analyze needs them to tell whether its
+// traces are recordings of one system from several hosts.
+type connRecords struct {
+	keep  bool
+	files []*trace.File
+}
+
+func (c *connRecords) Begin(i int, _ string, _ trace.Meta) {
+	if c.keep {
+		c.files = append(c.files, &trace.File{})
+	}
+}
+
+func (c *connRecords) Record(rec *trace.Record) {
+	if c.keep && rec.Kind == trace.KindConnection && len(c.files) > 0 {
+		f := c.files[len(c.files)-1]
+		f.Connections = append(f.Connections, rec.Conn)
+	}
+}
+
+func (c *connRecords) Message(*protocol.Message)                     {}
+func (c *connRecords) Answered(*protocol.Message, protocol.Answered) {}
+func (c *connRecords) End(int, trace.Recovery)                       {}
+
+// connsMatch reports whether a connection of one trace is one of another seen from its other
+// end (merge.MatchConns), by the traces' connection records (files): most analyses of several
+// traces are of separate runs, which need not be read again.
+func connsMatch(files []*trace.File) bool {
+	if len(files) < 2 {
+		return false
 	}
 	for i := range files {
 		for j := i + 1; j < len(files); j++ {
@@ -81,7 +94,7 @@ func connsMatch(paths []string) bool {
 // splitHosts tries to merge traces recorded on different hosts (perflab merge's placement,
 // in memory): when their connections match, it returns the split of the merged recording, with
 // merge's warnings; when they do not (a before/after pair, say), nil.
-func splitHosts(paths []string, opt analyzers.Options) (*breakdown.Report, error) {
+func splitHosts(paths []string, opt analyzers.Options, conns []*trace.File) (*breakdown.Report, error) {
 	var total int64
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -90,7 +103,7 @@ func splitHosts(paths []string, opt analyzers.Options) (*breakdown.Report, error
 		}
 		total += fi.Size()
 	}
-	if total > maxHostBytes || !connsMatch(paths) {
+	if total > maxHostBytes || !connsMatch(conns) {
 		return nil, nil
 	}
 	inputs := make([]merge.Input, len(paths))
