@@ -507,27 +507,8 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 			return 0, err
 		}
 		cb := hCmdBuf0 + uint64(s)
-		if err := r.async(wire.CmdBeginCommandBuffer, func(e *wire.Encoder) { e.U64(cb) }); err != nil {
-			return 0, err
-		}
-		if s == 0 {
-			if err := r.dispatch(cb, device.KernelEmbed, [3]memRange{{mem: hEmbed}, {mem: hParams}, {mem: hState, off: cur}}, H, uint32(r.vocab)); err != nil {
-				return 0, err
-			}
-		}
-		if err := r.dispatch(cb, device.KernelStage, [3]memRange{{mem: hStaging}, {mem: hStaging}, {mem: hState, off: cur}}, H, uint32(n/4)); err != nil {
-			return 0, err
-		}
-		if err := r.dispatch(cb, device.KernelMatVecTanh, [3]memRange{{mem: hLayer0 + uint64(s)}, {mem: hState, off: cur}, {mem: hState, off: other}}, H, H); err != nil {
-			return 0, err
-		}
-		cur, other = other, cur
-		if s == c.SubmitsPerToken-1 {
-			if err := r.dispatch(cb, device.KernelMatVec, [3]memRange{{mem: hOutput}, {mem: hState, off: cur}, {mem: hLogits}}, uint32(r.vocab), H); err != nil {
-				return 0, err
-			}
-		}
-		if err := r.async(wire.CmdEndCommandBuffer, func(e *wire.Encoder) { e.U64(cb) }); err != nil {
+		var err error
+		if cur, other, err = r.recordSubmit(cb, s, n, cur, other); err != nil {
 			return 0, err
 		}
 		last := s%perWait == perWait-1
@@ -550,7 +531,42 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 			r.mix(r.shadow(hState)[:8*H])
 		}
 	}
-	// Sample greedily from what the application sees: its shadow copy of the logits.
+	return r.sample(), nil
+}
+
+// recordSubmit records submit s (of n staged bytes) into command buffer cb: the embedding on
+// the first submit, the staged data and one layer on each, the output projection on the last.
+// cur and other are the offsets of the two halves of the state; the layer swaps them, and
+// recordSubmit returns them swapped.
+func (r *llmRun) recordSubmit(cb uint64, s, n int, cur, other uint64) (uint64, uint64, error) {
+	H := uint32(r.cfg.Hidden)
+	if err := r.async(wire.CmdBeginCommandBuffer, func(e *wire.Encoder) { e.U64(cb) }); err != nil {
+		return cur, other, err
+	}
+	if s == 0 {
+		if err := r.dispatch(cb, device.KernelEmbed, [3]memRange{{mem: hEmbed}, {mem: hParams}, {mem: hState, off: cur}}, H, uint32(r.vocab)); err != nil {
+			return cur, other, err
+		}
+	}
+	if err := r.dispatch(cb, device.KernelStage, [3]memRange{{mem: hStaging}, {mem: hStaging}, {mem: hState, off: cur}}, H, uint32(n/4)); err != nil {
+		return cur, other, err
+	}
+	if err := r.dispatch(cb, device.KernelMatVecTanh, [3]memRange{{mem: hLayer0 + uint64(s)}, {mem: hState, off: cur}, {mem: hState, off: other}}, H, H); err != nil {
+		return cur, other, err
+	}
+	cur, other = other, cur
+	if s == r.cfg.SubmitsPerToken-1 {
+		if err := r.dispatch(cb, device.KernelMatVec, [3]memRange{{mem: hOutput}, {mem: hState, off: cur}, {mem: hLogits}}, uint32(r.vocab), H); err != nil {
+			return cur, other, err
+		}
+	}
+	err := r.async(wire.CmdEndCommandBuffer, func(e *wire.Encoder) { e.U64(cb) })
+	return cur, other, err
+}
+
+// sample picks the next token greedily from what the application sees, its shadow copy of the
+// logits, and mixes it (and its logit) into the checksum.
+func (r *llmRun) sample() uint32 {
 	lg := r.shadow(hLogits)
 	logits := unsafe.Slice((*float32)(unsafe.Pointer(&lg[0])), r.vocab)
 	best := 0
@@ -563,7 +579,7 @@ func (r *llmRun) token(t int, tok uint32) (uint32, error) {
 	binary.LittleEndian.PutUint32(b[:], uint32(best))
 	binary.LittleEndian.PutUint32(b[4:], math.Float32bits(logits[best]))
 	r.mix(b[:])
-	return uint32(best), nil
+	return uint32(best)
 }
 
 // run runs the whole workload and returns the checksum.
