@@ -46,7 +46,7 @@ func (t *textAgg) end(d *protocol.Decoder) {
 				p = &ProtocolShare{Name: c.Spec.Name}
 				t.shares[c.Spec.Name] = p
 			}
-			p.Connections++
+			p.Connections += c.Count
 			p.Bytes += uint64(c.Data)
 			p.DecodedBytes += uint64(c.Decoded)
 		}

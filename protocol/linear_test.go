@@ -122,7 +122,7 @@ func TestRetiredConnections(t *testing.T) {
 		}
 		conns := 0
 		var data int64
-		s.d.Conns(func(ci *ConnInfo) { conns++; data += ci.Data })
+		s.d.Conns(func(ci *ConnInfo) { conns += ci.Count; data += ci.Data })
 		if want := int64(2 * n * (fixtures.FrameHeaderSize + 16)); conns != n || data != want {
 			t.Errorf("heads %v: Conns gave %d connections, %d bytes, want %d and %d", heads, conns, data, n, want)
 		}

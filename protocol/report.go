@@ -22,6 +22,10 @@ func (d *Decoder) Protocols() []string {
 
 // ConnInfo is what a decoder tells of one connection of its trace.
 type ConnInfo struct {
+	// Count is how many connections this stands for: 1, or, for connections finished before
+	// the end of the trace and summed by protocol, their number (ID, PID and ReqDir are then
+	// zero).
+	Count   int
 	ID      uint64
 	PID     uint32
 	Spec    *Spec     // the spec it was decoded with; nil when it carried no data
@@ -42,7 +46,8 @@ type RESPCount struct {
 	AtLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
 }
 
-// Conns calls fn for each connection of the trace, in no particular order.
+// Conns calls fn for each connection of the trace, in no particular order; connections
+// finished before the end of the trace come summed by protocol (ConnInfo.Count).
 func (d *Decoder) Conns(fn func(ci *ConnInfo)) {
 	var ci ConnInfo
 	var rc [3]RESPCount
@@ -54,11 +59,15 @@ func (d *Decoder) Conns(fn func(ci *ConnInfo)) {
 		ci = d.retired.infos[k]
 		fn(&ci)
 	}
+	for _, agg := range d.retired.bySpec {
+		ci = *agg
+		fn(&ci)
+	}
 }
 
 // info fills ci with what c tells of itself; rc is the storage of ci.RESP.
 func (c *connDecoder) info(ci *ConnInfo, rc *[3]RESPCount) {
-	*ci = ConnInfo{ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded()}
+	*ci = ConnInfo{Count: 1, ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded()}
 	if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil {
 		for dir := range c.resp {
 			rc[dir] = RESPCount{Count: c.resp[dir].count, AtLeast: c.resp[dir].atLeast}

@@ -3,8 +3,9 @@ package protocol
 import "github.com/perflab/perflab/trace"
 
 // retired holds what the decoder keeps of the connections it has finished before the end of
-// the trace (retire): their counts, summed, and one ConnInfo each, so that a trace of many
-// short connections holds a connection's decoding state only while it carries data.
+// the trace (retire): their counts, summed, one ConnInfo per protocol standing for them all
+// (Count), and one of its own for each RESP connection (its warnings name it), so that a trace
+// of many short connections holds a connection's decoding state only while it carries data.
 type retired struct {
 	lostSync, dropped, waiting       uint64
 	paired, unpaired, overridden     uint64
@@ -12,7 +13,8 @@ type retired struct {
 	rawConns, rawUnsafe, rawExchange uint64
 	rawUnsafeIDs                     map[uint64]bool
 	venus                            int // connections still decoded as venusd's framing
-	infos                            []ConnInfo
+	bySpec                           map[*Spec]*ConnInfo
+	infos                            []ConnInfo // RESP connections
 }
 
 // countsForRetire reports whether ev is one of the data events that the main pass and the
@@ -70,8 +72,22 @@ func (d *Decoder) retire(key uint64) {
 	c.info(&ci, &rc)
 	if ci.RESP != nil {
 		ci.RESP = &[3]RESPCount{rc[0], rc[1], rc[2]}
+		r.infos = append(r.infos, ci)
+	} else {
+		if r.bySpec == nil {
+			r.bySpec = map[*Spec]*ConnInfo{}
+		}
+		agg := r.bySpec[ci.Spec]
+		if agg == nil {
+			agg = &ConnInfo{Spec: ci.Spec}
+			r.bySpec[ci.Spec] = agg
+		}
+		agg.Count++
+		agg.Data += ci.Data
+		agg.Decoded += ci.Decoded
+		agg.Blind += ci.Blind
+		agg.Rejected += ci.Rejected
 	}
-	r.infos = append(r.infos, ci)
 	delete(d.conns, key)
 	delete(d.versions, c.id)
 }
