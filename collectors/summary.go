@@ -65,6 +65,20 @@ func probeCost(st map[string]int64) string {
 			b.WriteString("and, for the raw wait-call hooks (--waits), the kernel's slower path and a target test on every other system call (about 150 ns each, docs/record.md)")
 		}
 	}
+	if _, has := st["evidence_parts"]; has {
+		n := st["evidence_sched_records"] + st["evidence_tcp_records"]
+		fmt.Fprintf(&b, "; kernel evidence (--evidence): %d records (%d scheduler, %d TCP), %d lost", n,
+			st["evidence_sched_records"], st["evidence_tcp_records"], st["evidence_lost_records"])
+		if v, ok := st["evidence_ns_per_run"]; ok {
+			fmt.Fprintf(&b, ", %d ns a program run", v)
+		}
+		if v, ok := st["evidence_other_ns_per_wakeup"]; ok {
+			fmt.Fprintf(&b, ", other processes %d ns per wake-up", v)
+			if w, ok := st["evidence_other_ns_per_switch"]; ok {
+				fmt.Fprintf(&b, " and %d ns per context switch", w)
+			}
+		}
+	}
 	return b.String()
 }
 

@@ -4,6 +4,7 @@ package probes
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/cilium/ebpf"
 
@@ -125,6 +126,13 @@ func (p *Probe) handleEvidence(kind uint8, b []byte, out *trace.Record, emit fun
 			cs = p.newConn(r.Cookie, int64(r.TS))
 			cs.conn.Family = trace.FamilyTCP
 			cs.conn.PID = r.PID
+			// Only the ports are known until a message announces the addresses.
+			if r.Info.LPort != 0 {
+				cs.conn.Local = ":" + strconv.Itoa(int(r.Info.LPort))
+			}
+			if r.Info.RPort != 0 {
+				cs.conn.Remote = ":" + strconv.Itoa(int(r.Info.RPort))
+			}
 			*out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
 			if err := emit(out); err != nil {
 				return err
