@@ -224,6 +224,22 @@ func TestEchoExact(t *testing.T) {
 			if found != 2 {
 				t.Errorf("found %d of the 2 ends of %s %s -> %s in %+v", found, network, c.Local, c.Remote, rec.conns)
 			}
+			// Every TCP send, each thread's first included, starts when TCP takes it
+			// (tcp_sendmsg_locked), before the peer can read its bytes: none lasts 0 ns.
+			if network == "tcp" {
+				zero, sends := 0, 0
+				for _, e := range rec.events {
+					if int(e.PID) == c.PID && e.Dir == trace.DirSend && e.Errno == 0 {
+						sends++
+						if e.Dur <= 0 {
+							zero++
+						}
+					}
+				}
+				if sends == 0 || zero != 0 {
+					t.Errorf("%d of %d TCP sends have no start time", zero, sends)
+				}
+			}
 		})
 	}
 }

@@ -25,11 +25,11 @@
 //   sched:sched_process_exit  processes leave the map.
 //
 // A call that neither blocked nor was a TCP send starts, as far as the probe can tell, when the
-// socket has moved its bytes: its duration is 0. A thread's first call has no start time
-// either (its storage is created then). sendmmsg and recvmmsg move several messages, each seen
-// by the socket tracepoints; their record is emitted at the last one (the vlen-th message, or
-// the failed attempt after the last message that ends a short batch), one record per call as
-// for the others.
+// socket has moved its bytes: its duration is 0. A thread's first call other than a TCP send
+// has no start time either (its storage is created then). sendmmsg and recvmmsg move several
+// messages, each seen by the socket tracepoints; their record is emitted at the last one (the
+// vlen-th message, or the failed attempt after the last message that ends a short batch), one
+// record per call as for the others.
 //
 // The hot path, measured on the hook (a clock read costs about 40 ns on the VM perflab is
 // developed on, a bpf_probe_read_user into a map value or the stack 80-110 ns, into ring
@@ -554,11 +554,19 @@ SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(perflab_tcpsend, struct sock *sk, void *msg, void *skb, int size_goal)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	if (!has_storage(cur))
-		return 0;
-	struct task *t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
-	if (!t)
-		return 0;
+	struct task *t = 0;
+	if (has_storage(cur))
+		t = bpf_task_storage_get(&perflab_tasks, cur, 0, 0);
+	if (!t) {
+		// A target thread's first TCP send creates its storage here, so that send too gets
+		// its start time. Stamped at its end instead, its bytes could be read by the peer
+		// before the send "started", and merge's clock bounds would exclude the truth.
+		if (!is_target_tgid())
+			return 0;
+		t = bpf_task_storage_get(&perflab_tasks, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t)
+			return 0;
+	}
 	if (t->send_ts)
 		return 0; // a send that started before, and goes on
 	struct timing tm;
