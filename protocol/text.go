@@ -42,9 +42,9 @@ type textStream struct {
 	proto textProto
 	dir   trace.Dir
 
-	line    [maxLineKept]byte
-	lineLen int  // bytes of the current line so far (may exceed maxLineKept)
-	cr      bool // the last byte of the line so far was '\r'
+	line    *[maxLineKept]byte // made on the first byte of a line: a stream that never sees one (no payload heads) costs no buffer
+	lineLen int                // bytes of the current line so far (may exceed maxLineKept)
+	cr      bool               // the last byte of the line so far was '\r'
 
 	open  bool  // a message is in progress
 	skip  int64 // body bytes still to count off
@@ -143,7 +143,7 @@ func (st *textStream) call(ev *trace.Event, seq uint64) {
 			pos += int64(take)
 			st.size += int64(take)
 			st.explained += int64(take)
-			if !st.first && (i >= 0 || st.lineLen > maxLineWord) && !st.proto.starts(st.line[:min(st.lineLen, maxLineKept)]) {
+			if !st.first && (i >= 0 || st.lineLen > maxLineWord) && !st.proto.starts(st.lineKept()) {
 				st.reject() // the message does not start like one of the protocol's
 				return
 			}
@@ -159,7 +159,7 @@ func (st *textStream) call(ev *trace.Event, seq uint64) {
 				return
 			}
 			if i >= 0 {
-				l := st.line[:min(st.lineLen, maxLineKept)]
+				l := st.lineKept()
 				l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
 				st.proto.line(st, l)
 				st.first = st.open
@@ -190,10 +190,21 @@ func (st *textStream) reject() {
 }
 
 func (st *textStream) addLine(b []byte) {
-	if st.lineLen < maxLineKept {
+	if st.lineLen < maxLineKept && len(b) > 0 {
+		if st.line == nil {
+			st.line = new([maxLineKept]byte)
+		}
 		copy(st.line[st.lineLen:], b)
 	}
 	st.lineLen += len(b)
+}
+
+// lineKept returns the bytes kept of the current line.
+func (st *textStream) lineKept() []byte {
+	if st.line == nil {
+		return nil
+	}
+	return st.line[:min(st.lineLen, maxLineKept)]
 }
 
 func (st *textStream) resetLine() { st.lineLen = 0 }
