@@ -205,6 +205,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(w)
 	f.Add(uEventBytes(uopTLSWrite, 0xc00c1e, 18, "GET / HTTP/1.1\r\n"))
 	f.Add(uEventBytes(uopRecv, 0, 64, "SLPV"))
+	f.Add(schedBytes(1, 3, 100, 101, 2000, 2500))
+	f.Add(tcpBytes(tcpWhatState, trace.TCPSynSent, trace.TCPEstablished, 77))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		kind, err := decodeKind(b)
 		if err != nil {
@@ -238,6 +240,24 @@ func FuzzDecodeRecord(f *testing.F) {
 				var c trace.Connection
 				toConnection(&r, 1, &c)
 			}
+		case kindSched:
+			var r rawSched
+			if decodeSched(b, &r) == nil {
+				var e trace.Event
+				schedEvent(&r, nil, &e)
+				if _, err := trace.DecodeSchedInfo(e.Payload); err != nil || e.Op != trace.OpRunnable || e.Dur < 0 || e.Dir != trace.DirNone {
+					t.Fatalf("sched record decoded as %+v (%v)", e, err)
+				}
+			}
+		case kindTCP:
+			var r rawTCP
+			if decodeTCP(b, &r) == nil {
+				var e trace.Event
+				tcpEvent(&r, 1, r.PID, nil, &e)
+				if ti, err := trace.DecodeTCPInfo(e.Payload); err != nil || ti != r.Info || !e.Op.IsEvidence() {
+					t.Fatalf("tcp record decoded as %+v (%v)", e, err)
+				}
+			}
 		case kindUEvent:
 			var r rawUEvent
 			if decodeUEvent(b, &r) == nil {
@@ -249,4 +269,58 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// schedBytes is a struct sched_rec of bpf/evidence.bpf.c.
+func schedBytes(flags uint8, cpu uint16, pid, tid uint32, wake, run uint64) []byte {
+	b := make([]byte, schedRecSize)
+	le := binary.LittleEndian
+	b[0], b[1] = kindSched, flags
+	le.PutUint16(b[2:], cpu)
+	le.PutUint32(b[4:], pid)
+	le.PutUint32(b[8:], tid)
+	le.PutUint64(b[16:], wake)
+	le.PutUint64(b[24:], run)
+	return b
+}
+
+// tcpBytes is a struct tcp_rec of bpf/evidence.bpf.c.
+func tcpBytes(what, old, state uint8, cookie uint64) []byte {
+	b := make([]byte, tcpRecSize)
+	le := binary.LittleEndian
+	b[0], b[1], b[2], b[3] = kindTCP, what, old, state
+	le.PutUint64(b[8:], 1000)
+	le.PutUint64(b[16:], cookie)
+	le.PutUint32(b[24:], 40) // srtt
+	le.PutUint32(b[28:], 10) // cwnd
+	return b
+}
+
+// TestDecodeEvidence: the evidence records decode into the events analyze reads.
+func TestDecodeEvidence(t *testing.T) {
+	var rs rawSched
+	if err := decodeSched(schedBytes(1, 3, 100, 101, 2000, 2500), &rs); err != nil {
+		t.Fatal(err)
+	}
+	var e trace.Event
+	schedEvent(&rs, nil, &e)
+	si, err := trace.DecodeSchedInfo(e.Payload)
+	if err != nil || e.TS != 2000 || e.Dur != 500 || e.PID != 100 || e.TID != 101 || si.CPU != 3 || si.Flags != trace.SchedIdle {
+		t.Errorf("sched event %+v, info %+v (%v)", e, si, err)
+	}
+	if decodeSched(schedBytes(0, 0, 1, 1, 2500, 2000), &rs) == nil {
+		t.Error("a record that ran before it was runnable decoded")
+	}
+	var rt rawTCP
+	if err := decodeTCP(tcpBytes(tcpWhatState, trace.TCPSynSent, trace.TCPEstablished, 77), &rt); err != nil {
+		t.Fatal(err)
+	}
+	tcpEvent(&rt, 5, 9, nil, &e)
+	ti, err := trace.DecodeTCPInfo(e.Payload)
+	if err != nil || e.Op != trace.OpTCPState || e.Conn != 5 || ti.State != trace.TCPEstablished || ti.SRTTus != 40 || ti.Cwnd != 10 {
+		t.Errorf("tcp event %+v, info %+v (%v)", e, ti, err)
+	}
+	if decodeTCP(tcpBytes(9, 0, 0, 1), &rt) == nil {
+		t.Error("a tcp record of an unknown kind of report decoded")
+	}
 }
