@@ -101,84 +101,8 @@ func ParseGateConfig(r io.Reader, name string) (*GateConfig, error) {
 		if len(f) == 0 {
 			continue
 		}
-		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, a...))
-		}
-		one := func() (string, error) {
-			if len(f) != 2 {
-				return "", bad("%s takes one value", f[0])
-			}
-			return f[1], nil
-		}
-		switch f[0] {
-		case "few_runs_margin":
-			v, err := one()
-			if err != nil {
-				return nil, err
-			}
-			x, err := parseFrac(v)
-			if err != nil || x < 0 || x > 100 {
-				return nil, bad("few_runs_margin must be ≥ 0, got %q", v)
-			}
-			c.FewRunsMargin = x
-		case "alpha", "max_cv", "min_effect":
-			v, err := one()
-			if err != nil {
-				return nil, err
-			}
-			x, err := parseFrac(v)
-			if err != nil || x <= 0 || x >= 1 {
-				return nil, bad("%s must be in (0, 1), got %q", f[0], v)
-			}
-			switch f[0] {
-			case "alpha":
-				c.Alpha = x
-			case "max_cv":
-				c.MaxCV = x
-			default:
-				c.MinEffect = x
-			}
-		case "min_samples":
-			v, err := one()
-			if err != nil {
-				return nil, err
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < DefaultMinSamples || n > 100000 {
-				return nil, bad("min_samples must be an integer ≥ %d, got %q", DefaultMinSamples, v)
-			}
-			c.MinSamples = n
-		case "allow_lost", "allow_damaged":
-			v, err := one()
-			if err != nil {
-				return nil, err
-			}
-			b, err := parseYes(v)
-			if err != nil {
-				return nil, bad("%s: %v", f[0], err)
-			}
-			if f[0] == "allow_lost" {
-				c.AllowLost = b
-			} else {
-				c.AllowDamaged = b
-			}
-		case "on_inconclusive":
-			v, err := one()
-			if err != nil {
-				return nil, err
-			}
-			if v != "pass" && v != "fail" {
-				return nil, bad("on_inconclusive must be pass or fail, got %q", v)
-			}
-			c.OnInconclusive = v
-		case "rule":
-			rl, err := parseRule(f[1:])
-			if err != nil {
-				return nil, bad("%v", err)
-			}
-			c.Rules = append(c.Rules, rl)
-		default:
-			return nil, bad("unknown setting %q", f[0])
+		if err := c.set(f); err != nil {
+			return nil, fmt.Errorf("%s:%d: %s", name, line, err.Error())
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -188,6 +112,88 @@ func ParseGateConfig(r io.Reader, name string) (*GateConfig, error) {
 		c.Rules = DefaultGateConfig().Rules
 	}
 	return c, nil
+}
+
+// set applies one line of a gate config, split into fields (f[0] names the setting).
+func (c *GateConfig) set(f []string) error {
+	bad := func(format string, a ...any) error { return fmt.Errorf(format, a...) }
+	one := func() (string, error) {
+		if len(f) != 2 {
+			return "", bad("%s takes one value", f[0])
+		}
+		return f[1], nil
+	}
+	switch f[0] {
+	case "few_runs_margin":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		x, err := parseFrac(v)
+		if err != nil || x < 0 || x > 100 {
+			return bad("few_runs_margin must be ≥ 0, got %q", v)
+		}
+		c.FewRunsMargin = x
+	case "alpha", "max_cv", "min_effect":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		x, err := parseFrac(v)
+		if err != nil || x <= 0 || x >= 1 {
+			return bad("%s must be in (0, 1), got %q", f[0], v)
+		}
+		switch f[0] {
+		case "alpha":
+			c.Alpha = x
+		case "max_cv":
+			c.MaxCV = x
+		default:
+			c.MinEffect = x
+		}
+	case "min_samples":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < DefaultMinSamples || n > 100000 {
+			return bad("min_samples must be an integer ≥ %d, got %q", DefaultMinSamples, v)
+		}
+		c.MinSamples = n
+	case "allow_lost", "allow_damaged":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		b, err := parseYes(v)
+		if err != nil {
+			return bad("%s: %v", f[0], err)
+		}
+		if f[0] == "allow_lost" {
+			c.AllowLost = b
+		} else {
+			c.AllowDamaged = b
+		}
+	case "on_inconclusive":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if v != "pass" && v != "fail" {
+			return bad("on_inconclusive must be pass or fail, got %q", v)
+		}
+		c.OnInconclusive = v
+	case "rule":
+		rl, err := parseRule(f[1:])
+		if err != nil {
+			return bad("%v", err)
+		}
+		c.Rules = append(c.Rules, rl)
+	default:
+		return bad("unknown setting %q", f[0])
+	}
+	return nil
 }
 
 func parseRule(f []string) (Rule, error) {

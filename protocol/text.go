@@ -81,22 +81,8 @@ func (st *textStream) call(ev *trace.Event, seq uint64) {
 		head = head[:n]
 	}
 	end := ev.TS + ev.Dur
-	if st.blind || st.lost {
-		if !st.proto.starts(head) {
-			if st.open {
-				st.size += n
-				st.explained += n
-				st.end = end
-				st.touch(seq)
-			}
-			return
-		}
-		if st.open {
-			st.finish()
-		}
-		st.blind, st.lost = false, false
-		st.resetLine()
-		st.proto.reset()
+	if (st.blind || st.lost) && !st.resume(head, n, end, seq) {
+		return
 	}
 	var pos int64
 	for pos < n {
@@ -107,77 +93,114 @@ func (st *textStream) call(ev *trace.Event, seq uint64) {
 		st.end = end
 		switch {
 		case st.toEOF:
-			st.size += n - pos
-			st.explained += n - pos
+			st.take(n - pos)
 			pos = n
 		case st.skip > 0:
-			k := min(st.skip, n-pos)
-			pos += k
-			st.size += k
-			st.explained += k
-			st.skip -= k
-			if st.skip == 0 {
-				st.proto.bodyDone(st)
-				if st.complete {
-					st.finish()
-				}
-			}
+			pos += st.skipBody(n - pos)
 		case pos >= int64(len(head)): // a line past the captured head
-			st.blindSpells++
-			if !st.first { // not even the message's first line: nothing to name it by
-				st.reject()
-				return
-			}
-			st.blind = true
-			st.size += n - pos
-			st.explained += n - pos
+			st.pastHead(n - pos)
 			return
 		default:
-			rest := head[pos:]
-			i := bytes.IndexByte(rest, '\n')
-			take := len(rest)
-			if i >= 0 {
-				take = i + 1
-			}
-			st.addLine(rest[:take])
-			pos += int64(take)
-			st.size += int64(take)
-			st.explained += int64(take)
-			if !st.first && (i >= 0 || st.lineLen > maxLineWord) && !st.proto.starts(st.lineKept()) {
-				st.reject() // the message does not start like one of the protocol's
+			k, stop := st.lineStep(head[pos:], n-pos)
+			pos += k
+			if stop {
 				return
-			}
-			if st.lineLen > maxLine {
-				st.blindSpells++
-				if !st.first {
-					st.reject()
-					return
-				}
-				st.blind = true
-				st.size += n - pos
-				st.explained += n - pos
-				return
-			}
-			if i >= 0 {
-				l := st.lineKept()
-				l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
-				st.proto.line(st, l)
-				st.first = st.open
-				st.resetLine()
-				if st.lost {
-					return
-				}
-				if st.blind { // the grammar lost the framing: the rest of the call is the message's
-					st.size += n - pos
-					st.explained += n - pos
-					return
-				}
-				if st.complete {
-					st.finish()
-				}
 			}
 		}
 	}
+}
+
+// resume decides, on a blind or lost stream, whether the call (head, n bytes, ending at end)
+// starts a message: then the message in progress ends and the call is decoded (true); else
+// the call belongs to the message in progress, if any (false).
+func (st *textStream) resume(head []byte, n, end int64, seq uint64) bool {
+	if !st.proto.starts(head) {
+		if st.open {
+			st.take(n)
+			st.end = end
+			st.touch(seq)
+		}
+		return false
+	}
+	if st.open {
+		st.finish()
+	}
+	st.blind, st.lost = false, false
+	st.resetLine()
+	st.proto.reset()
+	return true
+}
+
+// take counts k bytes into the message in progress, as decoded.
+func (st *textStream) take(k int64) {
+	st.size += k
+	st.explained += k
+}
+
+// skipBody takes up to left bytes of the body being skipped, and returns how many; the body's
+// end may complete the message.
+func (st *textStream) skipBody(left int64) int64 {
+	k := min(st.skip, left)
+	st.take(k)
+	st.skip -= k
+	if st.skip == 0 {
+		st.proto.bodyDone(st)
+		if st.complete {
+			st.finish()
+		}
+	}
+	return k
+}
+
+// pastHead handles a line that lies past the captured head, rest bytes of the call: the stream
+// goes blind inside a message (the rest is the message's), or rejects a message it cannot name.
+func (st *textStream) pastHead(rest int64) {
+	st.blindSpells++
+	if !st.first { // not even the message's first line: nothing to name it by
+		st.reject()
+		return
+	}
+	st.blind = true
+	st.take(rest)
+}
+
+// lineStep decodes the next (part of a) line of the call from rest, the captured bytes left
+// (left bytes of the call left in all), and returns the bytes taken and whether the call is
+// done with.
+func (st *textStream) lineStep(rest []byte, left int64) (int64, bool) {
+	i := bytes.IndexByte(rest, '\n')
+	take := len(rest)
+	if i >= 0 {
+		take = i + 1
+	}
+	st.addLine(rest[:take])
+	st.take(int64(take))
+	if !st.first && (i >= 0 || st.lineLen > maxLineWord) && !st.proto.starts(st.lineKept()) {
+		st.reject() // the message does not start like one of the protocol's
+		return int64(take), true
+	}
+	if st.lineLen > maxLine {
+		st.pastHead(left - int64(take))
+		return int64(take), true
+	}
+	if i >= 0 {
+		l := st.lineKept()
+		l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
+		st.proto.line(st, l)
+		st.first = st.open
+		st.resetLine()
+		if st.lost {
+			return int64(take), true
+		}
+		if st.blind { // the grammar lost the framing: the rest of the call is the message's
+			st.take(left - int64(take))
+			return int64(take), true
+		}
+		if st.complete {
+			st.finish()
+		}
+	}
+	return int64(take), false
 }
 
 // reject drops the message in progress, whose first line is none of the protocol's: its bytes
