@@ -96,30 +96,58 @@ func (g *mixture) minWeight() float64 {
 
 // fitMixture runs EM for k components, started from weighted quantiles.
 func fitMixture(xs, ws []float64, k int) *mixture {
-	idx := make([]int, len(xs))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
-	var total, mean float64
-	for i, x := range xs {
-		total += ws[i]
-		mean += ws[i] * x
-	}
-	mean /= total
-	var varAll float64
-	for i, x := range xs {
-		varAll += ws[i] * (x - mean) * (x - mean)
-	}
-	varAll /= total
+	total, mean, varAll := weightedMoments(xs, ws)
 	// Resolution floor: a bucketed histogram has width; no component may be narrower than a
 	// small fraction of the spread.
 	floor := math.Max(varAll*1e-4, 1e-12)
 	if k == 1 {
 		return &mixture{w: []float64{1}, mu: []float64{mean}, v: []float64{math.Max(varAll, floor)}, ll: loglik(xs, ws, []float64{1}, []float64{mean}, []float64{math.Max(varAll, floor)})}
 	}
+	g := startMixture(xs, ws, k, total, varAll, floor)
+	if g == nil {
+		return nil
+	}
+	em := newEMState(k)
+	prev := math.Inf(-1)
+	for iter := 0; iter < 500; iter++ {
+		ll, ok := g.emStep(xs, ws, total, floor, em)
+		if !ok {
+			return nil
+		}
+		g.ll = ll
+		if math.Abs(ll-prev) < 1e-9*math.Abs(ll)+1e-9 {
+			break
+		}
+		prev = ll
+	}
+	g.ll = loglik(xs, ws, g.w, g.mu, g.v)
+	return g
+}
+
+// weightedMoments returns the total weight of xs (weights ws), their weighted mean and
+// variance.
+func weightedMoments(xs, ws []float64) (total, mean, varAll float64) {
+	for i, x := range xs {
+		total += ws[i]
+		mean += ws[i] * x
+	}
+	mean /= total
+	for i, x := range xs {
+		varAll += ws[i] * (x - mean) * (x - mean)
+	}
+	varAll /= total
+	return total, mean, varAll
+}
+
+// startMixture is the EM's start for k components: the sorted mass split into k equal parts,
+// each a component of its mean and a variance of varAll/k²; nil when a part is empty.
+func startMixture(xs, ws []float64, k int, total, varAll, floor float64) *mixture {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
 	g := &mixture{w: make([]float64, k), mu: make([]float64, k), v: make([]float64, k)}
-	// start: split the sorted mass into k equal parts
 	var acc float64
 	part := 0
 	sums := make([]float64, k)
@@ -140,64 +168,69 @@ func fitMixture(xs, ws []float64, k int) *mixture {
 		g.w[j] = wts[j] / total
 		g.v[j] = math.Max(varAll/float64(k*k), floor)
 	}
-	resp := make([]float64, k)
-	nk := make([]float64, k)
-	sx := make([]float64, k)
-	sxx := make([]float64, k)
-	prev := math.Inf(-1)
-	for iter := 0; iter < 500; iter++ {
-		for j := range nk {
-			nk[j], sx[j], sxx[j] = 0, 0, 0
-		}
-		var ll float64
-		for i, x := range xs {
-			var s float64
-			for j := 0; j < k; j++ {
-				resp[j] = g.w[j] * normPDF(x, g.mu[j], g.v[j])
-				s += resp[j]
-			}
-			if s <= 0 || math.IsNaN(s) {
-				s = 1e-300
-			}
-			ll += ws[i] * math.Log(s)
-			for j := 0; j < k; j++ {
-				r := ws[i] * resp[j] / s
-				nk[j] += r
-				sx[j] += r * x
-			}
-		}
-		for j := 0; j < k; j++ {
-			if nk[j] <= 0 {
-				return nil
-			}
-			g.mu[j] = sx[j] / nk[j]
-		}
-		for i, x := range xs {
-			var s float64
-			for j := 0; j < k; j++ {
-				resp[j] = g.w[j] * normPDF(x, g.mu[j], g.v[j])
-				s += resp[j]
-			}
-			if s <= 0 {
-				continue
-			}
-			for j := 0; j < k; j++ {
-				d := x - g.mu[j]
-				sxx[j] += ws[i] * resp[j] / s * d * d
-			}
-		}
-		for j := 0; j < k; j++ {
-			g.w[j] = nk[j] / total
-			g.v[j] = math.Max(sxx[j]/nk[j], floor)
-		}
-		g.ll = ll
-		if math.Abs(ll-prev) < 1e-9*math.Abs(ll)+1e-9 {
-			break
-		}
-		prev = ll
-	}
-	g.ll = loglik(xs, ws, g.w, g.mu, g.v)
 	return g
+}
+
+// emState is the scratch of the EM steps of a k-component mixture.
+type emState struct {
+	resp, nk, sx, sxx []float64
+}
+
+func newEMState(k int) *emState {
+	return &emState{resp: make([]float64, k), nk: make([]float64, k), sx: make([]float64, k), sxx: make([]float64, k)}
+}
+
+// emStep is one EM iteration: the responsibilities and the means, then the weights and
+// variances about the new means. It returns the log-likelihood before the step, and false when
+// a component lost all its weight.
+func (g *mixture) emStep(xs, ws []float64, total, floor float64, em *emState) (float64, bool) {
+	k := len(g.w)
+	resp, nk, sx, sxx := em.resp, em.nk, em.sx, em.sxx
+	for j := range nk {
+		nk[j], sx[j], sxx[j] = 0, 0, 0
+	}
+	var ll float64
+	for i, x := range xs {
+		var s float64
+		for j := 0; j < k; j++ {
+			resp[j] = g.w[j] * normPDF(x, g.mu[j], g.v[j])
+			s += resp[j]
+		}
+		if s <= 0 || math.IsNaN(s) {
+			s = 1e-300
+		}
+		ll += ws[i] * math.Log(s)
+		for j := 0; j < k; j++ {
+			r := ws[i] * resp[j] / s
+			nk[j] += r
+			sx[j] += r * x
+		}
+	}
+	for j := 0; j < k; j++ {
+		if nk[j] <= 0 {
+			return ll, false
+		}
+		g.mu[j] = sx[j] / nk[j]
+	}
+	for i, x := range xs {
+		var s float64
+		for j := 0; j < k; j++ {
+			resp[j] = g.w[j] * normPDF(x, g.mu[j], g.v[j])
+			s += resp[j]
+		}
+		if s <= 0 {
+			continue
+		}
+		for j := 0; j < k; j++ {
+			d := x - g.mu[j]
+			sxx[j] += ws[i] * resp[j] / s * d * d
+		}
+	}
+	for j := 0; j < k; j++ {
+		g.w[j] = nk[j] / total
+		g.v[j] = math.Max(sxx[j]/nk[j], floor)
+	}
+	return ll, true
 }
 
 func loglik(xs, ws, w, mu, v []float64) float64 {
