@@ -228,41 +228,22 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 	if name == "" {
 		name = "unit"
 	}
-	wait := a.blockedIn
-	type shape struct {
-		n         int
-		acc       unitAcc
-		dur, wait int64
-		svc       int64
-		firstAt   int
-	}
-	shapes := map[string]*shape{}
+	shapes := map[string]*unitTotals{}
 	var order []string
 	for k, u := range units {
 		sh := shapes[u.sig]
 		if sh == nil {
-			sh = &shape{firstAt: k}
+			sh = &unitTotals{firstAt: k}
 			shapes[u.sig] = sh
 			order = append(order, u.sig)
 		}
-		sh.n++
-		sh.acc.msgs += u.acc.msgs
-		sh.acc.reqs += u.acc.reqs
-		sh.acc.reps += u.acc.reps
-		sh.acc.rts += u.acc.rts
-		sh.acc.sent += u.acc.sent
-		sh.acc.recv += u.acc.recv
-		sh.acc.busyRecv += u.acc.busyRecv
-		sh.dur += u.to - u.from
-		sh.wait += wait(u.from, u.to)
-		sh.svc += a.serverTimeIn(u.from, u.to)
+		a.addUnit(sh, u)
 	}
 	trace := a.s.Traces[i]
 	steadyAt := shapes[sig].firstAt
 	for _, sg := range order {
 		sh := shapes[sg]
-		u := unitFigures(name, sh.n, sh.acc, sh.dur, sh.wait, server)
-		splitWait(&u, sh.svc, sh.n)
+		u := sh.figures(name, server)
 		u.Trace, u.Sequence = trace, describeSig(sg)
 		switch {
 		case sg == sig && hasSteady(n, len(units)):
@@ -275,37 +256,55 @@ func (a *analyzer) cmdUnitStats(i int, units []cmdUnit, sig string, n int, serve
 		a.s.UnitShapes = append(a.s.UnitShapes, u)
 	}
 	if !hasSteady(n, len(units)) {
-		var all unitAcc
-		var dur, w, svc int64
+		var all unitTotals
 		for _, u := range units {
-			all.msgs += u.acc.msgs
-			all.reqs += u.acc.reqs
-			all.reps += u.acc.reps
-			all.rts += u.acc.rts
-			all.sent += u.acc.sent
-			all.recv += u.acc.recv
-			all.busyRecv += u.acc.busyRecv
-			dur += u.to - u.from
-			w += wait(u.from, u.to)
-			svc += a.serverTimeIn(u.from, u.to)
+			a.addUnit(&all, u)
 		}
-		u := unitFigures(name, len(units), all, dur, w, server)
-		splitWait(&u, svc, len(units))
+		u := all.figures(name, server)
 		u.Trace, u.Shape = trace, "all"
 		a.s.Units = append(a.s.Units, u)
 		a.warnf("%s: no command sequence is shared by at least two %ss and a quarter of them (the most common: %d of %d), so there is no steady state; per-%s figures average all %d",
 			trace, name, n, len(units), name, len(units))
 		return
 	}
-	sh := shapes[sig]
-	u := unitFigures(name, sh.n, sh.acc, sh.dur, sh.wait, server)
-	splitWait(&u, sh.svc, sh.n)
+	u := shapes[sig].figures(name, server)
 	u.Trace, u.Shape, u.Sequence = trace, "steady", describeSig(sig)
 	a.s.Units = append(a.s.Units, u)
 	if apart := len(units) - n; apart > 0 {
 		a.warnf("%s: per-%s figures are of the steady state: %d of %d %ss share the command sequence %s; the other %d (warmup, other shapes) are in unit_shapes",
 			trace, name, n, len(units), name, u.Sequence, apart)
 	}
+}
+
+// unitTotals sums units of work: their count and messages, their time, the time blocked on
+// replies in them and the server's time in them (ns); firstAt is the first one's index.
+type unitTotals struct {
+	n              int
+	acc            unitAcc
+	dur, wait, svc int64
+	firstAt        int
+}
+
+// addUnit adds the unit u to t.
+func (a *analyzer) addUnit(t *unitTotals, u cmdUnit) {
+	t.n++
+	t.acc.msgs += u.acc.msgs
+	t.acc.reqs += u.acc.reqs
+	t.acc.reps += u.acc.reps
+	t.acc.rts += u.acc.rts
+	t.acc.sent += u.acc.sent
+	t.acc.recv += u.acc.recv
+	t.acc.busyRecv += u.acc.busyRecv
+	t.dur += u.to - u.from
+	t.wait += a.blockedIn(u.from, u.to)
+	t.svc += a.serverTimeIn(u.from, u.to)
+}
+
+// figures returns the per-unit figures of t's units, named name.
+func (t *unitTotals) figures(name string, server bool) UnitStats {
+	u := unitFigures(name, t.n, t.acc, t.dur, t.wait, server)
+	splitWait(&u, t.svc, t.n)
+	return u
 }
 
 // serverTimeIn is, when a server is traced in the same trace as its client, the part of the
