@@ -352,7 +352,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if batch {
 		before = ls.LoopStats()
 	}
-	rq0, rqOK := runDelayNs()
+	rq0, rqOK := runDelays()
 	results := make([]*venusd.Result, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -367,7 +367,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		}()
 	}
 	wg.Wait()
-	rq1, rqOK1 := runDelayNs()
+	rq, rqOK1 := runDelaySince(rq0)
 	if batch {
 		d := ls.LoopStats().Sub(before)
 		p.loop = &d
@@ -423,8 +423,8 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	}
 	p.ThroughputPerS = math.Round(p.ThroughputPerS)
 	p.InflightMean = round3(p.InflightMean)
-	if rqOK && rqOK1 && rq1 >= rq0 && p.Requests > 0 {
-		p.RunQueueUS = round3(float64(rq1-rq0) / 1e3 / float64(p.Requests))
+	if rqOK && rqOK1 && p.Requests > 0 {
+		p.RunQueueUS = round3(float64(rq) / 1e3 / float64(p.Requests))
 	}
 	return p, nil
 }

@@ -10,7 +10,7 @@ import (
 // TestRunDelay: with more busy threads than CPUs, this process's threads wait for a CPU, and
 // the kernel's count of it grows.
 func TestRunDelay(t *testing.T) {
-	before, ok := runDelayNs()
+	before, ok := runDelays()
 	if !ok {
 		t.Skip("no /proc/self/task/*/schedstat on this kernel")
 	}
@@ -20,6 +20,7 @@ func TestRunDelay(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			x := 0
 			for j := 0; j < 30_000_000; j++ {
 				x += j
@@ -28,9 +29,9 @@ func TestRunDelay(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	after, ok := runDelayNs()
-	if !ok || after <= before {
-		t.Errorf("run delay %d ns before, %d after: busy threads beyond the CPUs waited for none", before, after)
+	waited, ok := runDelaySince(before)
+	if !ok || waited <= 0 {
+		t.Errorf("run delay %d ns since the start: busy threads beyond the CPUs waited for none", waited)
 	}
 }
 
