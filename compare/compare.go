@@ -231,19 +231,12 @@ func compareMetric(name string, before, after []Run, alpha float64) MetricChange
 	bv, av := values(before, name), values(after, name)
 	m.Before, m.After = median(bv), median(av)
 	m.N = [2]int{len(bv), len(av)}
-	setVerdict := func(afterLarger bool) {
-		if afterLarger == mi.Higher {
-			m.Verdict = "better"
-		} else {
-			m.Verdict = "worse"
-		}
-	}
 	if mi.Count && Exact(bv, mi.Whole) && Exact(av, mi.Whole) {
 		// An exact count has no spread to test: it changed by exactly what was measured.
 		m.Basis, m.Test = "counts", "exact"
 		m.Change = fptr(ratio(m.After, m.Before) - 1)
 		if m.After != m.Before {
-			setVerdict(m.After > m.Before)
+			m.setVerdict(m.After > m.Before, mi.Higher)
 		}
 		m.Note = "exact count: the same in every run of each side, so it changed by exactly this (no test needed)"
 		return m
@@ -254,57 +247,79 @@ func compareMetric(name string, before, after []Run, alpha float64) MetricChange
 	}
 	switch {
 	case len(x) > 0 && len(y) > 0:
-		m.Basis, m.Test = "messages", "bootstrap"
-		q := mi.Quantile
-		if name == MetricTokensPerS {
-			// tokens/s is tokens over time: the ratio of mean token times, inverted.
-			m.Basis, q = "tokens", -1
-		} else {
-			// The metric is the quantile of the pooled samples, so that value and interval agree.
-			m.Before, m.After = quantile(x, mi.Quantile), quantile(y, mi.Quantile)
-		}
-		m.N = [2]int{len(x), len(y)}
-		m.Change = fptr(ratio(m.After, m.Before) - 1)
-		need := bootstrapMinN(q)
-		if len(x) < need || len(y) < need {
-			m.MinN = need
-			m.VerdictNote = fmt.Sprintf("too few samples: a bootstrap of this statistic needs ≥ %d per side", need)
-			return m
-		}
-		lo, hi, p := BootstrapTest(x, y, q, alpha, TwoSided)
-		if name == MetricTokensPerS {
-			lo, hi = 1/hi, 1/lo // token times → tokens/s
-		}
-		m.PValue = fptr(p)
-		m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
-		m.CILevel = 1 - alpha
-		if p < alpha && m.Change != nil && *m.Change != 0 {
-			setVerdict(*m.Change > 0)
-		}
+		m.sampleChange(name, mi, x, y, alpha)
 	case len(bv) > 0 && len(av) > 0:
-		m.Basis, m.Test = "runs", "mann-whitney"
-		m.Change = fptr(ratio(m.After, m.Before) - 1)
-		if MinPValue(len(bv), len(av), TwoSided) >= alpha {
-			m.MinN = minRunsFor(alpha)
-			m.VerdictNote = fmt.Sprintf("too few runs: the U test needs ≥ %d runs per side to reach p < %g", m.MinN, alpha)
-			if len(bv) == 1 && len(av) == 1 {
-				m.VerdictNote += " (or traces, for per-message samples)"
-			}
-			return m
-		}
-		u, p := MannWhitney(bv, av, TwoSided)
-		m.PValue = fptr(p)
-		lo, hi := ShiftRatioCI(bv, av, alpha)
-		m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
-		m.CILevel = 1 - alpha
-		if p < alpha {
-			// U counts before > after pairs: above half of them, after is the smaller side.
-			setVerdict(u < float64(len(bv)*len(av))/2)
-		}
+		m.runsChange(bv, av, alpha, mi.Higher)
 	default:
 		m.Change = fptr(ratio(m.After, m.Before) - 1)
 	}
 	return m
+}
+
+// setVerdict says whether the change is better or worse: afterLarger, for a metric where
+// higher is better when higher is set.
+func (m *MetricChange) setVerdict(afterLarger, higher bool) {
+	if afterLarger == higher {
+		m.Verdict = "better"
+	} else {
+		m.Verdict = "worse"
+	}
+}
+
+// sampleChange tests the metric on the pooled per-message (or per-token) samples x before and
+// y after: a bootstrap of the metric's statistic.
+func (m *MetricChange) sampleChange(name string, mi MetricInfo, x, y []float64, alpha float64) {
+	m.Basis, m.Test = "messages", "bootstrap"
+	q := mi.Quantile
+	if name == MetricTokensPerS {
+		// tokens/s is tokens over time: the ratio of mean token times, inverted.
+		m.Basis, q = "tokens", -1
+	} else {
+		// The metric is the quantile of the pooled samples, so that value and interval agree.
+		m.Before, m.After = quantile(x, mi.Quantile), quantile(y, mi.Quantile)
+	}
+	m.N = [2]int{len(x), len(y)}
+	m.Change = fptr(ratio(m.After, m.Before) - 1)
+	need := bootstrapMinN(q)
+	if len(x) < need || len(y) < need {
+		m.MinN = need
+		m.VerdictNote = fmt.Sprintf("too few samples: a bootstrap of this statistic needs ≥ %d per side", need)
+		return
+	}
+	lo, hi, p := BootstrapTest(x, y, q, alpha, TwoSided)
+	if name == MetricTokensPerS {
+		lo, hi = 1/hi, 1/lo // token times → tokens/s
+	}
+	m.PValue = fptr(p)
+	m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
+	m.CILevel = 1 - alpha
+	if p < alpha && m.Change != nil && *m.Change != 0 {
+		m.setVerdict(*m.Change > 0, mi.Higher)
+	}
+}
+
+// runsChange tests the metric on the runs' values bv before and av after: Mann-Whitney, with
+// the interval of the ratio of shifts.
+func (m *MetricChange) runsChange(bv, av []float64, alpha float64, higher bool) {
+	m.Basis, m.Test = "runs", "mann-whitney"
+	m.Change = fptr(ratio(m.After, m.Before) - 1)
+	if MinPValue(len(bv), len(av), TwoSided) >= alpha {
+		m.MinN = minRunsFor(alpha)
+		m.VerdictNote = fmt.Sprintf("too few runs: the U test needs ≥ %d runs per side to reach p < %g", m.MinN, alpha)
+		if len(bv) == 1 && len(av) == 1 {
+			m.VerdictNote += " (or traces, for per-message samples)"
+		}
+		return
+	}
+	u, p := MannWhitney(bv, av, TwoSided)
+	m.PValue = fptr(p)
+	lo, hi := ShiftRatioCI(bv, av, alpha)
+	m.CILow, m.CIHigh = fptr(lo-1), fptr(hi-1)
+	m.CILevel = 1 - alpha
+	if p < alpha {
+		// U counts before > after pairs: above half of them, after is the smaller side.
+		m.setVerdict(u < float64(len(bv)*len(av))/2, higher)
+	}
 }
 
 // Exact reports whether a count is known exactly from v, the values of one side's runs: every
