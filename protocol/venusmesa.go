@@ -57,71 +57,12 @@ func venusLayouts() (*venusLayout, error) {
 
 func parseVenusLayout(text string) (*venusLayout, error) {
 	l := &venusLayout{structs: map[string]*vstruct{}, bySType: map[uint32]*vstruct{}, cmds: map[uint32][]vop{}, known: map[uint32]bool{}}
-	parse := func(s string, line int) ([]vop, error) {
-		if s == "-" {
-			return nil, nil
-		}
-		ops, rest, err := parseOps(s)
-		if err == nil && rest != "" {
-			err = fmt.Errorf("unexpected %q", rest)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("venus layout line %d: %w", line, err)
-		}
-		return ops, nil
-	}
 	for i, ln := range strings.Split(text, "\n") {
 		if ln == "" || ln[0] == '#' {
 			continue
 		}
-		f := strings.Split(ln, "\t")
-		switch {
-		case f[0] == "S" && len(f) == 5:
-			s := &vstruct{name: f[1]}
-			if f[2] != "-" {
-				v, err := strconv.ParseInt(f[2], 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("venus layout line %d: sType %q", i+1, f[2])
-				}
-				s.hasSType, s.sType = true, uint32(v)
-				l.bySType[s.sType] = s
-			}
-			var err error
-			if s.self, err = parse(f[3], i+1); err != nil {
-				return nil, err
-			}
-			if s.partial, err = parse(f[4], i+1); err != nil {
-				return nil, err
-			}
-			l.structs[s.name] = s
-		case f[0] == "U" && len(f) == 3:
-			s := &vstruct{name: f[1]}
-			for _, alt := range strings.Split(f[2], "|") {
-				ops, err := parse(alt, i+1)
-				if err != nil {
-					return nil, err
-				}
-				s.union = append(s.union, ops)
-			}
-			l.structs[s.name] = s
-		case f[0] == "C" && len(f) == 4:
-			id, err := strconv.ParseUint(f[1], 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("venus layout line %d: command id %q", i+1, f[1])
-			}
-			ops, err := parse(f[3], i+1)
-			if err != nil {
-				return nil, err
-			}
-			l.known[uint32(id)] = true
-			if !hasUnknown(ops) {
-				if ops == nil {
-					ops = []vop{}
-				}
-				l.cmds[uint32(id)] = ops
-			}
-		default:
-			return nil, fmt.Errorf("venus layout line %d: %q", i+1, ln)
+		if err := l.parseLine(ln, i+1); err != nil {
+			return nil, err
 		}
 	}
 	for _, s := range l.structs {
@@ -138,6 +79,75 @@ func parseVenusLayout(text string) (*venusLayout, error) {
 		}
 	}
 	return l, nil
+}
+
+// parseLine adds line number line of the layout, ln: a struct (S), a union (U) or a command (C).
+func (l *venusLayout) parseLine(ln string, line int) error {
+	f := strings.Split(ln, "\t")
+	switch {
+	case f[0] == "S" && len(f) == 5:
+		s := &vstruct{name: f[1]}
+		if f[2] != "-" {
+			v, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				return fmt.Errorf("venus layout line %d: sType %q", line, f[2])
+			}
+			s.hasSType, s.sType = true, uint32(v)
+			l.bySType[s.sType] = s
+		}
+		var err error
+		if s.self, err = parseLayoutOps(f[3], line); err != nil {
+			return err
+		}
+		if s.partial, err = parseLayoutOps(f[4], line); err != nil {
+			return err
+		}
+		l.structs[s.name] = s
+	case f[0] == "U" && len(f) == 3:
+		s := &vstruct{name: f[1]}
+		for _, alt := range strings.Split(f[2], "|") {
+			ops, err := parseLayoutOps(alt, line)
+			if err != nil {
+				return err
+			}
+			s.union = append(s.union, ops)
+		}
+		l.structs[s.name] = s
+	case f[0] == "C" && len(f) == 4:
+		id, err := strconv.ParseUint(f[1], 10, 32)
+		if err != nil {
+			return fmt.Errorf("venus layout line %d: command id %q", line, f[1])
+		}
+		ops, err := parseLayoutOps(f[3], line)
+		if err != nil {
+			return err
+		}
+		l.known[uint32(id)] = true
+		if !hasUnknown(ops) {
+			if ops == nil {
+				ops = []vop{}
+			}
+			l.cmds[uint32(id)] = ops
+		}
+	default:
+		return fmt.Errorf("venus layout line %d: %q", line, ln)
+	}
+	return nil
+}
+
+// parseLayoutOps parses the ops of a layout field ("-": none) on line number line.
+func parseLayoutOps(s string, line int) ([]vop, error) {
+	if s == "-" {
+		return nil, nil
+	}
+	ops, rest, err := parseOps(s)
+	if err == nil && rest != "" {
+		err = fmt.Errorf("unexpected %q", rest)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("venus layout line %d: %w", line, err)
+	}
+	return ops, nil
 }
 
 func hasUnknown(ops []vop) bool {
