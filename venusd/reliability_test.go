@@ -302,8 +302,10 @@ func TestD6Deadlines(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("idle and slow clients closed after %v", d)
 	}
-	// MaxConns: a fourth connection makes room by closing the one idle the longest.
-	waitIdle(t, s)
+	// MaxConns: a fourth connection makes room by closing the one idle the longest. A server
+	// of its own, whose idle timeout (a minute) cannot close the others first on a slow machine.
+	s = startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, IdleTimeout: time.Minute,
+		FrameTimeout: 200 * time.Millisecond, MaxConns: 3})
 	var cs []*rawClient
 	for i := 0; i < 3; i++ {
 		c := dialRaw(t, s.Addr())
