@@ -175,17 +175,71 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	fs := NewFlagSet(env, c)
 	d := venusd.DefaultLLMConfig()
 	p := venusd.DefaultPingConfig()
-	connect := fs.String("connect", "", "connect to `ADDR`: tcp://HOST:PORT, unix:///PATH or shm:///NAME")
-	workload := fs.String("workload", "llm", "`NAME`: llm (llama.cpp token loop) or ping (small-command ping-pong)")
-	mode := fs.String("mode", "baseline", "`MODE`: baseline, coalesce, pipeline or coalesce+pipeline")
-	depth := fs.Int("depth", venusd.DefaultDepth, "requests in flight in pipeline modes")
-	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each direction (e.g. 2ms)")
-	jitter := fs.Duration("jitter", 0, "uniform random extra delay up to `D` per frame")
-	bandwidth := fs.String("bandwidth", "", "emulated link `RATE` (e.g. 100Mbit, 12MB per second); empty: unlimited")
-	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
-	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
-	asJSON := fs.Bool("json", false, "print the result as JSON (schema perflab.venus.run/v1)")
-	noVerify := fs.Bool("no-verify", false, "skip the in-process reference run that checks the checksum")
+	f := defineVenusFlags(fs, &d, &p)
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return BadInput("unexpected argument %q", pos[0])
+	}
+	m, bw, err := checkVenusFlags(f, &d)
+	if err != nil {
+		return err
+	}
+	tw, err := openTrace(*f.tracePath, *f.payload)
+	if err != nil {
+		return err
+	}
+	cfg := venusd.ClientConfig{
+		Connect: *f.connect, Workload: *f.workload, Mode: m, Depth: *f.depth, Delay: *f.delay, Jitter: *f.jitter,
+		Bandwidth: bw, LLM: d, Ping: p, Trace: tw, TracePayloadBytes: *f.payload, NoVerify: *f.noVerify,
+		Getenv: env.Getenv, Log: env.Stderr,
+	}
+	res, runErr := venusd.RunWorkload(ctx, cfg)
+	if tw != nil {
+		if err := tw.Close(); err != nil && runErr == nil {
+			runErr = fmt.Errorf("close trace: %w", err)
+		}
+	}
+	if res != nil {
+		if err := writeVenusResult(env, res, *f.asJSON); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		if errors.Is(runErr, flag.ErrHelp) {
+			return runErr
+		}
+		return Failed("%v", runErr)
+	}
+	return nil
+}
+
+// venusFlags holds the flags of venus run that are not fields of the workload configurations.
+type venusFlags struct {
+	connect, workload, mode, bandwidth, tracePath *string
+	depth, payload                                *int
+	delay, jitter                                 *time.Duration
+	asJSON, noVerify                              *bool
+	seed                                          *uint64
+}
+
+// defineVenusFlags declares venus run's flags on fs, binding the workload knobs straight into d and p,
+// with their range checks.
+func defineVenusFlags(fs *flag.FlagSet, d *venusd.LLMConfig, p *venusd.PingConfig) *venusFlags {
+	f := &venusFlags{}
+	f.connect = fs.String("connect", "", "connect to `ADDR`: tcp://HOST:PORT, unix:///PATH or shm:///NAME")
+	f.workload = fs.String("workload", "llm", "`NAME`: llm (llama.cpp token loop) or ping (small-command ping-pong)")
+	f.mode = fs.String("mode", "baseline", "`MODE`: baseline, coalesce, pipeline or coalesce+pipeline")
+	f.depth = fs.Int("depth", venusd.DefaultDepth, "requests in flight in pipeline modes")
+	f.delay = fs.Duration("delay", 0, "emulated one-way link delay `D` in each direction (e.g. 2ms)")
+	f.jitter = fs.Duration("jitter", 0, "uniform random extra delay up to `D` per frame")
+	f.bandwidth = fs.String("bandwidth", "", "emulated link `RATE` (e.g. 100Mbit, 12MB per second); empty: unlimited")
+	f.tracePath = fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
+	f.payload = fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
+	f.asJSON = fs.Bool("json", false, "print the result as JSON (schema perflab.venus.run/v1)")
+	f.noVerify = fs.Bool("no-verify", false, "skip the in-process reference run that checks the checksum")
 	fs.IntVar(&d.Tokens, "tokens", d.Tokens, "llm: tokens to generate")
 	fs.IntVar(&d.Hidden, "hidden", d.Hidden, "llm: hidden size of the model, floats")
 	fs.IntVar(&d.SubmitsPerToken, "submits", d.SubmitsPerToken, "llm: vkQueueSubmit calls per token")
@@ -196,7 +250,7 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	fs.IntVar(&d.LogitsBytes, "logits-bytes", d.LogitsBytes, "llm: host-coherent mapping 0x11 (logits), bytes")
 	fs.IntVar(&d.ParamsBytes, "params-bytes", d.ParamsBytes, "llm: host-coherent mapping 0x19 (token parameters), bytes")
 	fs.IntVar(&d.UploadChunk, "upload-chunk", d.UploadChunk, "llm: bytes per weight-upload command")
-	seed := fs.Uint64("seed", d.Seed, "llm: seed of the weights, data and first token")
+	f.seed = fs.Uint64("seed", d.Seed, "llm: seed of the weights, data and first token")
 	fs.IntVar(&p.Requests, "requests", p.Requests, "ping: requests to send")
 	fs.DurationVar(&p.Duration, "duration", 0, "ping: run for `D` instead of a request count")
 	fs.IntVar(&p.Warmup, "warmup", p.Warmup, "ping: requests before measuring")
@@ -223,76 +277,57 @@ func venusRun(ctx context.Context, env *Env, c *Command, args []string) error {
 	IntRange(fs, "warmup", 0, 1e9)
 	ByteRange(fs, "request-bytes", wire.CmdHeaderSize+4, 16<<20)
 	ByteRange(fs, "reply-bytes", wire.CmdHeaderSize+wire.ReplyFixedSize, 16<<20)
-	pos, err := ParseFlags(fs, args)
+	return f
+}
+
+// checkVenusFlags validates the parsed flags and returns the link mode and the bandwidth (bytes per
+// second, 0 for unlimited); it sets d.Seed from --seed.
+func checkVenusFlags(f *venusFlags, d *venusd.LLMConfig) (venusd.Mode, float64, error) {
+	if *f.connect == "" {
+		return 0, 0, BadInput("--connect ADDR is required (e.g. tcp://127.0.0.1:5556)")
+	}
+	if _, err := venusd.ParseAddr(*f.connect); err != nil {
+		return 0, 0, BadInput("--connect: %v", err)
+	}
+	m, err := venusd.ParseMode(*f.mode)
 	if err != nil {
-		return err
+		return 0, 0, BadInput("--mode: %v", err)
 	}
-	if len(pos) > 0 {
-		return BadInput("unexpected argument %q", pos[0])
+	if *f.workload != "llm" && *f.workload != "ping" {
+		return 0, 0, BadInput("--workload %q: want llm or ping", *f.workload)
 	}
-	if *connect == "" {
-		return BadInput("--connect ADDR is required (e.g. tcp://127.0.0.1:5556)")
+	if *f.depth < 1 || *f.depth > 1<<16 {
+		return 0, 0, BadInput("--depth %d: want 1 to 65536", *f.depth)
 	}
-	if _, err := venusd.ParseAddr(*connect); err != nil {
-		return BadInput("--connect: %v", err)
-	}
-	m, err := venusd.ParseMode(*mode)
+	bw, err := parseLinkRate(*f.bandwidth)
 	if err != nil {
-		return BadInput("--mode: %v", err)
+		return 0, 0, BadInput("--bandwidth: %v", err)
 	}
-	if *workload != "llm" && *workload != "ping" {
-		return BadInput("--workload %q: want llm or ping", *workload)
+	if *f.payload < 0 || *f.payload > trace.MaxPayload {
+		return 0, 0, BadInput("--payload-bytes %d: want 0..%d", *f.payload, trace.MaxPayload)
 	}
-	if *depth < 1 || *depth > 1<<16 {
-		return BadInput("--depth %d: want 1 to 65536", *depth)
-	}
-	bw, err := parseLinkRate(*bandwidth)
-	if err != nil {
-		return BadInput("--bandwidth: %v", err)
-	}
-	if *payload < 0 || *payload > trace.MaxPayload {
-		return BadInput("--payload-bytes %d: want 0..%d", *payload, trace.MaxPayload)
-	}
-	d.Seed = *seed
-	if *workload == "llm" {
+	d.Seed = *f.seed
+	if *f.workload == "llm" {
 		if d.Tokens < 1 {
-			return BadInput("--tokens %d: want at least 1", d.Tokens)
+			return 0, 0, BadInput("--tokens %d: want at least 1", d.Tokens)
 		}
 		if err := d.Validate(); err != nil {
-			return BadInput("%v", err)
+			return 0, 0, BadInput("%v", err)
 		}
 	}
-	tw, err := openTrace(*tracePath, *payload)
-	if err != nil {
-		return err
+	return m, bw, nil
+}
+
+// writeVenusResult prints res on env's stdout, as indented JSON when asJSON is set.
+func writeVenusResult(env *Env, res *venusd.Result, asJSON bool) error {
+	if !asJSON {
+		printVenusResult(env, res)
+		return nil
 	}
-	cfg := venusd.ClientConfig{
-		Connect: *connect, Workload: *workload, Mode: m, Depth: *depth, Delay: *delay, Jitter: *jitter,
-		Bandwidth: bw, LLM: d, Ping: p, Trace: tw, TracePayloadBytes: *payload, NoVerify: *noVerify,
-		Getenv: env.Getenv, Log: env.Stderr,
-	}
-	res, runErr := venusd.RunWorkload(ctx, cfg)
-	if tw != nil {
-		if err := tw.Close(); err != nil && runErr == nil {
-			runErr = fmt.Errorf("close trace: %w", err)
-		}
-	}
-	if res != nil {
-		if *asJSON {
-			enc := json.NewEncoder(env.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(res); err != nil {
-				return Failed("write result: %v", err)
-			}
-		} else {
-			printVenusResult(env, res)
-		}
-	}
-	if runErr != nil {
-		if errors.Is(runErr, flag.ErrHelp) {
-			return runErr
-		}
-		return Failed("%v", runErr)
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return Failed("write result: %v", err)
 	}
 	return nil
 }
