@@ -82,74 +82,25 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 	if !validFormat(*format, reports.GateFormats) {
 		return BadInput("-format must be one of %s, got %q", strings.Join(reports.GateFormats, ", "), *format)
 	}
-	cfg := compare.DefaultGateConfig()
-	if *config != "" {
-		f, err := os.Open(*config)
-		if err != nil {
-			return BadInput("open %s: %v", *config, err)
-		}
-		cfg, err = compare.ParseGateConfig(f, *config)
-		f.Close()
-		if err != nil {
-			return BadInput("%v", err)
-		}
-	}
-	if *runs > cfg.MinSamples {
-		cfg.MinSamples = *runs
-	}
-	switch *onInc {
-	case "":
-	case "pass", "fail":
-		cfg.OnInconclusive = *onInc
-	default:
-		return BadInput("-on-inconclusive must be pass or fail, got %q", *onInc)
+	cfg, err := gateRules(*config, *runs, *onInc)
+	if err != nil {
+		return err
 	}
 	opt := analyzers.Options{Protocol: *protocol}
-	cur, _, err := loadSide(strings.Join(pos, ","), opt)
+	cur, err := loadGateCurrent(pos, *relTo, opt, cfg)
 	if err != nil {
 		return err
-	}
-	if *relTo != "" {
-		refs, _, err := loadSide(*relTo, opt)
-		if err != nil {
-			return err
-		}
-		if err := compare.CheckInputs(refs, cfg); err != nil {
-			return BadInput("%v", err)
-		}
-		if cur, err = compare.Ratios(cur, refs); err != nil {
-			return BadInput("--relative-to: %v", err)
-		}
-	}
-	if err := compare.CheckInputs(cur, cfg); err != nil {
-		return BadInput("%v", err)
 	}
 	if *update {
-		data, err := compare.MarshalBaseline(cur, *relTo != "")
-		if err != nil {
-			return BadInput("%v", err)
-		}
-		if err := os.WriteFile(*baseline, data, 0o644); err != nil {
-			return BadInput("write %s: %v", *baseline, err)
-		}
-		fmt.Fprintf(env.Stderr, "perflab gate: wrote %s with %d runs\n", *baseline, len(cur))
-		return nil
+		return writeGateBaseline(env, *baseline, cur, *relTo != "")
 	}
-	base, rel, err := loadSide(*baseline, opt)
+	relative := *relTo != ""
+	base, err := loadGateBaseline(*baseline, relative, opt, cfg)
 	if err != nil {
 		return err
 	}
-	if rel != (*relTo != "") {
-		if rel {
-			return BadInput("%s holds ratios to reference runs: give the reference runs with --relative-to", *baseline)
-		}
-		return BadInput("--relative-to gives ratios but %s holds absolute runs", *baseline)
-	}
-	if err := compare.CheckInputs(base, cfg); err != nil {
-		return BadInput("baseline: %v", err)
-	}
 	res := compare.Gate(base, cur, cfg)
-	res.Relative = rel
+	res.Relative = relative
 	if err := writeOutput(env, *out, func(w writer) error { return reports.Gate(w, res, *format) }); err != nil {
 		return err
 	}
@@ -158,6 +109,98 @@ func runGate(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
+	return gateVerdictExit(env, res, cfg)
+}
+
+// gateRules returns the gate's rules: those of the config file (the defaults when config is empty),
+// needing at least runs runs per side, with onInc ("", pass or fail) overriding what an inconclusive
+// gate does.
+func gateRules(config string, runs int, onInc string) (*compare.GateConfig, error) {
+	cfg := compare.DefaultGateConfig()
+	if config != "" {
+		f, err := os.Open(config)
+		if err != nil {
+			return nil, BadInput("open %s: %v", config, err)
+		}
+		cfg, err = compare.ParseGateConfig(f, config)
+		f.Close()
+		if err != nil {
+			return nil, BadInput("%v", err)
+		}
+	}
+	if runs > cfg.MinSamples {
+		cfg.MinSamples = runs
+	}
+	switch onInc {
+	case "":
+	case "pass", "fail":
+		cfg.OnInconclusive = onInc
+	default:
+		return nil, BadInput("-on-inconclusive must be pass or fail, got %q", onInc)
+	}
+	return cfg, nil
+}
+
+// loadGateCurrent loads the CURRENT runs of pos and, when relTo lists reference runs, turns them into
+// current/reference ratios; both sides must satisfy cfg's input checks.
+func loadGateCurrent(pos []string, relTo string, opt analyzers.Options, cfg *compare.GateConfig) ([]compare.Run, error) {
+	cur, _, err := loadSide(strings.Join(pos, ","), opt)
+	if err != nil {
+		return nil, err
+	}
+	if relTo != "" {
+		refs, _, err := loadSide(relTo, opt)
+		if err != nil {
+			return nil, err
+		}
+		if err := compare.CheckInputs(refs, cfg); err != nil {
+			return nil, BadInput("%v", err)
+		}
+		if cur, err = compare.Ratios(cur, refs); err != nil {
+			return nil, BadInput("--relative-to: %v", err)
+		}
+	}
+	if err := compare.CheckInputs(cur, cfg); err != nil {
+		return nil, BadInput("%v", err)
+	}
+	return cur, nil
+}
+
+// loadGateBaseline loads the baseline runs, which must be ratios exactly when relative is set and
+// satisfy cfg's input checks.
+func loadGateBaseline(baseline string, relative bool, opt analyzers.Options, cfg *compare.GateConfig) ([]compare.Run, error) {
+	base, rel, err := loadSide(baseline, opt)
+	if err != nil {
+		return nil, err
+	}
+	if rel != relative {
+		if rel {
+			return nil, BadInput("%s holds ratios to reference runs: give the reference runs with --relative-to", baseline)
+		}
+		return nil, BadInput("--relative-to gives ratios but %s holds absolute runs", baseline)
+	}
+	if err := compare.CheckInputs(base, cfg); err != nil {
+		return nil, BadInput("baseline: %v", err)
+	}
+	return base, nil
+}
+
+// writeGateBaseline writes cur (ratios when relative) to the baseline file instead of gating.
+func writeGateBaseline(env *Env, baseline string, cur []compare.Run, relative bool) error {
+	data, err := compare.MarshalBaseline(cur, relative)
+	if err != nil {
+		return BadInput("%v", err)
+	}
+	if err := os.WriteFile(baseline, data, 0o644); err != nil {
+		return BadInput("write %s: %v", baseline, err)
+	}
+	fmt.Fprintf(env.Stderr, "perflab gate: wrote %s with %d runs\n", baseline, len(cur))
+	return nil
+}
+
+// gateVerdictExit reports the verdict of res on stderr and returns the exit it calls for: failure on
+// a regression, and on an inconclusive gate when cfg says so.
+func gateVerdictExit(env *Env, res *compare.GateResult, cfg *compare.GateConfig) error {
 	switch res.Verdict {
 	case "regression":
 		fmt.Fprintf(env.Stderr, "perflab gate: REGRESSION\n")
