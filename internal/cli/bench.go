@@ -74,23 +74,43 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if *reqBytes < 20 || *reqBytes > 1<<20 {
 		return BadInput("--request-bytes %d: want 20 to 1MiB", *reqBytes)
 	}
-	for _, t := range splitList(*transports) {
+	if err := setBenchSweep(&cfg, *transports, *modes, *clients, *depth); err != nil {
+		return err
+	}
+	if *progress || isTerminal(env.Stderr) {
+		cfg.Progress = benchProgressBar(env)
+	}
+	res, err := lab.Run(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Failed("bench interrupted: %v", err)
+		}
+		return Failed("%v", err)
+	}
+	return writeBenchResult(env, res, cfg.Duration, *out, *format, *asJSON)
+}
+
+// setBenchSweep checks the sweep's lists (transports, modes, client counts, depths) and stores them
+// in cfg, refusing sweeps of more than maxBenchPoints points.
+func setBenchSweep(cfg *lab.Config, transports, modes, clients, depth string) error {
+	var err error
+	for _, t := range splitList(transports) {
 		if t != "tcp" && t != "unix" && t != "shm" {
 			return BadInput("--transports: %q is not tcp, unix or shm", t)
 		}
 		cfg.Transports = append(cfg.Transports, t)
 	}
-	for _, m := range splitList(*modes) {
+	for _, m := range splitList(modes) {
 		md, err := venusd.ParseMode(m)
 		if err != nil {
 			return BadInput("--modes: %v", err)
 		}
 		cfg.Modes = append(cfg.Modes, md)
 	}
-	if cfg.Clients, err = intList("--clients", *clients, 1, lab.MaxClients); err != nil {
+	if cfg.Clients, err = intList("--clients", clients, 1, lab.MaxClients); err != nil {
 		return err
 	}
-	if cfg.Depths, err = intList("--depth", *depth, 1, 1024); err != nil {
+	if cfg.Depths, err = intList("--depth", depth, 1, 1024); err != nil {
 		return err
 	}
 	if cfg.Loop != "batch" && cfg.Loop != "conn" {
@@ -103,45 +123,46 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if total > maxBenchPoints {
 		return BadInput("%d points: at most %d per sweep", total, maxBenchPoints)
 	}
-	if *progress || isTerminal(env.Stderr) {
-		start := time.Now()
-		cfg.Progress = func(done, total int, p *lab.Point) {
-			const width = 30
-			bar := strings.Repeat("#", done*width/total) + strings.Repeat(".", width-done*width/total)
-			fmt.Fprintf(env.Stderr, "\rbench [%s] %d/%d %-28s %9.0f/s  %5.0fs", bar, done, total, p.Label(), p.ThroughputPerS, time.Since(start).Seconds())
-			if done == total {
-				fmt.Fprintln(env.Stderr)
-			}
+	return nil
+}
+
+// benchProgressBar returns a lab progress callback that redraws a one-line bar on env's stderr.
+func benchProgressBar(env *Env) func(done, total int, p *lab.Point) {
+	start := time.Now()
+	return func(done, total int, p *lab.Point) {
+		const width = 30
+		bar := strings.Repeat("#", done*width/total) + strings.Repeat(".", width-done*width/total)
+		fmt.Fprintf(env.Stderr, "\rbench [%s] %d/%d %-28s %9.0f/s  %5.0fs", bar, done, total, p.Label(), p.ThroughputPerS, time.Since(start).Seconds())
+		if done == total {
+			fmt.Fprintln(env.Stderr)
 		}
 	}
-	res, err := lab.Run(ctx, cfg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Failed("bench interrupted: %v", err)
-		}
-		return Failed("%v", err)
-	}
-	if *out != "" {
+}
+
+// writeBenchResult writes bench.json into dir (when set) and prints res as JSON or as tables in
+// format; duration is the measured time per point.
+func writeBenchResult(env *Env, res *lab.Result, duration time.Duration, dir, format string, asJSON bool) error {
+	if dir != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(*out, "bench.json"), append(b, '\n'), 0o644)
+			err = os.WriteFile(filepath.Join(dir, "bench.json"), append(b, '\n'), 0o644)
 		}
 		if err != nil {
 			return Failed("write bench.json: %v", err)
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
 	fmt.Fprintf(env.Stdout, "perflab bench: %d points, %s per point, %s loop, on %s (%d CPUs, Linux %s, %s)\n\n",
-		len(res.Points), cfg.Duration, res.Loop, res.Machine.Host, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go)
-	if err := lab.Render(env.Stdout, res, *format); err != nil {
+		len(res.Points), duration, res.Loop, res.Machine.Host, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go)
+	if err := lab.Render(env.Stdout, res, format); err != nil {
 		return Failed("%v", err)
 	}
-	if *out != "" {
-		fmt.Fprintf(env.Stdout, "\ntraces and bench.json in %s\n", *out)
+	if dir != "" {
+		fmt.Fprintf(env.Stdout, "\ntraces and bench.json in %s\n", dir)
 	}
 	return nil
 }
