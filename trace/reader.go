@@ -598,9 +598,11 @@ func (r *Reader) str(d *dec) string {
 func (r *Reader) decodeRecord(rec *Record) bool {
 	d := dec{b: r.body, p: r.bp}
 	tag := d.byte1()
-	st := &r.st
 	switch {
 	case tag&tagEvent != 0:
+		// Events are nearly every record: their common fields are decoded here, without a call.
+		e := &rec.Event
+		st := &r.st
 		var extra byte
 		if tag&evExtra != 0 {
 			extra = d.byte1()
@@ -609,14 +611,11 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 			}
 		}
 		dir := tag >> evDirShift & evDirMask
-		e := &rec.Event
+		e.Dir = Dir(dir)
 		if dir == evDirEsc {
-			e.Dir = Dir(d.byte1())
-			if e.Dir <= DirRecv {
+			if e.Dir = Dir(d.byte1()); e.Dir <= DirRecv {
 				return false // not the writer's encoding
 			}
-		} else {
-			e.Dir = Dir(dir)
 		}
 		e.TS = st.ts + d.varint()
 		e.Dur = d.varint()
@@ -642,21 +641,8 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 		}
 		e.Bytes = d.varint()
 		e.Errno, e.Command, e.ReqID, e.Payload = 0, 0, 0, nil
-		if tag&evErrno != 0 {
-			e.Errno = d.u32()
-		}
-		if extra&exCommand != 0 {
-			e.Command = d.u32()
-		}
-		if extra&exReqID != 0 {
-			e.ReqID = st.req + uint64(d.varint())
-			st.req = e.ReqID
-		}
-		if extra&exPayload != 0 {
-			e.Payload = d.bytesN(MaxPayload)
-			if len(e.Payload) == 0 {
-				return false
-			}
+		if (tag&evErrno != 0 || extra != 0) && !r.decodeEventExtras(&d, tag, extra, e) {
+			return false
 		}
 		if d.bad {
 			return false
@@ -667,37 +653,17 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 		}
 		rec.Kind = KindEvent
 	case tag == tagConnection:
-		c := &rec.Conn
-		c.ID = d.uvarint()
-		c.Family = Family(d.byte1())
-		c.Local = r.str(&d)
-		c.Remote = r.str(&d)
-		c.PID = d.u32()
-		c.FirstSeen = d.varint()
-		c.LastSeen = c.FirstSeen + d.varint()
-		if d.bad {
+		if !r.decodeConnection(&d, &rec.Conn) {
 			return false
 		}
 		rec.Kind = KindConnection
 	case tag == tagMarker:
-		m := &rec.Marker
-		m.TS = st.markerTS + d.varint()
-		m.Dur = d.varint()
-		m.PID = d.u32()
-		m.TID = d.u32()
-		m.Name = r.str(&d)
-		m.Value = d.varint()
-		m.Text = r.str(&d)
-		if d.bad {
+		if !r.decodeMarker(&d, &rec.Marker) {
 			return false
 		}
-		st.markerTS = m.TS
 		rec.Kind = KindMarker
 	case tag == tagLost:
-		l := &rec.Lost
-		l.Source = r.str(&d)
-		l.Count = d.uvarint()
-		if d.bad {
+		if !r.decodeLost(&d, &rec.Lost) {
 			return false
 		}
 		rec.Kind = KindLost
@@ -706,4 +672,63 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 	}
 	r.bp = d.p
 	return true
+}
+
+// decodeEventExtras decodes an event's optional fields flagged in tag and extra (errno, command,
+// request id as a delta to the previous one, payload) into e and reports whether they were well formed.
+func (r *Reader) decodeEventExtras(d *dec, tag, extra byte, e *Event) bool {
+	if tag&evErrno != 0 {
+		e.Errno = d.u32()
+	}
+	if extra&exCommand != 0 {
+		e.Command = d.u32()
+	}
+	if extra&exReqID != 0 {
+		e.ReqID = r.st.req + uint64(d.varint())
+		r.st.req = e.ReqID
+	}
+	if extra&exPayload != 0 {
+		e.Payload = d.bytesN(MaxPayload)
+		if len(e.Payload) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeConnection decodes the body of a connection record into c and reports whether it was well
+// formed.
+func (r *Reader) decodeConnection(d *dec, c *Connection) bool {
+	c.ID = d.uvarint()
+	c.Family = Family(d.byte1())
+	c.Local = r.str(d)
+	c.Remote = r.str(d)
+	c.PID = d.u32()
+	c.FirstSeen = d.varint()
+	c.LastSeen = c.FirstSeen + d.varint()
+	return !d.bad
+}
+
+// decodeMarker decodes the body of a marker record into m, against and then updating the marker
+// time delta state, and reports whether it was well formed.
+func (r *Reader) decodeMarker(d *dec, m *Marker) bool {
+	m.TS = r.st.markerTS + d.varint()
+	m.Dur = d.varint()
+	m.PID = d.u32()
+	m.TID = d.u32()
+	m.Name = r.str(d)
+	m.Value = d.varint()
+	m.Text = r.str(d)
+	if d.bad {
+		return false
+	}
+	r.st.markerTS = m.TS
+	return true
+}
+
+// decodeLost decodes the body of a lost-events record into l and reports whether it was well formed.
+func (r *Reader) decodeLost(d *dec, l *Lost) bool {
+	l.Source = r.str(d)
+	l.Count = d.uvarint()
+	return !d.bad
 }
