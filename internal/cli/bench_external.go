@@ -50,20 +50,8 @@ func (e *benchExternal) active() bool {
 }
 
 func runBenchExternal(ctx context.Context, env *Env, e *benchExternal, clientList, format string, asJSON, progress bool, out string) error {
-	switch {
-	case *e.client == "":
-		return BadInput("--server-pid and --server-cmd need --client 'CMD ... {clients} ...'")
-	case *e.serverPID == "" && *e.serverCmd == "":
-		return BadInput("--client needs the server: --server-pid PID or --server-cmd CMD")
-	case *e.serverPID != "" && *e.serverCmd != "":
-		return BadInput("give either --server-pid or --server-cmd, not both")
-	case !strings.Contains(*e.client, lab.ClientsPlaceholder):
-		return FlagError("client", *e.client, "a command with "+lab.ClientsPlaceholder+" where the client count goes")
-	}
-	if *e.protocol != "auto" {
-		if _, err := protocol.BuiltinSpec(*e.protocol); err != nil {
-			return BadInput("--protocol: %v", err)
-		}
+	if err := checkBenchExternal(e); err != nil {
+		return err
 	}
 	clients, err := intList("--clients", clientList, 1, lab.MaxClients)
 	if err != nil {
@@ -78,49 +66,18 @@ func runBenchExternal(ctx context.Context, env *Env, e *benchExternal, clientLis
 	cfg := lab.ExternalConfig{Client: *e.client, ClientFormat: *e.clientFormat, ClientTest: *e.clientTest, Clients: clients,
 		Dir: out, Protocol: *e.protocol, Record: benchRecorder(env)}
 	if *e.serverPID != "" {
-		for _, s := range strings.Split(*e.serverPID, ",") {
-			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
-			if err != nil || n == 0 {
-				return FlagError("server-pid", *e.serverPID, "process ids like 1234 or 1234,5678")
-			}
-			if !processExists(uint32(n)) {
-				return BadInput("--server-pid: no process %d", n)
-			}
-			cfg.Server = append(cfg.Server, uint32(n))
+		if cfg.Server, err = parseServerPIDs(*e.serverPID); err != nil {
+			return err
 		}
 		cfg.ServerLabel = "pid " + *e.serverPID
 	} else {
-		argv := strings.Fields(*e.serverCmd)
-		path, err := exec.LookPath(argv[0])
+		pid, stop, err := startBenchServer(ctx, env, *e.serverCmd, *e.serverWait)
 		if err != nil {
-			return BadInput("--server-cmd: cannot start %q: %v", argv[0], err)
+			return err
 		}
-		cmd := exec.Command(path, argv[1:]...)
-		cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
-		if err := cmd.Start(); err != nil {
-			return BadInput("--server-cmd: %v", err)
-		}
-		defer func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				cmd.Process.Kill()
-				<-done
-			}
-		}()
-		select {
-		case <-time.After(*e.serverWait):
-		case <-ctx.Done():
-			return Failed("bench interrupted")
-		}
-		if !processExists(uint32(cmd.Process.Pid)) {
-			return Failed("--server-cmd: %s exited at start", argv[0])
-		}
-		cfg.Server = []uint32{uint32(cmd.Process.Pid)}
-		cfg.ServerLabel = filepath.Base(argv[0])
+		defer stop()
+		cfg.Server = []uint32{pid}
+		cfg.ServerLabel = filepath.Base(strings.Fields(*e.serverCmd)[0])
 	}
 	if progress || isTerminal(env.Stderr) {
 		start := time.Now()
@@ -138,10 +95,91 @@ func runBenchExternal(ctx context.Context, env *Env, e *benchExternal, clientLis
 		}
 		return Failed("%v", err)
 	}
-	if out != "" {
+	return writeBenchExternalResult(env, res, out, format, asJSON)
+}
+
+// checkBenchExternal checks that the external-server flags name a client command with the clients
+// placeholder and exactly one way to find the server, and that --protocol is known.
+func checkBenchExternal(e *benchExternal) error {
+	switch {
+	case *e.client == "":
+		return BadInput("--server-pid and --server-cmd need --client 'CMD ... {clients} ...'")
+	case *e.serverPID == "" && *e.serverCmd == "":
+		return BadInput("--client needs the server: --server-pid PID or --server-cmd CMD")
+	case *e.serverPID != "" && *e.serverCmd != "":
+		return BadInput("give either --server-pid or --server-cmd, not both")
+	case !strings.Contains(*e.client, lab.ClientsPlaceholder):
+		return FlagError("client", *e.client, "a command with "+lab.ClientsPlaceholder+" where the client count goes")
+	}
+	if *e.protocol != "auto" {
+		if _, err := protocol.BuiltinSpec(*e.protocol); err != nil {
+			return BadInput("--protocol: %v", err)
+		}
+	}
+	return nil
+}
+
+// parseServerPIDs parses --server-pid's comma-separated process ids, each of a running process.
+func parseServerPIDs(list string) ([]uint32, error) {
+	var pids []uint32
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
+		if err != nil || n == 0 {
+			return nil, FlagError("server-pid", list, "process ids like 1234 or 1234,5678")
+		}
+		if !processExists(uint32(n)) {
+			return nil, BadInput("--server-pid: no process %d", n)
+		}
+		pids = append(pids, uint32(n))
+	}
+	return pids, nil
+}
+
+// startBenchServer starts the --server-cmd command line, waits wait for it to get ready and returns
+// its process id and a stop function (SIGTERM, then SIGKILL after 5 s) for the caller to defer; on
+// an error it has already stopped the server.
+func startBenchServer(ctx context.Context, env *Env, cmdline string, wait time.Duration) (uint32, func(), error) {
+	argv := strings.Fields(cmdline)
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return 0, nil, BadInput("--server-cmd: cannot start %q: %v", argv[0], err)
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
+	if err := cmd.Start(); err != nil {
+		return 0, nil, BadInput("--server-cmd: %v", err)
+	}
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+	select {
+	case <-time.After(wait):
+	case <-ctx.Done():
+		stop()
+		return 0, nil, Failed("bench interrupted")
+	}
+	if !processExists(uint32(cmd.Process.Pid)) {
+		stop()
+		return 0, nil, Failed("--server-cmd: %s exited at start", argv[0])
+	}
+	return uint32(cmd.Process.Pid), stop, nil
+}
+
+// writeBenchExternalResult writes bench.json into dir (when set) and prints res as JSON or as
+// tables in format.
+func writeBenchExternalResult(env *Env, res *lab.ExternalResult, dir, format string, asJSON bool) error {
+	if dir != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(out, "bench.json"), append(b, '\n'), 0o644)
+			err = os.WriteFile(filepath.Join(dir, "bench.json"), append(b, '\n'), 0o644)
 		}
 		if err != nil {
 			return Failed("write bench.json: %v", err)
@@ -156,8 +194,8 @@ func runBenchExternal(ctx context.Context, env *Env, e *benchExternal, clientLis
 	if err := lab.RenderExternal(env.Stdout, res, format); err != nil {
 		return Failed("%v", err)
 	}
-	if out != "" {
-		fmt.Fprintf(env.Stdout, "\ntraces and bench.json in %s\n", out)
+	if dir != "" {
+		fmt.Fprintf(env.Stdout, "\ntraces and bench.json in %s\n", dir)
 	}
 	return nil
 }
