@@ -191,10 +191,31 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	for _, pid := range cfg.Server {
 		server[pid] = true
 	}
-	// The client's round trips, as the trace has them: the replies its processes received.
+	if err := clientRoundTrips(p, spec, server); err != nil {
+		return nil, err
+	}
+	opt := analyzers.Options{Protocol: cfg.Protocol}
+	if opt.Protocol == "" {
+		opt.Protocol = "auto"
+	}
+	s, err := analyzers.Analyze(protocol.Files([]string{p.Trace}, nil), opt)
+	if err != nil {
+		return nil, fmt.Errorf("analyze trace: %w", err)
+	}
+	p.summary = s
+	if s.Loops != nil {
+		addServerLoops(p, s.Loops, server)
+	}
+	return p, nil
+}
+
+// clientRoundTrips reads the point's trace for the client's round trips (the replies its
+// processes received) into p's samples and trace figures, and counts the commands the server
+// processes received in p.Commands.
+func clientRoundTrips(p *ExternalPoint, spec *protocol.Spec, server map[uint32]bool) error {
 	var first, last int64
 	p.Commands = map[string]int64{}
-	err = protocol.Messages(protocol.Files([]string{p.Trace}, nil), spec, func(m *protocol.Message) error {
+	err := protocol.Messages(protocol.Files([]string{p.Trace}, nil), spec, func(m *protocol.Message) error {
 		if server[m.PID] {
 			if m.Dir == trace.DirRecv && !m.IsReply && m.Name != "" {
 				p.Commands[m.Name]++
@@ -211,9 +232,8 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 		p.samples = append(p.samples, float64(m.RTT)/1e3)
 		return nil
 	})
-
 	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
+		return fmt.Errorf("read trace: %w", err)
 	}
 	sort.Float64s(p.samples)
 	if k := len(p.samples); k > 0 && last > first {
@@ -227,15 +247,11 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 		p.TraceThroughputPerS = math.Round(float64(k) / span)
 		p.InflightMean = round3(sum / 1e6 / span)
 	}
-	opt := analyzers.Options{Protocol: cfg.Protocol}
-	if opt.Protocol == "" {
-		opt.Protocol = "auto"
-	}
-	s, err := analyzers.Analyze(protocol.Files([]string{p.Trace}, nil), opt)
-	if err != nil {
-		return nil, fmt.Errorf("analyze trace: %w", err)
-	}
-	p.summary = s
+	return nil
+}
+
+// addServerLoops sets p's loop figures from the event-loop threads of the server processes.
+func addServerLoops(p *ExternalPoint, lr *loops.Report, server map[uint32]bool) {
 	// The loops over their active spans (the idle time before the client came and after it
 	// left is not the loop's cycle): the server's N is the sum of its loop threads' N (requests
 	// per cycle, empty cycles included) and its cycle the time that carries them at the loops'
@@ -243,25 +259,23 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	// cycle. And the busy part of the cycles that received requests.
 	var busyCycles uint64
 	var nServer, served, busyNS, allBusy, allTime float64
-	if s.Loops != nil {
-		for _, t := range s.Loops.Threads {
-			if !server[t.PID] {
-				continue
-			}
-			p.Loops = append(p.Loops, t)
-			p.LoopThreads++
-			p.Requests += int64(t.Requests)
-			allBusy += t.BusyS
-			allTime += t.BusyS + t.IdleS
-			if t.ActiveCycleUS > 0 {
-				nServer += t.ActiveRequestsPerCycle
-				served += t.ActiveRequestsPerCycle / t.ActiveCycleUS
-			}
-			for _, g := range t.ByN {
-				if g.N > 0 {
-					busyCycles += g.Cycles
-					busyNS += g.BusyUS * float64(g.Cycles)
-				}
+	for _, t := range lr.Threads {
+		if !server[t.PID] {
+			continue
+		}
+		p.Loops = append(p.Loops, t)
+		p.LoopThreads++
+		p.Requests += int64(t.Requests)
+		allBusy += t.BusyS
+		allTime += t.BusyS + t.IdleS
+		if t.ActiveCycleUS > 0 {
+			nServer += t.ActiveRequestsPerCycle
+			served += t.ActiveRequestsPerCycle / t.ActiveCycleUS
+		}
+		for _, g := range t.ByN {
+			if g.N > 0 {
+				busyCycles += g.Cycles
+				busyNS += g.BusyUS * float64(g.Cycles)
 			}
 		}
 	}
@@ -275,7 +289,6 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	if allTime > 0 {
 		p.Utilization = math.Round(allBusy/allTime*1e4) / 1e4
 	}
-	return p, nil
 }
 
 // serverN is the requests the server's loops carry per cycle side by side: the sum of the loop
