@@ -73,29 +73,9 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 	if (*from == "") == (*fit == "") {
 		return BadInput("give exactly one of --from TRACE and --fit T_FIXED,T_PER_REQ")
 	}
-	var wl *models.Link
-	if *link != "" {
-		l, err := models.LookupLink(*link)
-		if err != nil {
-			return BadInput("-link: %v", err)
-		}
-		wl = &l
-	}
-	if *rtt >= 0 {
-		if wl == nil {
-			wl = &models.Link{Name: "what-if"}
-		}
-		wl.RTTUS = float64(*rtt) / 1e3
-	}
-	if *bandwidth != "" {
-		bw, err := modelBandwidth(*bandwidth)
-		if err != nil {
-			return BadInput("-bandwidth: %v", err)
-		}
-		if wl == nil {
-			wl = &models.Link{Name: "what-if", RTTUS: -1}
-		}
-		wl.BandwidthBps = bw
+	wl, err := whatIfLink(*link, *rtt, *bandwidth)
+	if err != nil {
+		return err
 	}
 	scenarios, err := modelScenarios(*mode, *coalesce, *pipeline)
 	if err != nil {
@@ -108,37 +88,74 @@ func runModel(ctx context.Context, env *Env, args []string) error {
 			return BadInput("-fit: %v", err)
 		}
 		rep = compare.PredictBatchWhatIf(b, scenarios, *coalesce, wl)
-	} else {
-		m := -1.0
-		if *measured >= 0 {
-			m = float64(*measured) / 1e3
-		}
-		in, done, err := holdInput(*from)
-		if err != nil {
-			return BadInput("%v", err)
-		}
-		defer done()
-		split, err := mergedSplit(in, analyzers.Options{Protocol: *protocol})
-		if err != nil {
-			return BadInput("%v", err)
-		}
-		if split != nil && m < 0 && split.RoundTrips > 0 {
-			m = split.NetRTT.P50 // the link as measured at both hosts: only this part changes
-		}
-		lf, err := compare.FitLoop(in, analyzers.Options{Protocol: *protocol}, m, 0)
-		if err != nil {
-			return BadInput("%v", err)
-		}
-		if split != nil && *measured < 0 && split.RoundTrips > 0 {
-			lf.Notes = append([]string{networkNote(split)}, lf.Notes...)
-		}
-		rep = compare.PredictLoopOn(*from, lf, scenarios, wl)
+	} else if rep, err = modelFromTrace(*from, *protocol, *measured, scenarios, wl); err != nil {
+		return err
 	}
 	format := "table"
 	if *asJSON {
 		format = "json"
 	}
 	return writeOutput(env, "", func(w writer) error { return reports.Model(w, rep, format) })
+}
+
+// whatIfLink returns the what-if link of the --link preset, with --rtt (when not negative) and
+// --bandwidth overriding its parts, or nil when none of them is given.
+func whatIfLink(link string, rtt time.Duration, bandwidth string) (*models.Link, error) {
+	var wl *models.Link
+	if link != "" {
+		l, err := models.LookupLink(link)
+		if err != nil {
+			return nil, BadInput("-link: %v", err)
+		}
+		wl = &l
+	}
+	if rtt >= 0 {
+		if wl == nil {
+			wl = &models.Link{Name: "what-if"}
+		}
+		wl.RTTUS = float64(rtt) / 1e3
+	}
+	if bandwidth != "" {
+		bw, err := modelBandwidth(bandwidth)
+		if err != nil {
+			return nil, BadInput("-bandwidth: %v", err)
+		}
+		if wl == nil {
+			wl = &models.Link{Name: "what-if", RTTUS: -1}
+		}
+		wl.BandwidthBps = bw
+	}
+	return wl, nil
+}
+
+// modelFromTrace fits the token loop of the trace from (decoded with protocol) and predicts
+// scenarios on the what-if link wl; measured is the link RTT during the recording, negative when
+// not given.
+func modelFromTrace(from, protocol string, measured time.Duration, scenarios []compare.Scenario, wl *models.Link) (*compare.ModelReport, error) {
+	m := -1.0
+	if measured >= 0 {
+		m = float64(measured) / 1e3
+	}
+	in, done, err := holdInput(from)
+	if err != nil {
+		return nil, BadInput("%v", err)
+	}
+	defer done()
+	split, err := mergedSplit(in, analyzers.Options{Protocol: protocol})
+	if err != nil {
+		return nil, BadInput("%v", err)
+	}
+	if split != nil && m < 0 && split.RoundTrips > 0 {
+		m = split.NetRTT.P50 // the link as measured at both hosts: only this part changes
+	}
+	lf, err := compare.FitLoop(in, analyzers.Options{Protocol: protocol}, m, 0)
+	if err != nil {
+		return nil, BadInput("%v", err)
+	}
+	if split != nil && measured < 0 && split.RoundTrips > 0 {
+		lf.Notes = append([]string{networkNote(split)}, lf.Notes...)
+	}
+	return compare.PredictLoopOn(from, lf, scenarios, wl), nil
 }
 
 // networkNote says what the model took from a merged trace's split.
