@@ -331,13 +331,7 @@ func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) err
 // measure runs n closed-loop ping clients for cfg.Duration and aggregates what they measured.
 func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.Mode, depth, n int) (*Point, error) {
 	p := &Point{Transport: tr, Mode: m.String(), Clients: n, Depth: depth}
-	mode := m
-	if depth > 1 && !mode.Pipeline() {
-		mode = venusd.ModePipeline // more than one in flight needs the pipeline mode
-		if m.Coalesce() {
-			mode = venusd.ModeCoalescePipeline
-		}
-	}
+	mode := pointMode(m, depth)
 	var tw *trace.Writer
 	if cfg.Dir != "" {
 		p.Trace = filepath.Join(cfg.Dir, strings.NewReplacer("/", "-", "+", "-").Replace(p.Label())+".plt")
@@ -369,25 +363,11 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	wg.Wait()
 	rq, rqOK1 := runDelaySince(rq0)
 	if batch {
-		d := ls.LoopStats().Sub(before)
-		p.loop = &d
-		p.RequestsPerCycle = round3(d.RequestsPerCycle())
-		p.CycleUS = round3(d.CycleMeanNs() / 1e3)
-		p.CycleP50US = round3(d.Cycle.Quantile(0.5) / 1e3)
-		p.CycleP99US = round3(d.Cycle.Quantile(0.99) / 1e3)
-		if d.Cycles > 0 {
-			p.EmptyCycleShare = round3(float64(d.EmptyCycles) / float64(d.Cycles))
-		}
+		setLoopFigures(p, ls.LoopStats().Sub(before))
 	}
 	if tw != nil {
-		if d := p.loop; d != nil {
-			// The loop's counters during this point, next to the clients' frames.
-			for name, v := range map[string]int64{"loop.cycles": d.Cycles, "loop.empty_cycles": d.EmptyCycles,
-				"loop.requests": d.Requests, "loop.writes": d.Writes, "loop.poll_ns": d.PollNs,
-				"loop.exec_ns": d.ExecNs, "loop.flush_ns": d.FlushNs, "loop.cycle_p50_ns": int64(d.Cycle.Quantile(0.5)),
-				"loop.cycle_p99_ns": int64(d.Cycle.Quantile(0.99))} {
-				tw.SetStat(name, v)
-			}
+		if p.loop != nil {
+			writeLoopStats(tw, p.loop)
 		}
 		if err := tw.Close(); err != nil {
 			return nil, fmt.Errorf("close trace: %w", err)
@@ -396,6 +376,55 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := addClientResults(p, results); err != nil {
+		return nil, err
+	}
+	if rqOK && rqOK1 && p.Requests > 0 {
+		p.RunQueueUS = round3(float64(rq) / 1e3 / float64(p.Requests))
+	}
+	return p, nil
+}
+
+// pointMode is the client mode that runs m with depth requests in flight: more than one in flight
+// needs the pipeline mode.
+func pointMode(m venusd.Mode, depth int) venusd.Mode {
+	mode := m
+	if depth > 1 && !mode.Pipeline() {
+		mode = venusd.ModePipeline
+		if m.Coalesce() {
+			mode = venusd.ModeCoalescePipeline
+		}
+	}
+	return mode
+}
+
+// setLoopFigures sets p's event-loop figures from the batch server's loop counters d during the
+// point.
+func setLoopFigures(p *Point, d venusd.LoopStats) {
+	p.loop = &d
+	p.RequestsPerCycle = round3(d.RequestsPerCycle())
+	p.CycleUS = round3(d.CycleMeanNs() / 1e3)
+	p.CycleP50US = round3(d.Cycle.Quantile(0.5) / 1e3)
+	p.CycleP99US = round3(d.Cycle.Quantile(0.99) / 1e3)
+	if d.Cycles > 0 {
+		p.EmptyCycleShare = round3(float64(d.EmptyCycles) / float64(d.Cycles))
+	}
+}
+
+// writeLoopStats records the loop's counters during the point, d, as stats of the point's trace,
+// next to the clients' frames.
+func writeLoopStats(tw *trace.Writer, d *venusd.LoopStats) {
+	for name, v := range map[string]int64{"loop.cycles": d.Cycles, "loop.empty_cycles": d.EmptyCycles,
+		"loop.requests": d.Requests, "loop.writes": d.Writes, "loop.poll_ns": d.PollNs,
+		"loop.exec_ns": d.ExecNs, "loop.flush_ns": d.FlushNs, "loop.cycle_p50_ns": int64(d.Cycle.Quantile(0.5)),
+		"loop.cycle_p99_ns": int64(d.Cycle.Quantile(0.99))} {
+		tw.SetStat(name, v)
+	}
+}
+
+// addClientResults sets p's samples, round trips, throughput and mean requests in flight from the
+// clients' results.
+func addClientResults(p *Point, results []*venusd.Result) error {
 	// One window for the point: from the clients' common start to the end of the slowest
 	// client's measured time (each client measures for Duration after its warm-up, then
 	// finishes the request it has in flight). λ is the completions in that window, L the
@@ -404,7 +433,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	for _, r := range results {
 		st := r.Ping
 		if st == nil {
-			return nil, errors.New("client returned no ping measurement")
+			return errors.New("client returned no ping measurement")
 		}
 		if st.ThroughputPerS > 0 {
 			wallS = math.Max(wallS, float64(st.Requests)/st.ThroughputPerS)
@@ -423,10 +452,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	}
 	p.ThroughputPerS = math.Round(p.ThroughputPerS)
 	p.InflightMean = round3(p.InflightMean)
-	if rqOK && rqOK1 && p.Requests > 0 {
-		p.RunQueueUS = round3(float64(rq) / 1e3 / float64(p.Requests))
-	}
-	return p, nil
+	return nil
 }
 
 func round3(v float64) float64 { return math.Round(v*1e3)/1e3 + 0 }
