@@ -161,6 +161,28 @@ func (r *Result) Clocks() []trace.Clock {
 // the reference's clock, durations scaled by the drift, connection ids moved by ConnBase, in
 // time order. Its metadata is the reference's with Clocks set and the inputs' PIDs and labels.
 func (r *Result) Write(w func(trace.Meta) (*trace.Writer, error)) error {
+	tw, err := w(r.mergedMeta())
+	if err != nil {
+		return err
+	}
+	evs, marks, err := r.writePlaced(tw)
+	if err == nil {
+		err = writeInTimeOrder(tw, evs, marks)
+	}
+	if err != nil {
+		tw.Close()
+		return fmt.Errorf("write merged trace: %w", err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("write merged trace: %w", err)
+	}
+	return nil
+}
+
+// mergedMeta is the merged trace's metadata: the first input's, with the clocks of the merge, the
+// union of the inputs' labels and process ids, and the source and protocol only where all inputs
+// agree.
+func (r *Result) mergedMeta() trace.Meta {
 	meta := r.Inputs[0].File.Meta
 	meta.Clocks = r.Clocks()
 	meta.Labels = map[string]string{}
@@ -186,10 +208,13 @@ func (r *Result) Write(w func(trace.Meta) (*trace.Writer, error)) error {
 	if len(meta.Labels) == 0 {
 		meta.Labels = nil
 	}
-	tw, err := w(meta)
-	if err != nil {
-		return err
-	}
+	return meta
+}
+
+// writePlaced writes every input's connections (ids moved into the input's range) and lost counts
+// (named input:source) to tw, and returns all inputs' events and markers with their connection ids
+// moved and, for every input but the first, their times placed on the first input's clock.
+func (r *Result) writePlaced(tw *trace.Writer) ([]trace.Event, []trace.Marker, error) {
 	var evs []trace.Event
 	var marks []trace.Marker
 	for i, in := range r.Inputs {
@@ -202,8 +227,7 @@ func (r *Result) Write(w func(trace.Meta) (*trace.Writer, error)) error {
 				c.FirstSeen, c.LastSeen = p.Map(c.FirstSeen), p.Map(c.LastSeen)
 			}
 			if err := tw.WriteConnection(&c); err != nil {
-				tw.Close()
-				return fmt.Errorf("write merged trace: %w", err)
+				return nil, nil, err
 			}
 		}
 		for _, e := range in.File.Events {
@@ -223,35 +247,34 @@ func (r *Result) Write(w func(trace.Meta) (*trace.Writer, error)) error {
 		}
 		for src, n := range in.File.Lost {
 			if err := tw.WriteLost(fmt.Sprintf("%s:%s", in.Name, src), n); err != nil {
-				tw.Close()
-				return fmt.Errorf("write merged trace: %w", err)
+				return nil, nil, err
 			}
 		}
 	}
+	return evs, marks, nil
+}
+
+// writeInTimeOrder writes evs and marks to tw sorted by time (stable: equal times keep their input
+// order), each marker before the events at its time or later.
+func writeInTimeOrder(tw *trace.Writer, evs []trace.Event, marks []trace.Marker) error {
 	sort.SliceStable(evs, func(a, b int) bool { return evs[a].TS < evs[b].TS })
 	sort.SliceStable(marks, func(a, b int) bool { return marks[a].TS < marks[b].TS })
 	mi := 0
 	for i := range evs {
 		for mi < len(marks) && marks[mi].TS <= evs[i].TS {
 			if err := tw.WriteMarker(&marks[mi]); err != nil {
-				tw.Close()
-				return fmt.Errorf("write merged trace: %w", err)
+				return err
 			}
 			mi++
 		}
 		if err := tw.WriteEvent(&evs[i]); err != nil {
-			tw.Close()
-			return fmt.Errorf("write merged trace: %w", err)
+			return err
 		}
 	}
 	for ; mi < len(marks); mi++ {
 		if err := tw.WriteMarker(&marks[mi]); err != nil {
-			tw.Close()
-			return fmt.Errorf("write merged trace: %w", err)
+			return err
 		}
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("write merged trace: %w", err)
 	}
 	return nil
 }
