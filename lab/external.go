@@ -299,6 +299,42 @@ func (p *ExternalPoint) serverN() float64 { return float64(p.LoopThreads) * p.Re
 // analyzeExternal fills the Little's-law rows, the fit of the server's cycles over the points
 // and its predictions, and the RTT populations at the largest client count.
 func analyzeExternal(res *ExternalResult) {
+	pts := checkExternalPoints(res)
+	fit, warns, err := loops.FitPoints(pts, loops.DefaultConfidence)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "no batch fit over the points: "+err.Error())
+	} else {
+		res.BatchFit = fit
+		res.Warnings = append(res.Warnings, warns...)
+		res.Warnings = append(res.Warnings, fit.Check()...)
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, q := range pts {
+			lo, hi = math.Min(lo, q.N), math.Max(hi, q.N)
+		}
+		if hi-lo < 0.5 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("N barely varies over the sweep (%.2f to %.2f requests per cycle): T_per_req cannot be told apart from T_fixed", lo, hi))
+		}
+		predictExternal(res, fit)
+		res.Ranges = append(res.Ranges, fitRanges(pts, fit)...)
+	}
+	var tp []Point
+	for _, p := range res.Points {
+		tp = append(tp, Point{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS})
+	}
+	idx := make([]int, len(tp))
+	for i := range idx {
+		idx[i] = i
+	}
+	res.Saturation = saturation(tp, idx)
+	latencyShape(res)
+	for i := range res.Points {
+		res.Points[i].summary = nil
+	}
+}
+
+// checkExternalPoints adds each point's Little's-law row and its warnings to res and returns the
+// (requests per cycle, cycle) points of those with a server event loop, for the batch fit.
+func checkExternalPoints(res *ExternalResult) []loops.Point {
 	var pts []loops.Point
 	for i := range res.Points {
 		p := &res.Points[i]
@@ -321,63 +357,58 @@ func analyzeExternal(res *ExternalResult) {
 		}
 		pts = append(pts, loops.Point{N: p.serverN(), TUS: p.CycleUS, Weight: 1})
 	}
-	fit, warns, err := loops.FitPoints(pts, loops.DefaultConfidence)
-	if err != nil {
-		res.Warnings = append(res.Warnings, "no batch fit over the points: "+err.Error())
-	} else {
-		res.BatchFit = fit
-		res.Warnings = append(res.Warnings, warns...)
-		res.Warnings = append(res.Warnings, fit.Check()...)
-		lo, hi := math.Inf(1), math.Inf(-1)
+	return pts
+}
+
+// predictExternal adds the batch model fit's throughput prediction for each point with a server
+// event loop to res, with a warning where it misses the client's measurement by more than
+// ExternalPredictionTolerance.
+func predictExternal(res *ExternalResult, fit *loops.Fit) {
+	b := models.Batch{TFixedUS: fit.TFixedUS, TPerReqUS: fit.TPerReqUS}
+	for i := range res.Points {
+		p := &res.Points[i]
+		if p.LoopThreads == 0 {
+			continue
+		}
+		pred := b.Throughput(p.serverN())
+		res.Predictions = append(res.Predictions, Prediction{Clients: p.Clients, InFlight: round3(p.serverN()),
+			CyclePredictedUS: round3(b.Cycle(p.serverN())), ThroughputPredictedPerS: math.Round(pred),
+			ThroughputMeasuredPerS: p.ThroughputPerS})
+		if p.ThroughputPerS > 0 && math.Abs(pred/p.ThroughputPerS-1) > ExternalPredictionTolerance {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("c%d: the batch model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",
+				p.Clients, pred, p.ThroughputPerS, 100*(pred/p.ThroughputPerS-1)))
+		}
+	}
+}
+
+// fitRanges groups pts by requests per cycle in powers of two and gives each group's mean N, mean
+// cycle and the per-request time that the fit's fixed time leaves.
+func fitRanges(pts []loops.Point, fit *loops.Fit) []loops.NRange {
+	var ranges []loops.NRange
+	for lo := 1; lo <= 4096; lo *= 2 {
+		var r loops.NRange
+		var sn, st float64
 		for _, q := range pts {
-			lo, hi = math.Min(lo, q.N), math.Max(hi, q.N)
-		}
-		if hi-lo < 0.5 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("N barely varies over the sweep (%.2f to %.2f requests per cycle): T_per_req cannot be told apart from T_fixed", lo, hi))
-		}
-		b := models.Batch{TFixedUS: fit.TFixedUS, TPerReqUS: fit.TPerReqUS}
-		for i := range res.Points {
-			p := &res.Points[i]
-			if p.LoopThreads == 0 {
-				continue
-			}
-			pred := b.Throughput(p.serverN())
-			res.Predictions = append(res.Predictions, Prediction{Clients: p.Clients, InFlight: round3(p.serverN()),
-				CyclePredictedUS: round3(b.Cycle(p.serverN())), ThroughputPredictedPerS: math.Round(pred),
-				ThroughputMeasuredPerS: p.ThroughputPerS})
-			if p.ThroughputPerS > 0 && math.Abs(pred/p.ThroughputPerS-1) > ExternalPredictionTolerance {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("c%d: the batch model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",
-					p.Clients, pred, p.ThroughputPerS, 100*(pred/p.ThroughputPerS-1)))
+			if q.N >= float64(lo) && q.N < float64(2*lo) {
+				r.Cycles++
+				sn += q.N
+				st += q.TUS
 			}
 		}
-		for lo := 1; lo <= 4096; lo *= 2 {
-			var r loops.NRange
-			var sn, st float64
-			for _, q := range pts {
-				if q.N >= float64(lo) && q.N < float64(2*lo) {
-					r.Cycles++
-					sn += q.N
-					st += q.TUS
-				}
-			}
-			if r.Cycles == 0 {
-				continue
-			}
-			r.NFrom, r.NTo = lo, 2*lo-1
-			r.MeanN, r.MeanUS = round3(sn/float64(r.Cycles)), round3(st/float64(r.Cycles))
-			r.TPerReqUS = round3((r.MeanUS - fit.TFixedUS) / r.MeanN)
-			res.Ranges = append(res.Ranges, r)
+		if r.Cycles == 0 {
+			continue
 		}
+		r.NFrom, r.NTo = lo, 2*lo-1
+		r.MeanN, r.MeanUS = round3(sn/float64(r.Cycles)), round3(st/float64(r.Cycles))
+		r.TPerReqUS = round3((r.MeanUS - fit.TFixedUS) / r.MeanN)
+		ranges = append(ranges, r)
 	}
-	var tp []Point
-	for _, p := range res.Points {
-		tp = append(tp, Point{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS})
-	}
-	idx := make([]int, len(tp))
-	for i := range idx {
-		idx[i] = i
-	}
-	res.Saturation = saturation(tp, idx)
+	return ranges
+}
+
+// latencyShape sets res's latency histogram and modes from the last point's samples, then drops
+// the samples.
+func latencyShape(res *ExternalResult) {
 	if k := len(res.Points); k > 0 {
 		last := &res.Points[k-1]
 		res.HistogramClients = last.Clients
@@ -388,8 +419,5 @@ func analyzeExternal(res *ExternalResult) {
 				LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
 		}
 		last.samples = nil
-	}
-	for i := range res.Points {
-		res.Points[i].summary = nil
 	}
 }
