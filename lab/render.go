@@ -22,76 +22,104 @@ func Sections(res *Result) []reports.Section {
 	var out []reports.Section
 	for _, s := range res.Series {
 		name := fmt.Sprintf("%s, %s, depth %d, %s loop", s.Transport, s.Mode, s.Depth, res.Loop)
-		sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
-			Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
-		rq := false
-		for _, k := range s.points {
-			rq = rq || res.Points[k].RunQueueUS > 0
-		}
-		if rq {
-			sc.Header = append(sc.Header, "run queue µs/RT")
-		}
-		for _, k := range s.points {
-			p := &res.Points[k]
-			row := []string{reports.Count(p.Clients), reports.Count(p.ThroughputPerS), reports.Num(p.RTTUS.P50),
-				reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)}
-			if rq {
-				row = append(row, dash(p.RunQueueUS))
-			}
-			sc.Rows = append(sc.Rows, row)
-		}
-		if note := runQueueNote(res, s.points); note != "" {
-			sc.Notes = append(sc.Notes, note)
-		}
-		if s.Saturation > 0 {
-			sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), reports.Share(saturationGain)))
-		}
-		out = append(out, sc)
-		if f := s.BatchFit; f != nil {
-			bm := reports.Section{Title: "Batch model RTT = T_fixed + T_per_req·N (" + name + ")", Align: "r",
-				Header: []string{"clients", "N in flight", "T_cycle predicted µs", "RTT measured µs", "throughput predicted /s", "throughput measured /s"}}
-			for i, pr := range s.Predictions {
-				bm.Rows = append(bm.Rows, []string{reports.Count(pr.Clients), reports.Num(pr.InFlight), reports.Num(pr.CyclePredictedUS),
-					reports.Num(res.Points[s.points[i]].RTTUS.Mean), reports.Count(pr.ThroughputPredictedPerS), reports.Count(pr.ThroughputMeasuredPerS)})
-			}
-			bm.Notes = append(bm.Notes,
-				fmt.Sprintf("T_fixed = %s µs (95%% CI %s), T_per_req = %s µs (95%% CI %s), R² = %s, %s points",
-					reports.Num(f.TFixedUS), reports.Interval(f.TFixedCI[0], f.TFixedCI[1]), reports.Num(f.TPerReqUS), reports.Interval(f.TPerReqCI[0], f.TPerReqCI[1]),
-					reports.Num(f.R2), reports.Count(f.Points)))
-			if f.ThroughputMax > 0 {
-				bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", reports.Count(f.ThroughputMax)))
-			}
-			out = append(out, bm)
+		out = append(out, scalingSection(res, &s, name))
+		if s.BatchFit != nil {
+			out = append(out, batchModelSection(res, &s, name))
 		}
 		if len(s.LoopPhases) > 0 {
-			lp := reports.Section{Title: fmt.Sprintf("Loop phases of the busy cycles at %d clients (%s)", s.HistogramClients, name),
-				Header: []string{"phase", "p50 µs", "p90 µs", "p99 µs"}}
-			for _, ph := range s.LoopPhases {
-				lp.Rows = append(lp.Rows, []string{ph.Phase, reports.Num(ph.P50US), reports.Num(ph.P90US), reports.Num(ph.P99US)})
-			}
-			lp.Notes = append(lp.Notes, "poll: take the arrived requests; execute: run them; flush: one write per connection")
-			out = append(out, lp)
+			out = append(out, loopPhasesSection(&s, name))
 		}
 		if len(s.Histogram) > 0 {
-			h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (%s)", s.HistogramClients, name),
-				Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
-			var peak uint64
-			for _, b := range s.Histogram {
-				peak = max(peak, b.Count)
-			}
-			for _, b := range s.Histogram {
-				if b.Count == 0 {
-					continue
-				}
-				bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
-				h.Rows = append(h.Rows, []string{reports.Interval(b.LowUS, b.HighUS), reports.Count(b.Count), bar})
-			}
-			for i, m := range s.Modes {
-				h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
-			}
-			out = append(out, h)
+			out = append(out, histogramSection(&s, name))
 		}
 	}
+	return append(out, littleSection(res))
+}
+
+// scalingSection is the series' RTT scaling table: throughput, RTT and loop figures per client
+// count, with its run-queue and saturation notes.
+func scalingSection(res *Result, s *Series, name string) reports.Section {
+	sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
+		Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
+	rq := false
+	for _, k := range s.points {
+		rq = rq || res.Points[k].RunQueueUS > 0
+	}
+	if rq {
+		sc.Header = append(sc.Header, "run queue µs/RT")
+	}
+	for _, k := range s.points {
+		p := &res.Points[k]
+		row := []string{reports.Count(p.Clients), reports.Count(p.ThroughputPerS), reports.Num(p.RTTUS.P50),
+			reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)}
+		if rq {
+			row = append(row, dash(p.RunQueueUS))
+		}
+		sc.Rows = append(sc.Rows, row)
+	}
+	if note := runQueueNote(res, s.points); note != "" {
+		sc.Notes = append(sc.Notes, note)
+	}
+	if s.Saturation > 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), reports.Share(saturationGain)))
+	}
+	return sc
+}
+
+// batchModelSection is the series' batch model table: predicted against measured cycle and
+// throughput per client count, with the fit's parameters.
+func batchModelSection(res *Result, s *Series, name string) reports.Section {
+	f := s.BatchFit
+	bm := reports.Section{Title: "Batch model RTT = T_fixed + T_per_req·N (" + name + ")", Align: "r",
+		Header: []string{"clients", "N in flight", "T_cycle predicted µs", "RTT measured µs", "throughput predicted /s", "throughput measured /s"}}
+	for i, pr := range s.Predictions {
+		bm.Rows = append(bm.Rows, []string{reports.Count(pr.Clients), reports.Num(pr.InFlight), reports.Num(pr.CyclePredictedUS),
+			reports.Num(res.Points[s.points[i]].RTTUS.Mean), reports.Count(pr.ThroughputPredictedPerS), reports.Count(pr.ThroughputMeasuredPerS)})
+	}
+	bm.Notes = append(bm.Notes,
+		fmt.Sprintf("T_fixed = %s µs (95%% CI %s), T_per_req = %s µs (95%% CI %s), R² = %s, %s points",
+			reports.Num(f.TFixedUS), reports.Interval(f.TFixedCI[0], f.TFixedCI[1]), reports.Num(f.TPerReqUS), reports.Interval(f.TPerReqCI[0], f.TPerReqCI[1]),
+			reports.Num(f.R2), reports.Count(f.Points)))
+	if f.ThroughputMax > 0 {
+		bm.Notes = append(bm.Notes, fmt.Sprintf("throughput limit 1/T_per_req = %s /s", reports.Count(f.ThroughputMax)))
+	}
+	return bm
+}
+
+// loopPhasesSection is the series' table of loop phase times of the busy cycles.
+func loopPhasesSection(s *Series, name string) reports.Section {
+	lp := reports.Section{Title: fmt.Sprintf("Loop phases of the busy cycles at %d clients (%s)", s.HistogramClients, name),
+		Header: []string{"phase", "p50 µs", "p90 µs", "p99 µs"}}
+	for _, ph := range s.LoopPhases {
+		lp.Rows = append(lp.Rows, []string{ph.Phase, reports.Num(ph.P50US), reports.Num(ph.P90US), reports.Num(ph.P99US)})
+	}
+	lp.Notes = append(lp.Notes, "poll: take the arrived requests; execute: run them; flush: one write per connection")
+	return lp
+}
+
+// histogramSection is the series' RTT histogram at its highest client count, with its populations.
+func histogramSection(s *Series, name string) reports.Section {
+	h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (%s)", s.HistogramClients, name),
+		Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
+	var peak uint64
+	for _, b := range s.Histogram {
+		peak = max(peak, b.Count)
+	}
+	for _, b := range s.Histogram {
+		if b.Count == 0 {
+			continue
+		}
+		bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
+		h.Rows = append(h.Rows, []string{reports.Interval(b.LowUS, b.HighUS), reports.Count(b.Count), bar})
+	}
+	for i, m := range s.Modes {
+		h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
+	}
+	return h
+}
+
+// littleSection checks Little's law at every point of the sweep.
+func littleSection(res *Result) reports.Section {
 	ll := reports.Section{Title: "Little's law L = λ·W at every point",
 		Header: []string{"point", "L in flight", "λ /s", "L/λ µs", "W measured µs", "error"}}
 	worst := 0.0
@@ -106,8 +134,7 @@ func Sections(res *Result) []reports.Section {
 		}
 		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %s: Little's law %s within %s at every point", reports.Share(worst), verdict, reports.Share(LittleTolerance)))
 	}
-	out = append(out, ll)
-	return out
+	return ll
 }
 
 // runQueueNote says how much of the change in mean RTT from the series' first point to its
