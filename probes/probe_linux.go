@@ -370,70 +370,13 @@ func (p *Probe) Counts() (Counts, error) {
 // DrainEvery timer; the kernel side wakes the reader early when the ring fills past
 // WakeupBytes. It returns nil on a normal stop, or the first error of emit.
 func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
-	var (
-		rec      ringbuf.Record
-		out      trace.Record
-		lastLost uint64
-		sentLost bool
-	)
-	emitLost := func(force bool) error {
-		c, err := p.Counts()
-		if err != nil {
-			return err
-		}
-		if !force && sentLost && c.LostEvents == lastLost {
-			return nil
-		}
-		lastLost, sentLost = c.LostEvents, true
-		out = trace.Record{Kind: trace.KindLost, Lost: trace.Lost{Source: LostSource, Count: c.LostEvents}}
-		return emit(&out)
-	}
-	finish := func() error {
-		// Detach first, so that nothing more is produced, then drain the ring to empty and
-		// close the account: the lost count is final.
-		p.detach()
-		p.reader.SetDeadline(time.Now().Add(-time.Second))
-		for {
-			err := p.reader.ReadInto(&rec)
-			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					return fmt.Errorf("drain ring buffer: %w", err)
-				}
-				break
-			}
-			if err := p.handle(rec.RawSample, &out, emit); err != nil {
-				return err
-			}
-		}
-		for _, cs := range p.order {
-			out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
-			if err := emit(&out); err != nil {
-				return err
-			}
-		}
-		return emitLost(true)
-	}
-	// tick is the periodic work: it reports whether to stop.
-	tick := func() (bool, error) {
-		p.sampleStats()
-		if ctx.Err() != nil {
-			return true, nil
-		}
-		if t, err := p.Targets(); err != nil {
-			return false, err
-		} else if len(t) == 0 {
-			return true, nil
-		} else {
-			p.rescan(t)
-		}
-		return false, emitLost(false)
-	}
+	st := &runState{emit: emit}
 	lastTick := time.Now()
 	p.reader.SetDeadline(lastTick.Add(p.cfg.DrainEvery))
 	for n := 0; ; n++ {
-		err := p.reader.ReadInto(&rec)
+		err := p.reader.ReadInto(&st.rec)
 		if err == nil {
-			if err := p.handle(rec.RawSample, &out, emit); err != nil {
+			if err := p.handle(st.rec.RawSample, &st.out, emit); err != nil {
 				return err
 			}
 			// While records keep coming the deadline never fires: tick on the clock.
@@ -443,16 +386,84 @@ func (p *Probe) Run(ctx context.Context, emit func(*trace.Record) error) error {
 		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		stop, err := tick()
+		stop, err := p.tick(ctx, st)
 		if err != nil {
 			return err
 		}
 		if stop {
-			return finish()
+			return p.finish(st)
 		}
 		lastTick = time.Now()
 		p.reader.SetDeadline(lastTick.Add(p.cfg.DrainEvery))
 	}
+}
+
+// runState is what Run keeps between records: the ring-buffer and trace records it reuses, the
+// emit callback, and the last lost count it emitted.
+type runState struct {
+	rec      ringbuf.Record
+	out      trace.Record
+	emit     func(*trace.Record) error
+	lastLost uint64
+	sentLost bool
+}
+
+// emitLost emits the lost-events count when it changed since the last one emitted, or always when
+// force is set.
+func (p *Probe) emitLost(st *runState, force bool) error {
+	c, err := p.Counts()
+	if err != nil {
+		return err
+	}
+	if !force && st.sentLost && c.LostEvents == st.lastLost {
+		return nil
+	}
+	st.lastLost, st.sentLost = c.LostEvents, true
+	st.out = trace.Record{Kind: trace.KindLost, Lost: trace.Lost{Source: LostSource, Count: c.LostEvents}}
+	return st.emit(&st.out)
+}
+
+// tick is Run's periodic work (stats, new target processes, lost count); it reports whether to
+// stop: ctx is done or no target process is left.
+func (p *Probe) tick(ctx context.Context, st *runState) (bool, error) {
+	p.sampleStats()
+	if ctx.Err() != nil {
+		return true, nil
+	}
+	if t, err := p.Targets(); err != nil {
+		return false, err
+	} else if len(t) == 0 {
+		return true, nil
+	} else {
+		p.rescan(t)
+	}
+	return false, p.emitLost(st, false)
+}
+
+// finish ends Run: it detaches first, so that nothing more is produced, then drains the ring to
+// empty, emits the connections and closes the account: the lost count is final.
+func (p *Probe) finish(st *runState) error {
+	p.detach()
+	p.reader.SetDeadline(time.Now().Add(-time.Second))
+	for {
+		err := p.reader.ReadInto(&st.rec)
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("drain ring buffer: %w", err)
+			}
+			break
+		}
+		if err := p.handle(st.rec.RawSample, &st.out, st.emit); err != nil {
+			return err
+		}
+	}
+	for _, cs := range p.order {
+		st.out = trace.Record{Kind: trace.KindConnection, Conn: cs.conn}
+		if err := st.emit(&st.out); err != nil {
+			return err
+		}
+	}
+	return p.emitLost(st, true)
 }
 
 // handle converts one ring-buffer record and emits it.
