@@ -219,9 +219,9 @@ func (l Loop) frames(k int) []frame {
 // for every reply; with it, only at sync points. With K = D = 1 the prediction is the measured
 // baseline.
 func (l Loop) Predict(w WhatIf) Prediction {
-	link := l.Link
+	s := tokenSim{l: &l, link: l.Link}
 	if w.Link != nil {
-		link = *w.Link
+		s.link = *w.Link
 	}
 	k := w.Coalesce
 	pipelined := w.Pipeline > 1
@@ -230,76 +230,98 @@ func (l Loop) Predict(w WhatIf) Prediction {
 		d = 1
 	}
 	frames := l.frames(k)
-	var p Prediction
 	gap := l.ComputeUS / float64(len(l.Calls))
-	var t, srvFree, upFree, downFree float64
-	var inflight []float64 // reply times of outstanding reply-wanting frames
 	prevCall := -1
 	for _, f := range frames {
 		calls := f.lastCall - prevCall
 		prevCall = f.lastCall
-		t += gap * float64(calls)
+		s.t += gap * float64(calls)
 		bytesOut := f.sendBytes + l.FrameBytes
 		bytesIn := f.recvBytes + l.FrameBytes
-		if f.wantsReply && pipelined && len(inflight) >= d {
+		if f.wantsReply && pipelined && len(s.inflight) >= d {
 			// Wait for the oldest outstanding reply to free a slot.
-			oldest := inflight[0]
-			inflight = inflight[1:]
-			if oldest > t {
-				p.NetWaitUS += oldest - t
-				t = oldest
-			}
+			oldest := s.inflight[0]
+			s.inflight = s.inflight[1:]
+			s.waitUntil(oldest)
 		}
-		sendCost := l.SendUS + l.SendPerByteUS*bytesOut
-		start := t
-		t += sendCost
-		p.NetWaitUS += sendCost
-		p.BytesSentPerToken += bytesOut
-		p.MessagesPerToken++
-		up := math.Max(start, upFree) + link.TransferUS(bytesOut)
-		upFree = up
-		arrive := up + link.RTTUS/2 + l.MessageUS/2
-		begin := math.Max(arrive, srvFree)
-		srvFree = begin + l.MessageCPUUS + f.work + l.ServerPerByteUS*(bytesOut+bytesIn)
+		s.send(&f, bytesOut, bytesIn)
 		if !f.wantsReply {
 			continue
 		}
-		down := math.Max(srvFree+link.RTTUS/2+l.MessageUS/2, downFree) + link.TransferUS(bytesIn)
-		downFree = down
-		p.MessagesPerToken++
-		p.RoundTripsPerToken++
-		p.BytesRecvPerToken += bytesIn
-		if pipelined {
-			// The receive thread's hand-over delays the reply and costs the client its time.
-			down += l.PipelineHopUS
-			t += l.PipelineHopUS
-			p.NetWaitUS += l.PipelineHopUS
-		}
+		down := s.reply(bytesIn, pipelined)
 		if !pipelined || f.sync {
-			p.WaitsPerToken++
+			s.p.WaitsPerToken++
 			// Everything sent before is answered before this reply (frames keep their order).
-			inflight = inflight[:0]
-			if down > t {
-				p.NetWaitUS += down - t
-				t = down
-			}
+			s.inflight = s.inflight[:0]
+			s.waitUntil(down)
 			continue
 		}
-		inflight = append(inflight, down)
+		s.inflight = append(s.inflight, down)
 	}
 	// A token ends when its last reply is in.
-	for _, r := range inflight {
-		if r > t {
-			p.NetWaitUS += r - t
-			t = r
-		}
+	for _, r := range s.inflight {
+		s.waitUntil(r)
 	}
-	t += gap * float64(len(l.Calls)-1-prevCall)
-	p.TokenTimeUS = t
-	if t > 0 {
-		p.TokensPerS = 1e6 / t
+	s.t += gap * float64(len(l.Calls)-1-prevCall)
+	s.p.TokenTimeUS = s.t
+	if s.t > 0 {
+		s.p.TokensPerS = 1e6 / s.t
 	}
-	return p
+	return s.p
+}
+
+// tokenSim is the state of Predict's simulation of one token on link: the client's clock t and
+// when the server and each direction of the link are next free (µs), the reply times of the
+// outstanding reply-wanting frames, and the prediction so far.
+type tokenSim struct {
+	l                            *Loop
+	link                         Link
+	p                            Prediction
+	t, srvFree, upFree, downFree float64
+	inflight                     []float64
+}
+
+// waitUntil moves the client's clock to at, counting the wait as network wait, when at is later.
+func (s *tokenSim) waitUntil(at float64) {
+	if at > s.t {
+		s.p.NetWaitUS += at - s.t
+		s.t = at
+	}
+}
+
+// send sends frame f of bytesOut bytes (its reply, if any, bytesIn): the client's send cost, the
+// uplink, and the server's work on it.
+func (s *tokenSim) send(f *frame, bytesOut, bytesIn float64) {
+	l := s.l
+	sendCost := l.SendUS + l.SendPerByteUS*bytesOut
+	start := s.t
+	s.t += sendCost
+	s.p.NetWaitUS += sendCost
+	s.p.BytesSentPerToken += bytesOut
+	s.p.MessagesPerToken++
+	up := math.Max(start, s.upFree) + s.link.TransferUS(bytesOut)
+	s.upFree = up
+	arrive := up + s.link.RTTUS/2 + s.l.MessageUS/2
+	begin := math.Max(arrive, s.srvFree)
+	s.srvFree = begin + l.MessageCPUUS + f.work + l.ServerPerByteUS*(bytesOut+bytesIn)
+}
+
+// reply returns when the reply of bytesIn bytes to the frame just sent is at the client, after the
+// downlink and, when pipelined, the receive thread's hand-over.
+func (s *tokenSim) reply(bytesIn float64, pipelined bool) float64 {
+	l := s.l
+	down := math.Max(s.srvFree+s.link.RTTUS/2+l.MessageUS/2, s.downFree) + s.link.TransferUS(bytesIn)
+	s.downFree = down
+	s.p.MessagesPerToken++
+	s.p.RoundTripsPerToken++
+	s.p.BytesRecvPerToken += bytesIn
+	if pipelined {
+		// The receive thread's hand-over delays the reply and costs the client its time.
+		down += l.PipelineHopUS
+		s.t += l.PipelineHopUS
+		s.p.NetWaitUS += l.PipelineHopUS
+	}
+	return down
 }
 
 // BatchWhatIf predicts, from a fitted batch model alone (no trace), the cost of one request when
