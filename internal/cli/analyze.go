@@ -78,45 +78,69 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	if f.summary == nil && f.traces == nil {
 		return BadInput("--format %s is not available in this build", *format)
 	}
-	opt := analyzers.Options{Protocol: *proto, Unit: *unit, UnitCommands: *unitCmd, Markers: *markers}
-	if *spec != "" {
-		s, err := protocol.LoadSpec(*spec)
-		if err != nil {
-			return BadInput("--protocol-spec: %v", err)
-		}
-		opt.Spec = s
-	} else if *proto != "auto" && *proto != "" {
-		if _, err := protocol.BuiltinSpec(*proto); err != nil {
-			return BadInput("--protocol: %v", err)
-		}
+	opt, err := analyzeOptions(*proto, *spec, *unit, *unitCmd, *markers)
+	if err != nil {
+		return err
 	}
-
 	var s *analyzers.Summary
 	if f.summary != nil {
-		conns := &connRecords{keep: len(paths) >= 2 && len(paths) <= maxHostTraces}
-		s, err = analyzers.AnalyzeVisit(traceInputs(paths), opt, conns)
-		if err != nil {
-			return analyzeError(err)
-		}
-		if s.TwoHosts, err = twoHosts(paths, opt, s, conns.files); err != nil {
-			return analyzeError(err)
-		}
-		if h := s.TwoHosts; h != nil && s.Evidence != nil && h.RoundTrips > 0 {
-			s.Evidence.SplitWaiting(h.Mean.NetOut+h.Mean.NetBack, h.Mean.Queue+h.Mean.Service)
-		}
-		for _, w := range s.Warnings {
-			if s.Recovery != nil && strings.Contains(w, "damaged or cut") {
-				fmt.Fprintf(env.Stderr, "perflab analyze: warning: %s\n", w)
-			}
+		if s, err = analyzeSummary(env, paths, opt); err != nil {
+			return err
 		}
 	}
+	return writeAnalyzeReport(env, f, *out, *format, s, paths, opt)
+}
 
+// analyzeOptions builds the analysis options from the flags, loading the --protocol-spec file or
+// checking that the --protocol name is known.
+func analyzeOptions(proto, spec, unit, unitCmd, markers string) (analyzers.Options, error) {
+	opt := analyzers.Options{Protocol: proto, Unit: unit, UnitCommands: unitCmd, Markers: markers}
+	if spec != "" {
+		s, err := protocol.LoadSpec(spec)
+		if err != nil {
+			return opt, BadInput("--protocol-spec: %v", err)
+		}
+		opt.Spec = s
+	} else if proto != "auto" && proto != "" {
+		if _, err := protocol.BuiltinSpec(proto); err != nil {
+			return opt, BadInput("--protocol: %v", err)
+		}
+	}
+	return opt, nil
+}
+
+// analyzeSummary analyzes the traces of paths into a summary (with the two-host split when they
+// are a client's and a server's) and repeats the damaged-trace warnings on stderr.
+func analyzeSummary(env *Env, paths []string, opt analyzers.Options) (*analyzers.Summary, error) {
+	conns := &connRecords{keep: len(paths) >= 2 && len(paths) <= maxHostTraces}
+	s, err := analyzers.AnalyzeVisit(traceInputs(paths), opt, conns)
+	if err != nil {
+		return nil, analyzeError(err)
+	}
+	if s.TwoHosts, err = twoHosts(paths, opt, s, conns.files); err != nil {
+		return nil, analyzeError(err)
+	}
+	if h := s.TwoHosts; h != nil && s.Evidence != nil && h.RoundTrips > 0 {
+		s.Evidence.SplitWaiting(h.Mean.NetOut+h.Mean.NetBack, h.Mean.Queue+h.Mean.Service)
+	}
+	for _, w := range s.Warnings {
+		if s.Recovery != nil && strings.Contains(w, "damaged or cut") {
+			fmt.Fprintf(env.Stderr, "perflab analyze: warning: %s\n", w)
+		}
+	}
+	return s, nil
+}
+
+// writeAnalyzeReport writes the report in format f (from s, or from the traces of paths for the
+// trace formats) to the file out, or to stdout when out is empty; a half-written file is removed.
+func writeAnalyzeReport(env *Env, f analyzeFormat, out, format string, s *analyzers.Summary, paths []string, opt analyzers.Options) error {
 	var w io.Writer = env.Stdout
 	var file *os.File
-	if *out != "" {
-		file, err = os.Create(*out)
+	var err error
+	if out != "" {
+		file, err = os.Create(out)
 		if err != nil {
-			return BadInput("create %s: %v", *out, errors.Unwrap(err))
+			return BadInput("create %s: %v", out, errors.Unwrap(err))
 		}
 		w = file
 	}
@@ -134,7 +158,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 			err = cerr
 		}
 		if err != nil {
-			os.Remove(*out) // no half-written report
+			os.Remove(out) // no half-written report
 		}
 	}
 	if err != nil {
@@ -142,7 +166,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 		if errors.As(err, &re) {
 			return analyzeError(err)
 		}
-		return BadInput("write %s report: %v", *format, err)
+		return BadInput("write %s report: %v", format, err)
 	}
 	return nil
 }
