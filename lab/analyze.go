@@ -31,81 +31,99 @@ const (
 // populations.
 func analyze(res *Result, cfg *Config) {
 	for i := range res.Points {
-		p := &res.Points[i]
-		row := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label(), InFlight: p.InflightMean,
-			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean, RTTMedianUS: p.RTTUS.P50}})[0]
-		res.LittlesLaw = append(res.LittlesLaw, roundLittle(row))
-		if math.Abs(row.Error) > LittleTolerance {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%", p.Label(), 100*row.Error))
-		}
-		if p.Trace != "" {
-			s, err := analyzers.Analyze(protocol.Files([]string{p.Trace}, nil), analyzers.Options{Protocol: "venus"})
-			if err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: analyze trace: %v", p.Label(), err))
-				continue
-			}
-			// L from the trace's in-flight integral, λ from its completed round trips, W their
-			// mean: measured apart from the clients' own counters.
-			if s.InFlight == nil || len(s.LittlesLaw) == 0 || s.RoundTrips.RTTUS.Mean <= 0 {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the trace has no round trips to check Little's law on", p.Label()))
-				continue
-			}
-			r := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label() + " trace", InFlight: s.InFlight.Mean,
-				ThroughputPerS: s.LittlesLaw[0].ThroughputPerS, RTTMeasuredUS: s.RoundTrips.RTTUS.Mean, RTTMedianUS: s.RoundTrips.RTTUS.P50}})[0]
-			res.LittlesLaw = append(res.LittlesLaw, roundLittle(r))
-			if math.Abs(r.Error) > LittleTolerance {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%% in the trace", p.Label(), 100*r.Error))
-			}
-		}
+		checkLittle(res, &res.Points[i])
 	}
 	for si := range res.Series {
 		s := &res.Series[si]
-		var pts []analyzers.BatchPoint
-		for _, k := range s.points {
-			p := &res.Points[k]
-			pts = append(pts, analyzers.BatchPoint{N: p.InflightMean, TUS: p.RTTUS.Mean, Weight: float64(p.Requests)})
-		}
-		fit, warns, err := analyzers.FitBatchModel(pts, analyzers.DefaultConfidence)
-		if err == nil {
-			s.BatchFit = roundFit(fit)
-			for _, w := range warns {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("%s/%s/d%d: %s", s.Transport, s.Mode, s.Depth, w))
-			}
-			b := models.Batch{TFixedUS: fit.TFixedUS, TPerReqUS: fit.TPerReqUS}
-			for _, k := range s.points {
-				p := &res.Points[k]
-				s.Predictions = append(s.Predictions, Prediction{Clients: p.Clients, InFlight: p.InflightMean,
-					CyclePredictedUS: round3(b.Cycle(p.InflightMean)), ThroughputPredictedPerS: math.Round(b.Throughput(p.InflightMean)),
-					ThroughputMeasuredPerS: p.ThroughputPerS})
-			}
-		} else {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s/%s/d%d: no batch fit: %v", s.Transport, s.Mode, s.Depth, err))
-		}
+		fitSeries(res, s)
 		s.Saturation = saturation(res.Points, s.points)
 		if len(s.points) > 0 {
-			last := &res.Points[s.points[len(s.points)-1]]
-			s.HistogramClients = last.Clients
-			s.Histogram = histogram(last.samples, histogramBuckets, histogramTop)
-			vs, cs := fineBuckets(last.samples)
-			for _, m := range analyzers.FindModes(vs, cs) {
-				s.Modes = append(s.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
-					LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
-			}
-			last.samples = nil
-			if d := last.loop; d != nil && d.Cycle.N() > 0 {
-				for _, ph := range []struct {
-					name string
-					h    *venusd.LoopHist
-				}{{"poll", &d.Poll}, {"execute", &d.Exec}, {"flush", &d.Flush}, {"cycle", &d.Cycle}} {
-					s.LoopPhases = append(s.LoopPhases, PhaseTiming{Phase: ph.name, P50US: round3(ph.h.Quantile(0.5) / 1e3),
-						P90US: round3(ph.h.Quantile(0.9) / 1e3), P99US: round3(ph.h.Quantile(0.99) / 1e3)})
-				}
-				last.loop = nil
-			}
+			seriesLatency(res, s)
 		}
 	}
 	if len(res.Series) > 0 {
 		res.BatchFit = res.Series[0].BatchFit
+	}
+}
+
+// checkLittle adds point p's Little's-law rows to res, from the clients' counters and, when the
+// point kept a trace, from the trace measured apart from them, with a warning for each that is off
+// by more than LittleTolerance.
+func checkLittle(res *Result, p *Point) {
+	row := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label(), InFlight: p.InflightMean,
+		ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean, RTTMedianUS: p.RTTUS.P50}})[0]
+	res.LittlesLaw = append(res.LittlesLaw, roundLittle(row))
+	if math.Abs(row.Error) > LittleTolerance {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%", p.Label(), 100*row.Error))
+	}
+	if p.Trace != "" {
+		s, err := analyzers.Analyze(protocol.Files([]string{p.Trace}, nil), analyzers.Options{Protocol: "venus"})
+		if err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: analyze trace: %v", p.Label(), err))
+			return
+		}
+		// L from the trace's in-flight integral, λ from its completed round trips, W their
+		// mean: measured apart from the clients' own counters.
+		if s.InFlight == nil || len(s.LittlesLaw) == 0 || s.RoundTrips.RTTUS.Mean <= 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the trace has no round trips to check Little's law on", p.Label()))
+			return
+		}
+		r := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: p.Label() + " trace", InFlight: s.InFlight.Mean,
+			ThroughputPerS: s.LittlesLaw[0].ThroughputPerS, RTTMeasuredUS: s.RoundTrips.RTTUS.Mean, RTTMedianUS: s.RoundTrips.RTTUS.P50}})[0]
+		res.LittlesLaw = append(res.LittlesLaw, roundLittle(r))
+		if math.Abs(r.Error) > LittleTolerance {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%% in the trace", p.Label(), 100*r.Error))
+		}
+	}
+}
+
+// fitSeries fits the batch model to the series' points and sets its fit and predictions, or warns
+// when it cannot.
+func fitSeries(res *Result, s *Series) {
+	var pts []analyzers.BatchPoint
+	for _, k := range s.points {
+		p := &res.Points[k]
+		pts = append(pts, analyzers.BatchPoint{N: p.InflightMean, TUS: p.RTTUS.Mean, Weight: float64(p.Requests)})
+	}
+	fit, warns, err := analyzers.FitBatchModel(pts, analyzers.DefaultConfidence)
+	if err == nil {
+		s.BatchFit = roundFit(fit)
+		for _, w := range warns {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s/%s/d%d: %s", s.Transport, s.Mode, s.Depth, w))
+		}
+		b := models.Batch{TFixedUS: fit.TFixedUS, TPerReqUS: fit.TPerReqUS}
+		for _, k := range s.points {
+			p := &res.Points[k]
+			s.Predictions = append(s.Predictions, Prediction{Clients: p.Clients, InFlight: p.InflightMean,
+				CyclePredictedUS: round3(b.Cycle(p.InflightMean)), ThroughputPredictedPerS: math.Round(b.Throughput(p.InflightMean)),
+				ThroughputMeasuredPerS: p.ThroughputPerS})
+		}
+	} else {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s/%s/d%d: no batch fit: %v", s.Transport, s.Mode, s.Depth, err))
+	}
+}
+
+// seriesLatency sets the series' RTT histogram, populations and loop phase times from its last
+// point (the most clients), then drops that point's samples and loop counters.
+func seriesLatency(res *Result, s *Series) {
+	last := &res.Points[s.points[len(s.points)-1]]
+	s.HistogramClients = last.Clients
+	s.Histogram = histogram(last.samples, histogramBuckets, histogramTop)
+	vs, cs := fineBuckets(last.samples)
+	for _, m := range analyzers.FindModes(vs, cs) {
+		s.Modes = append(s.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
+			LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
+	}
+	last.samples = nil
+	if d := last.loop; d != nil && d.Cycle.N() > 0 {
+		for _, ph := range []struct {
+			name string
+			h    *venusd.LoopHist
+		}{{"poll", &d.Poll}, {"execute", &d.Exec}, {"flush", &d.Flush}, {"cycle", &d.Cycle}} {
+			s.LoopPhases = append(s.LoopPhases, PhaseTiming{Phase: ph.name, P50US: round3(ph.h.Quantile(0.5) / 1e3),
+				P90US: round3(ph.h.Quantile(0.9) / 1e3), P99US: round3(ph.h.Quantile(0.99) / 1e3)})
+		}
+		last.loop = nil
 	}
 }
 
