@@ -64,48 +64,14 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 	}
 	at.prevEnd[rt.Conn] = rt.End
 	c[1] = float64(rt.ReqEnd - rt.ReqTS)
-	rest := rt.End - rt.ReqEnd
-	// The thread's runnable stretches inside [ReqEnd, End].
-	var idle, busy, after int64
-	lastRun := int64(0)
-	if t := a.threads[rt.TID]; t != nil {
-		for k := 0; k < t.n; k++ {
-			s := t.recent[(t.head-1-k+2*maxRecent)%maxRecent]
-			if s.to < rt.ReqEnd {
-				continue
-			}
-			if s.from > rt.End {
-				continue
-			}
-			from, to := max(s.from, rt.ReqEnd), min(s.to, rt.End)
-			if to <= from {
-				continue
-			}
-			if s.flags&trace.SchedIdle != 0 && s.flags&trace.SchedPreempted == 0 {
-				idle += to - from
-			} else {
-				busy += to - from
-			}
-			if s.flags&trace.SchedPreempted == 0 && s.to <= rt.End {
-				lastRun = max(lastRun, s.to)
-			}
-		}
-		// Runnable time after the last wake-up's run (preemptions while reading) is not
-		// reading.
-		for k := 0; k < t.n && lastRun > 0; k++ {
-			s := t.recent[k]
-			if s.flags&trace.SchedPreempted != 0 && s.from >= lastRun && s.from < rt.End {
-				after += min(s.to, rt.End) - s.from
-			}
-		}
-	}
+	idle, busy, after, lastRun := a.runnableIn(rt)
 	read := int64(0)
 	if lastRun > 0 {
 		read = rt.End - lastRun - after
 	} else {
 		at.noWake++
 	}
-	waiting := rest - idle - busy - read
+	waiting := rt.End - rt.ReqEnd - idle - busy - read
 	if waiting < 0 { // overlapping stretches (clock reads on different CPUs): trust the sched part
 		read = max(0, read+waiting)
 		waiting = 0
@@ -117,6 +83,57 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 		waiting -= retrans
 	}
 	c[2], c[3], c[4], c[5], c[6] = float64(waiting), float64(retrans), float64(idle), float64(busy), float64(read)
+	a.addCauses(rt, c)
+	// 40 ms steps: round trips that sat behind Nagle or a delayed ACK.
+	if d := rt.End - rt.ReqTS; d >= 36e6 {
+		k := (d + 20e6) / 40e6 // nearest multiple of 40 ms
+		if k >= 1 && k <= 3 && absI(d-k*40e6) <= 6e6 {
+			a.steps[k-1]++
+		}
+	}
+	a.polls.reply(rt)
+}
+
+// runnableIn sums the client thread's runnable stretches inside [rt.ReqEnd, rt.End], ns: on a CPU
+// that was idle (waking it), behind other threads, and after the last wake-up's run
+// (preemptions while reading, which are not reading); lastRun is when that run began, 0 when
+// the thread was not woken in the round trip.
+func (a *Analyzer) runnableIn(rt RoundTrip) (idle, busy, after, lastRun int64) {
+	t := a.threads[rt.TID]
+	if t == nil {
+		return 0, 0, 0, 0
+	}
+	for k := 0; k < t.n; k++ {
+		s := t.recent[(t.head-1-k+2*maxRecent)%maxRecent]
+		if s.to < rt.ReqEnd || s.from > rt.End {
+			continue
+		}
+		from, to := max(s.from, rt.ReqEnd), min(s.to, rt.End)
+		if to <= from {
+			continue
+		}
+		if s.flags&trace.SchedIdle != 0 && s.flags&trace.SchedPreempted == 0 {
+			idle += to - from
+		} else {
+			busy += to - from
+		}
+		if s.flags&trace.SchedPreempted == 0 && s.to <= rt.End {
+			lastRun = max(lastRun, s.to)
+		}
+	}
+	for k := 0; k < t.n && lastRun > 0; k++ {
+		s := t.recent[k]
+		if s.flags&trace.SchedPreempted != 0 && s.from >= lastRun && s.from < rt.End {
+			after += min(s.to, rt.End) - s.from
+		}
+	}
+	return idle, busy, after, lastRun
+}
+
+// addCauses adds one round trip's causes to the totals, to the small round trips' when it
+// took under smallRTT, and to its command's (past maxCmdAttr commands, to "(other)").
+func (a *Analyzer) addCauses(rt RoundTrip, c causeSums) {
+	at := &a.attr
 	for i := range c {
 		at.total[i] += c[i]
 	}
@@ -147,14 +164,6 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 		ca.sums[i] += c[i]
 	}
 	ca.n++
-	// 40 ms steps: round trips that sat behind Nagle or a delayed ACK.
-	if d := rt.End - rt.ReqTS; d >= 36e6 {
-		k := (d + 20e6) / 40e6 // nearest multiple of 40 ms
-		if k >= 1 && k <= 3 && absI(d-k*40e6) <= 6e6 {
-			a.steps[k-1]++
-		}
-	}
-	a.polls.reply(rt)
 }
 
 func absI(v int64) int64 {

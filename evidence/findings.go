@@ -136,11 +136,25 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 		a.polls.close(p)
 		p.n = 0
 	}
-	at := &a.attr
 	var out []Finding
-	add := func(f Finding) { out = append(out, f) }
+	for _, f := range []*Finding{a.wakeupFinding(unit), a.splitWritesFinding(unit)} {
+		if f != nil {
+			out = append(out, *f)
+		}
+	}
+	out = append(out, a.pollingFindings(unit)...)
+	for _, f := range []*Finding{a.nagleFinding(unit), a.eagainFinding(unit), a.churnFinding(unit, r), a.serialFinding(unit)} {
+		if f != nil {
+			out = append(out, *f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CostUSPerUnit > out[j].CostUSPerUnit })
+	return out
+}
 
-	// Wake-up delay dominating small round trips.
+// wakeupFinding: wake-up delay dominating small round trips, or nil.
+func (a *Analyzer) wakeupFinding(unit Unit) *Finding {
+	at := &a.attr
 	if at.haveSched && at.nSmall >= 20 {
 		s := at.small
 		sched := s[4] + s[5]
@@ -152,15 +166,18 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 			if s[4] > s[5] {
 				idle = "; mostly on a CPU that was idle, so the CPU itself was waking up (a halted vCPU costs tens of µs each way)"
 			}
-			add(Finding{Kind: "wakeup_delay", Title: fmt.Sprintf("Wake-up delay is %.0f%% of small round trips", 100*sched/total),
+			return &Finding{Kind: "wakeup_delay", Title: fmt.Sprintf("Wake-up delay is %.0f%% of small round trips", 100*sched/total),
 				Evidence: fmt.Sprintf("%d round trips under 1 ms: the client thread sat runnable %.1f µs per round trip after its reply arrived (%.1f µs waking an idle CPU, %.1f µs behind other threads)%s",
 					at.nSmall, us(per), us(s[4]/float64(at.nSmall)), us(s[5]/float64(at.nSmall)), idle),
 				Cost: fmt.Sprintf("%.1f µs per %s", us(cost), u), Unit: u, CostUSPerUnit: us(cost), Share: round3(sched / total),
-				Fix: "keep the waiting thread on its CPU: busy-poll the socket (SO_BUSY_POLL, or spin a few µs before blocking), keep the CPUs out of deep idle (idle=poll, /dev/cpu_dma_latency), and pin client and server threads to CPUs of their own (taskset)"})
+				Fix: "keep the waiting thread on its CPU: busy-poll the socket (SO_BUSY_POLL, or spin a few µs before blocking), keep the CPUs out of deep idle (idle=poll, /dev/cpu_dma_latency), and pin client and server threads to CPUs of their own (taskset)"}
 		}
 	}
+	return nil
+}
 
-	// One message written with several system calls.
+// splitWritesFinding: one message written with several system calls, or nil.
+func (a *Analyzer) splitWritesFinding(unit Unit) *Finding {
 	if w := &a.writes; w.multi >= 10 && float64(w.multi) >= 0.25*float64(w.requests) {
 		names := append([]string(nil), w.order...)
 		sort.SliceStable(names, func(i, j int) bool { return w.byCmd[names[i]].extra > w.byCmd[names[j]].extra })
@@ -173,14 +190,20 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 			parts = append(parts, fmt.Sprintf("%s: %d of %d requests, up to %d calls each", n, g.multi, g.requests, g.maxCalls))
 		}
 		calls, u := perReq(float64(w.extra), w.requests, unit)
-		add(Finding{Kind: "split_writes", Title: fmt.Sprintf("%d requests were each written with several system calls", w.multi),
+		return &Finding{Kind: "split_writes", Title: fmt.Sprintf("%d requests were each written with several system calls", w.multi),
 			Evidence: fmt.Sprintf("%d of %d requests took %.2f calls each on average (%s)", w.multi, w.requests,
 				1+float64(w.extra)/float64(w.multi), joinSemi(parts)),
 			Cost: fmt.Sprintf("%.1f extra system calls per %s", calls, u), Unit: u, CallsPerUnit: round3(calls),
-			Fix: fmt.Sprintf("write each message with one call (writev of header and payload, or one buffer): that saves %.1f system calls per %s, and with TCP avoids a write-write-read that Nagle and delayed ACKs can stall", calls, u)})
+			Fix: fmt.Sprintf("write each message with one call (writev of header and payload, or one buffer): that saves %.1f system calls per %s, and with TCP avoids a write-write-read that Nagle and delayed ACKs can stall", calls, u)}
 	}
+	return nil
+}
 
-	// Polling storms.
+// pollingFindings: a command polled back to back (a status asked again and again), one finding
+// per such command.
+func (a *Analyzer) pollingFindings(unit Unit) []Finding {
+	at := &a.attr
+	var out []Finding
 	for _, name := range sortedPolls(a.polls.byCmd) {
 		g := a.polls.byCmd[name]
 		if g.requests < 100 || g.spanNS <= 0 || strings.Contains(strings.ToLower(name), "wait") {
@@ -197,36 +220,45 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 		// Of every round trip, this share is polling: per unit of work, as many.
 		rts, u := perRT(float64(g.requests), at.n, unit)
 		cost, _ := perRT(g.rttNS, at.n, unit)
-		add(Finding{Kind: "polling_storm", Title: fmt.Sprintf("%s is polled: %d requests back to back at %.0f/s", name, g.requests, rate),
+		out = append(out, Finding{Kind: "polling_storm", Title: fmt.Sprintf("%s is polled: %d requests back to back at %.0f/s", name, g.requests, rate),
 			Evidence: fmt.Sprintf("%d runs of at least %d identical %s requests in a row on one connection (longest %d)%s",
 				g.runs, minPollRun, name, g.longest, same),
 			Cost: fmt.Sprintf("%.1f round trips and %.1f µs of round-trip time per %s", rts, us(cost), u), Unit: u,
 			CostUSPerUnit: us(cost), CallsPerUnit: round3(2 * rts),
 			Fix: "wait instead of polling: a blocking wait on the server side (vkWaitForFences rather than vkGetFenceStatus in a loop), an event or fd the client sleeps on, or at least a back-off between polls"})
 	}
+	return out
+}
 
-	// Nagle / delayed-ACK stalls: round trips stepping by about 40 ms.
+// nagleFinding: Nagle or delayed-ACK stalls (round trips stepping by about 40 ms), or nil.
+func (a *Analyzer) nagleFinding(unit Unit) *Finding {
 	if steps := a.steps[0] + a.steps[1] + a.steps[2]; steps >= 3 && a.rtt.n > 0 && float64(steps) >= 0.01*float64(a.rtt.n) {
 		stall := float64(a.steps[0])*40e3 + float64(a.steps[1])*80e3 + float64(a.steps[2])*120e3 // µs
 		cost, u := perRT(stall, a.rtt.n, unit)
-		add(Finding{Kind: "nagle_delayed_ack", Title: fmt.Sprintf("%d round trips stalled about 40 ms (Nagle or a delayed ACK)", steps),
+		return &Finding{Kind: "nagle_delayed_ack", Title: fmt.Sprintf("%d round trips stalled about 40 ms (Nagle or a delayed ACK)", steps),
 			Evidence: fmt.Sprintf("%d of %d round trips took 40±6 ms, %d took 80 ms, %d took 120 ms, while the median was %.1f µs",
 				a.steps[0], a.rtt.n, a.steps[1], a.steps[2], us(a.rtt.quantile(0.5))),
 			Cost: fmt.Sprintf("%.1f µs per %s", cost, u), Unit: u, CostUSPerUnit: round3(cost),
-			Fix: "set TCP_NODELAY on the sender and write each message with one call (writev), so that no small segment waits for the ACK of the previous one; TCP_QUICKACK on the receiver stops the delayed ACK"})
+			Fix: "set TCP_NODELAY on the sender and write each message with one call (writev), so that no small segment waits for the ACK of the previous one; TCP_QUICKACK on the receiver stops the delayed ACK"}
 	}
+	return nil
+}
 
-	// EAGAIN storms.
+// eagainFinding: calls on non-blocking sockets failing with EAGAIN more than moving data, or nil.
+func (a *Analyzer) eagainFinding(unit Unit) *Finding {
 	if a.eagain >= 1000 && a.messages > 0 && float64(a.eagain) >= 0.5*float64(a.messages) {
 		calls, u := perReq(float64(a.eagain), a.writes.requests, unit)
-		add(Finding{Kind: "eagain_storm", Title: fmt.Sprintf("%d calls failed with EAGAIN", a.eagain),
+		return &Finding{Kind: "eagain_storm", Title: fmt.Sprintf("%d calls failed with EAGAIN", a.eagain),
 			Evidence: fmt.Sprintf("%d system calls on non-blocking sockets returned EAGAIN, %.2f for each of the %d calls that moved data", a.eagain,
 				float64(a.eagain)/float64(a.messages), a.messages),
 			Cost: fmt.Sprintf("%.1f failed system calls per %s", calls, u), Unit: u, CallsPerUnit: round3(calls),
-			Fix: "wait for readiness before reading (epoll or poll, or a blocking socket) instead of retrying the call; if spinning is meant, bound it and say so"})
+			Fix: "wait for readiness before reading (epoll or poll, or a blocking socket) instead of retrying the call; if spinning is meant, bound it and say so"}
 	}
+	return nil
+}
 
-	// Reconnection churn: many connections opened, most of them for a few requests.
+// churnFinding: reconnection churn, many connections opened for a few requests each, or nil.
+func (a *Analyzer) churnFinding(unit Unit, r *Report) *Finding {
 	var connects, accepts, short uint64
 	var connectNS float64
 	for _, c := range a.allConns {
@@ -252,27 +284,29 @@ func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 		if r.Setup != nil && r.Setup.Connects > 0 {
 			setup = fmt.Sprintf("; connecting took %.1f µs at the median", r.Setup.P50US)
 		}
-		add(Finding{Kind: "reconnection_churn", Title: fmt.Sprintf("%d connections opened, most for 4 requests or fewer", opened),
+		return &Finding{Kind: "reconnection_churn", Title: fmt.Sprintf("%d connections opened, most for 4 requests or fewer", opened),
 			Evidence: fmt.Sprintf("%d TCP connects and %d accepts while recording; %d of these ends carried at most 4 requests%s", connects, accepts, short, setup),
 			Cost:     fmt.Sprintf("%.2f connections (a handshake each) and %.1f µs of connecting per %s", conns, us(cost), u), Unit: u, CostUSPerUnit: us(cost),
-			Fix: "keep connections open and reuse them (keep-alive, a connection pool) instead of one connection per request"})
+			Fix: "keep connections open and reuse them (keep-alive, a connection pool) instead of one connection per request"}
 	}
+	return nil
+}
 
-	// Serial round trips that pipelining could overlap.
+// serialFinding: serial round trips that pipelining could overlap, or nil.
+func (a *Analyzer) serialFinding(unit Unit) *Finding {
+	at := &a.attr
 	if at.n >= 100 && a.inFlight > 0 && a.inFlight <= 1.2 {
 		total := sum(at.total)
 		wait := at.total[2] + at.total[3] + at.total[4] + at.total[5] + at.total[6]
 		if total > 0 && wait/total >= 0.5 {
 			cost, u := perRT(wait, at.n, unit)
-			add(Finding{Kind: "serial_round_trips", Title: fmt.Sprintf("Round trips are serial: %.2f requests in flight on average", a.inFlight),
+			return &Finding{Kind: "serial_round_trips", Title: fmt.Sprintf("Round trips are serial: %.2f requests in flight on average", a.inFlight),
 				Evidence: fmt.Sprintf("%d round trips, one at a time; %.0f%% of the client's time went to waiting for replies", at.n, 100*wait/total),
 				Cost:     fmt.Sprintf("%.1f µs of waiting per %s", us(cost), u), Unit: u, CostUSPerUnit: us(cost), Share: round3(wait / total),
-				Fix: "send the next request before the previous reply when it does not depend on it (pipelining), or batch requests; 'perflab model --from TRACE --mode pipeline' predicts what it buys"})
+				Fix: "send the next request before the previous reply when it does not depend on it (pipelining), or batch requests; 'perflab model --from TRACE --mode pipeline' predicts what it buys"}
 		}
 	}
-
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CostUSPerUnit > out[j].CostUSPerUnit })
-	return out
+	return nil
 }
 
 func sortedPolls(m map[string]*pollAgg) []string {
