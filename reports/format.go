@@ -35,6 +35,16 @@ func Num(v float64) string {
 	return s
 }
 
+// Amount formats v as Num does followed by a noun, singular when v prints as exactly 1:
+// "1 reply", "0.5 replies", "4 replies".
+func Amount(v float64, one, many string) string {
+	n := Num(v)
+	if n == "1" {
+		return n + " " + one
+	}
+	return n + " " + many
+}
+
 // Count formats a count (calls, bytes, round trips) or a rate read as one, rounded to a whole
 // number, with thousands separators: 29,403,024.
 func Count[N ~int | ~int64 | ~uint32 | ~uint64 | ~float64](v N) string {

@@ -49,3 +49,16 @@ func TestPercentages(t *testing.T) {
 		}
 	}
 }
+
+func TestAmount(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{1, "1 reply"}, {1.00001, "1 reply"}, {0.5, "0.5 replies"}, {0, "0 replies"}, {4, "4 replies"}, {1.25, "1.25 replies"},
+	} {
+		if got := Amount(tc.v, "reply", "replies"); got != tc.want {
+			t.Errorf("Amount(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

@@ -364,8 +364,9 @@ func answer(s *analyzers.Summary) []string {
 		if u.Shape == "steady" {
 			what = fmt.Sprintf("%s (steady state, %d %ss)", u.Name, u.Count, u.Name)
 		}
-		line := fmt.Sprintf("%s%s: %s requests, %s replies and %s round trips per %s", tracePrefix(len(s.Traces) > 1, u.Trace), what,
-			Num(u.RequestsPerUnit), Num(u.RepliesPerUnit), Num(u.RoundTripsPerUnit), u.Name)
+		line := fmt.Sprintf("%s%s: %s, %s and %s per %s", tracePrefix(len(s.Traces) > 1, u.Trace), what,
+			Amount(u.RequestsPerUnit, "request", "requests"), Amount(u.RepliesPerUnit, "reply", "replies"),
+			Amount(u.RoundTripsPerUnit, "round trip", "round trips"), u.Name)
 		switch {
 		case u.Side == "server" && u.UnitTimeUS > 0:
 			line += fmt.Sprintf("; of its %s µs, the server worked %s µs and waited %s µs for the client and the network",
