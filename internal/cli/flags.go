@@ -177,6 +177,18 @@ func ByteRange(fs *flag.FlagSet, name string, lo, hi int64) {
 	f.Usage += " (or a size like 4K, 1MiB)"
 }
 
+// powerOfTwo further limits the integer flag name, already limited by IntRange or ByteRange, to
+// powers of two.
+func powerOfTwo(fs *flag.FlagSet, name string) {
+	v := fs.Lookup(name).Value.(*checkedValue)
+	inRange := v.check
+	v.want = "a power of two, " + v.want
+	v.check = func(x flag.Value) bool {
+		n, ok := x.(flag.Getter).Get().(int)
+		return ok && n > 0 && n&(n-1) == 0 && inRange(x)
+	}
+}
+
 func uintIn(x uint64, lo, hi int64) bool {
 	if lo > 0 && x < uint64(lo) {
 		return false

@@ -107,13 +107,8 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	fs.BoolVar(&a.wholeSystem, "whole-system", false, "allow -p to name pid 1 or an ancestor of perflab, recording nearly every process (perflab itself is always left out)")
 
 	ByteRange(fs, "payload-bytes", 0, trace.MaxPayload)
-	FlagCheck(fs, "ring-bytes", func(s string) error {
-		n, err := strconv.ParseInt(s, 0, 64)
-		if err != nil || n < 4096 || n > 1<<30 || n&(n-1) != 0 {
-			return errors.New("a power of two from 4096 to 1073741824")
-		}
-		return nil
-	})
+	ByteRange(fs, "ring-bytes", 4096, 1<<30)
+	powerOfTwo(fs, "ring-bytes")
 	DurationRange(fs, "duration", 0, 365*24*time.Hour)
 
 	// Everything after "--" is the command, flags included.
@@ -155,9 +150,6 @@ func parseRecord(env *Env, c *Command, args []string) (*recordArgs, error) {
 	}
 	if a.payload < 0 || a.payload > trace.MaxPayload {
 		return nil, BadInput("--payload-bytes %d out of range 0..%d", a.payload, trace.MaxPayload)
-	}
-	if a.ring < 4096 || a.ring&(a.ring-1) != 0 {
-		return nil, BadInput("--ring-bytes %d is not a power of two of at least 4096", a.ring)
 	}
 	if a.duration < 0 {
 		return nil, BadInput("--duration %v is negative", a.duration)
