@@ -76,17 +76,54 @@ func (s *series) points(base int64) []TimePoint {
 	return out
 }
 
+// dirAgg is one direction of one connection. Its call latencies are the first inline and a
+// Hist from the second call on, so that a trace of many short connections holds a few words
+// for each direction that made one call instead of a whole Hist.
 type dirAgg struct {
 	calls, bytes, frames uint64
-	lat                  Hist
+	first                int64 // the first call's latency, ns (when calls > 0)
+	lat                  *Hist // every call's latency, once there are two
+}
+
+// call counts one call of dur ns that moved n bytes.
+func (d *dirAgg) call(dur, n int64) {
+	d.calls++
+	d.bytes += uint64(n)
+	switch {
+	case d.lat != nil:
+		d.lat.Add(dur)
+	case d.calls == 1:
+		d.first = dur
+	default:
+		d.lat = new(Hist)
+		d.lat.Add(d.first)
+		d.lat.Add(dur)
+	}
+}
+
+// latency is the Latency of the calls' latencies, as one Hist of them gives it.
+func (d *dirAgg) latency(conf float64) Latency {
+	switch {
+	case d.lat != nil:
+		return d.lat.latency(conf)
+	case d.calls == 1:
+		var h Hist
+		h.Add(d.first)
+		return h.latency(conf)
+	}
+	return Latency{}
 }
 
 type connAgg struct {
 	side    int32 // index in analyzer.sides of (its pid, it), -1 until known
 	sidePID uint32
-	trace   int32            // index of its trace
-	info    trace.Connection // its ID is the connection's
-	dirs    [2]dirAgg        // by direction: dirs[d-1] for trace.DirSend and trace.DirRecv
+	trace   int32 // index of its trace
+	pid     uint32
+	family  trace.Family
+	id      uint64
+	local   string
+	remote  string
+	dirs    [2]dirAgg // by direction: dirs[d-1] for trace.DirSend and trace.DirRecv
 }
 
 // dir returns the aggregate of direction d, which must be trace.DirSend or trace.DirRecv.
@@ -401,10 +438,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	t.Calls++
 	t.Bytes += uint64(ev.Bytes)
 	c := a.connAgg(ev.Conn, ev.PID)
-	d := c.dir(ev.Dir)
-	d.calls++
-	d.bytes += uint64(ev.Bytes)
-	d.lat.Add(ev.Dur)
+	c.dir(ev.Dir).call(ev.Dur, ev.Bytes)
 	a.calls.Add(ev.Dur)
 }
 
@@ -446,7 +480,7 @@ func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
 	c := a.curConns[key]
 	if c == nil {
 		c = &connAgg{trace: int32(a.cur), side: -1}
-		c.info.ID, c.info.PID = id, pid
+		c.id, c.pid = id, pid
 		a.curConns[key] = c
 		a.connList = append(a.connList, c)
 	}
@@ -457,10 +491,9 @@ func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
 func (a *analyzer) connection(c *trace.Connection) {
 	a.ev.Connection(c)
 	ca := a.connAgg(c.ID, c.PID)
-	pid := ca.info.PID
-	ca.info = *c
-	if ca.info.PID == 0 {
-		ca.info.PID = pid
+	ca.id, ca.family, ca.local, ca.remote = c.ID, c.Family, c.Local, c.Remote
+	if c.PID != 0 {
+		ca.pid = c.PID
 	}
 }
 

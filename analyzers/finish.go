@@ -39,10 +39,10 @@ func (a *analyzer) finishConnections() {
 	a.curConns, a.lastConn = nil, nil
 	for i, c := range a.connList {
 		a.connList[i] = nil
-		cs := ConnStats{Trace: a.traceLabel(int(c.trace)), ID: c.info.ID, Family: c.info.Family.String(), Local: c.info.Local, Remote: c.info.Remote, PID: c.info.PID}
+		cs := ConnStats{Trace: a.traceLabel(int(c.trace)), ID: c.id, Family: c.family.String(), Local: c.local, Remote: c.remote, PID: c.pid}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			ag := c.dir(d)
-			ds := DirStats{Calls: ag.calls, Bytes: ag.bytes, Frames: ag.frames, LatencyUS: ag.lat.latency(a.conf)}
+			ds := DirStats{Calls: ag.calls, Bytes: ag.bytes, Frames: ag.frames, LatencyUS: ag.latency(a.conf)}
 			if d == trace.DirSend {
 				cs.Send = ds
 			} else {
@@ -285,7 +285,7 @@ func (a *analyzer) processes() {
 		if c.dir(trace.DirSend).calls+c.dir(trace.DirRecv).calls+c.dir(trace.DirSend).frames+c.dir(trace.DirRecv).frames == 0 {
 			continue
 		}
-		p := get(key{int(c.trace), c.info.PID})
+		p := get(key{int(c.trace), c.pid})
 		p.Connections++
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			t := &p.Send

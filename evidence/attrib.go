@@ -77,8 +77,8 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 		waiting = 0
 	}
 	retrans := int64(0)
-	if cs := a.conns[rt.Conn]; cs != nil && cs.lastRetrans > rt.ReqTS && cs.lastRetrans <= rt.End {
-		retrans = min(waiting, cs.lastRetrans-rt.ReqEnd)
+	if cs := a.conns[rt.Conn]; cs != nil && cs.tcp != nil && cs.tcp.lastRetrans > rt.ReqTS && cs.tcp.lastRetrans <= rt.End {
+		retrans = min(waiting, cs.tcp.lastRetrans-rt.ReqEnd)
 		retrans = max(0, retrans)
 		waiting -= retrans
 	}

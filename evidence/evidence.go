@@ -67,16 +67,24 @@ func (t *thread) add(s stretch) {
 	}
 }
 
-// connState is what is known of one connection of the trace being read.
+// connState is what is known of one connection of the trace being read: who it is and its
+// data, with its TCP evidence apart (made on the first), so that the many connections of a
+// trace without TCP evidence hold only this.
 type connState struct {
-	id          uint64
-	trace       int
-	pid         uint32
-	family      trace.Family
-	local       string
-	remote      string
-	firstData   int64 // first message event, ns (0 none)
-	lastData    int64
+	id        uint64
+	trace     int
+	pid       uint32
+	family    trace.Family
+	local     string
+	remote    string
+	firstData int64     // first message event, ns (0 none)
+	messages  uint64    // calls that moved data
+	requests  uint64    // requests sent on it
+	tcp       *tcpState // nil until its first TCP evidence
+}
+
+// tcpState is the TCP evidence of one connection.
+type tcpState struct {
 	synSent     int64 // CLOSE -> SYN_SENT (connect), ns
 	established int64 // -> ESTABLISHED, ns
 	passive     bool  // accepted (SYN_RECV seen, or established without a connect)
@@ -88,9 +96,6 @@ type connState struct {
 	retrans     uint64 // retransmission events
 	lastRetrans int64  // ns of the last one
 	srtt        hist
-	messages    uint64 // calls that moved data
-	requests    uint64 // requests sent on it
-	eagain      uint64
 }
 
 // Analyzer accumulates the evidence of one or more traces. The zero value is not usable: call
@@ -171,9 +176,7 @@ func (a *Analyzer) Event(ev *trace.Event) {
 	}
 	if ev.Errno == 11 { // EAGAIN, EWOULDBLOCK
 		a.eagain++
-		if c := a.conn(ev.Conn); c != nil && ev.Conn != 0 {
-			c.eagain++
-		}
+		a.conn(ev.Conn) // its state is made here, as for data: it counts towards maxConns
 		return
 	}
 	if ev.Errno != 0 || ev.Bytes <= 0 {
@@ -187,7 +190,6 @@ func (a *Analyzer) Event(ev *trace.Event) {
 		if c.firstData == 0 {
 			c.firstData = ev.TS
 		}
-		c.lastData = max(c.lastData, ev.TS+ev.Dur)
 		c.messages++
 	}
 }
@@ -224,14 +226,18 @@ func (a *Analyzer) tcpEvent(ev *trace.Event) {
 	if err != nil {
 		return
 	}
-	c := a.conn(ev.Conn)
-	if c == nil {
+	cs := a.conn(ev.Conn)
+	if cs == nil {
 		return
 	}
-	if c.pid == 0 {
-		c.pid = ev.PID
+	if cs.pid == 0 {
+		cs.pid = ev.PID
 	}
-	c.family = trace.FamilyTCP
+	cs.family = trace.FamilyTCP
+	if cs.tcp == nil {
+		cs.tcp = new(tcpState)
+	}
+	c := cs.tcp
 	if ti.SRTTus > 0 && ti.State == trace.TCPEstablished {
 		c.srtt.add(int64(ti.SRTTus) * 1000)
 	}

@@ -261,8 +261,11 @@ func (a *Analyzer) eagainFinding(unit Unit) *Finding {
 func (a *Analyzer) churnFinding(unit Unit, r *Report) *Finding {
 	var connects, accepts, short uint64
 	var connectNS float64
-	for _, c := range a.allConns {
+	for _, cs := range a.allConns {
+		c := cs.tcp
 		switch {
+		case c == nil:
+			continue
 		case c.synSent > 0:
 			connects++
 			if c.established > c.synSent {
@@ -273,7 +276,7 @@ func (a *Analyzer) churnFinding(unit Unit, r *Report) *Finding {
 		default:
 			continue
 		}
-		if c.requests <= 4 {
+		if cs.requests <= 4 {
 			short++
 		}
 	}

@@ -177,9 +177,13 @@ func (a *Analyzer) Result(unit Unit) *Report {
 	}
 	var connect, acceptWait hist
 	var accepted uint64
-	for _, c := range a.allConns {
-		if c.family == trace.FamilyTCP && (c.haveInfo || c.retrans > 0) {
-			tc := TCPConn{Trace: c.trace, ID: c.id, PID: c.pid, Local: c.local, Remote: c.remote, State: trace.TCPStateName(c.info.State),
+	for _, cs := range a.allConns {
+		c := cs.tcp
+		if c == nil {
+			continue
+		}
+		if cs.family == trace.FamilyTCP && (c.haveInfo || c.retrans > 0) {
+			tc := TCPConn{Trace: cs.trace, ID: cs.id, PID: cs.pid, Local: cs.local, Remote: cs.remote, State: trace.TCPStateName(c.info.State),
 				SRTTUS: float64(c.info.SRTTus), SRTTP50US: us(c.srtt.quantile(0.5)), Cwnd: c.info.Cwnd, MSS: c.info.MSS,
 				Retransmits: c.retrans, TotalRetrans: c.info.TotalRetrans, ZeroWindows: c.zeroWnd,
 				BytesAcked: c.info.BytesAcked, BytesRecv: c.info.BytesReceived, Snapshots: c.snaps}
@@ -190,8 +194,8 @@ func (a *Analyzer) Result(unit Unit) *Report {
 		}
 		if c.passive && c.established > 0 {
 			accepted++
-			if c.firstData >= c.established {
-				acceptWait.add(c.firstData - c.established)
+			if cs.firstData >= c.established {
+				acceptWait.add(cs.firstData - c.established)
 			}
 		}
 		if c.closed > 0 {
@@ -200,8 +204,8 @@ func (a *Analyzer) Result(unit Unit) *Report {
 				open = c.established
 			}
 			if open > 0 && c.closed >= open {
-				l := Lifetime{Trace: c.trace, ID: c.id, PID: c.pid, Local: c.local, Remote: c.remote, Passive: c.passive,
-					LifeMS: round3(float64(c.closed-open) / 1e6), TxBytes: c.info.BytesAcked, RxBytes: c.info.BytesReceived, Messages: c.messages}
+				l := Lifetime{Trace: cs.trace, ID: cs.id, PID: cs.pid, Local: cs.local, Remote: cs.remote, Passive: c.passive,
+					LifeMS: round3(float64(c.closed-open) / 1e6), TxBytes: c.info.BytesAcked, RxBytes: c.info.BytesReceived, Messages: cs.messages}
 				if c.synSent > 0 && c.established > c.synSent {
 					l.ConnectUS = us(float64(c.established - c.synSent))
 				}
