@@ -247,6 +247,10 @@ type Result struct {
 	PerToken          PerToken   `json:"per_token"`
 	Invalidate        Invalidate `json:"invalidate"`
 	Ping              *PingStats `json:"ping,omitempty"`
+	// Warnings says, one line each, what in this run did not go as asked: frames that left the
+	// emulated link (Delay, Jitter, Bandwidth) late, with the rate the transport carried when
+	// it could not keep up.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Totals are the client's own counters over the whole run.

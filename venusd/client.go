@@ -57,6 +57,7 @@ type client struct {
 	mode     Mode
 	depth    int
 	fc       link.Frames
+	link     *link.Link // the emulated link under fc, nil without one
 	raw      conn
 	tr       *tracer.Tracer
 	maxFrame int
@@ -112,7 +113,8 @@ func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) stri
 	d := newDirectFrames(raw, c.maxFrame)
 	c.fc = d
 	if cfg.Delay > 0 || cfg.Jitter > 0 || cfg.Bandwidth > 0 {
-		c.fc = link.New(d, cfg.Delay, cfg.Jitter, cfg.Bandwidth, cfg.LLM.Seed+7)
+		c.link = link.New(d, cfg.Delay, cfg.Jitter, cfg.Bandwidth, cfg.LLM.Seed+7)
+		c.fc = c.link
 	}
 	c.connFirst = Monotonic()
 	c.tr.Connection(raw.family(), raw.localAddr(), raw.remoteAddr(), c.connFirst, c.connFirst)
@@ -430,4 +432,13 @@ func (c *client) receiver() {
 			}
 		}
 	}
+}
+
+// linkWarnings returns the emulated link's warnings (link.Link.Warnings) over the named
+// transport; nil without a link.
+func (c *client) linkWarnings(transport string) []string {
+	if c.link == nil {
+		return nil
+	}
+	return c.link.Warnings(transport)
 }

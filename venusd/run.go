@@ -164,6 +164,7 @@ func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (
 		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
 	}
 	res.Totals = c.totals()
+	res.Warnings = c.linkWarnings(a.Transport)
 	if lc.Tokens > 0 {
 		res.PerToken = perToken(snap0, snap1, lc.Tokens)
 	}
@@ -261,6 +262,7 @@ func runPing(ctx context.Context, cfg ClientConfig, getenv func(string) string) 
 		fmt.Fprintf(cfg.Log, "venusd: close: %v\n", err)
 	}
 	res.Totals = c.totals()
+	res.Warnings = c.linkWarnings(a.Transport)
 	res.Ping = pingStats(n, elapsed, samples, pc.KeepSamples)
 	return res, nil
 }

@@ -357,4 +357,7 @@ func printVenusResult(env *Env, r *venusd.Result) {
 	fmt.Fprintf(w, "totals: %d frames sent, %d received, %d send calls, %d recv calls, %d bytes sent, %d received\n",
 		t.FramesSent, t.FramesRecv, t.SendCalls, t.RecvCalls, t.BytesSent, t.BytesRecv)
 	fmt.Fprintf(w, "send avg %.1fµs max %.1fµs; recv avg %.1fµs max %.1fµs\n", t.SendAvgUS, t.SendMaxUS, t.RecvAvgUS, t.RecvMaxUS)
+	for _, m := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", m)
+	}
 }

@@ -2,6 +2,8 @@ package link
 
 import (
 	"math"
+	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +48,183 @@ func TestSleepUntilNotEarly(t *testing.T) {
 				t.Fatalf("sleepUntil(+%v) returned %v early", d, at.Sub(now))
 			}
 		}
+	}
+}
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// The bandwidth is a token bucket of one frame: back-to-back frames leave at deadlines that
+// follow from the first one (n·size/bw), however late their sender was, without rounding
+// piling up (a 1 MiB frame takes 838,860.8 ns at 10 Gbit/s: rounded frame by frame, 1000 of
+// them would end 0.8 µs early); after an idle stretch the link has no credit to burst with;
+// delay and jitter come on top, in order.
+func TestArrivalPacing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const bw = 1.25e9 // 10 Gbit/s, bytes/s
+	const size = 1 << 20
+	frames := func(k int) time.Duration { return time.Duration(float64(k*size) / bw * 1e9) }
+	for _, tc := range []struct {
+		name          string
+		delay, jitter time.Duration
+	}{{"bandwidth only", 0, 0}, {"with 50µs delay", 50 * time.Microsecond, 0}, {"with jitter", 100 * time.Microsecond, 300 * time.Microsecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{t: t0}
+			l := &Link{bw: bw, delay: tc.delay, jitter: tc.jitter, now: clk.now, rng: rand.New(rand.NewPCG(1, 2))}
+			var p pace
+			prev := time.Time{}
+			// 1000 frames sent in bursts of 10, the sender 3 µs late each time: the deadlines
+			// still follow from the first frame.
+			for i := 0; i < 1000; i++ {
+				if i%10 == 0 && i > 0 {
+					clk.t = clk.t.Add(3 * time.Microsecond)
+				}
+				at := l.arrival(clk.now(), size, &p)
+				end := t0.Add(frames(i + 1))
+				if !p.busy.Equal(end) {
+					t.Fatalf("frame %d: serialisation ends at +%v, want +%v", i, p.busy.Sub(t0), end.Sub(t0))
+				}
+				if lo, hi := end.Add(tc.delay), end.Add(tc.delay+tc.jitter); at.Before(lo) || at.After(hi) && !at.Equal(prev) {
+					t.Fatalf("frame %d: arrives at +%v, want +%v to +%v", i, at.Sub(t0), lo.Sub(t0), hi.Sub(t0))
+				}
+				if at.Before(prev) {
+					t.Fatalf("frame %d arrives before frame %d", i, i-1)
+				}
+				prev = at
+			}
+			// The link idles for a second: the next frame starts when it is sent, and the one
+			// after it a frame later; no credit was saved up.
+			clk.t = p.busy.Add(time.Second)
+			l.arrival(clk.now(), size, &p)
+			if want := clk.t.Add(frames(1)); !p.busy.Equal(want) {
+				t.Errorf("after idling: serialisation ends %v after the send, want %v", p.busy.Sub(clk.t), frames(1))
+			}
+			l.arrival(clk.now(), size, &p)
+			if want := clk.t.Add(frames(2)); !p.busy.Equal(want) {
+				t.Errorf("second frame after idling ends %v after the sends, want %v", p.busy.Sub(clk.t), frames(2))
+			}
+		})
+	}
+}
+
+// Stats count late frames against LateAllowance and read the transport's rate from the frames
+// written while the next one was already due.
+func TestStats(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	us := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
+	const size = 125000 // 100 µs at 10 Gbit/s
+	var s Stats
+	var prev written
+	// 100 frames due every 100 µs from +1000 µs, each asked to spend 1000 µs in the link; the
+	// transport takes 125 µs for each (8 Gbit/s), so from the second frame on each is due
+	// before the previous write ends and starts late by 25 µs more than the one before.
+	for i := 0; i < 100; i++ {
+		release := us(1000 + 100*i)
+		it := linkItem{sent: release.Add(-1000 * time.Microsecond), release: release}
+		w := written{start: release, n: size}
+		if i > 0 {
+			w.start = prev.end
+		}
+		w.end = w.start.Add(125 * time.Microsecond)
+		s.add(it, w, prev)
+		prev = w
+	}
+	if s.Frames != 100 || s.Bytes != 100*size {
+		t.Errorf("frames %d bytes %d, want 100 and %d", s.Frames, s.Bytes, 100*size)
+	}
+	// Allowed lateness: 5% of 1000 µs = 50 µs; frame i is 25·i µs late: frames 3..99.
+	if s.Late != 97 || s.MaxLate != 99*25*time.Microsecond {
+		t.Errorf("late %d (max %v), want 97 (max %v)", s.Late, s.MaxLate, 99*25*time.Microsecond)
+	}
+	if r := s.CarriedRate(); math.Abs(r-1e9) > 1 {
+		t.Errorf("carried rate %g bytes/s, want 1e9 (8 Gbit/s)", r)
+	}
+	w := s.Warning(1.25e9, "unix")
+	for _, part := range []string{"97 of 100 frames", "2.475ms", "unix transport carried only 8 Gbit/s", "below the 10 Gbit/s asked"} {
+		if !strings.Contains(w, part) {
+			t.Errorf("warning %q lacks %q", w, part)
+		}
+	}
+	if w := s.Warning(0.9e9, "unix"); !strings.Contains(w, "woke the link late") {
+		t.Errorf("transport faster than asked: warning %q, want the machine blamed", w)
+	}
+	// 5% late or fewer: no warning.
+	if w := (Stats{Frames: 100, Late: 5}).Warning(1e9, "unix"); w != "" {
+		t.Errorf("5 late of 100: warning %q", w)
+	}
+	if w := (Stats{Frames: 100, Late: 6}).Warning(1e9, "unix"); w == "" {
+		t.Error("6 late of 100: no warning")
+	}
+}
+
+// The frame copies a link keeps for reuse are bounded in bytes, and large ones are not kept.
+func TestBufPool(t *testing.T) {
+	var p bufPool
+	for i := 0; i < 40; i++ {
+		p.put(make([]byte, 1<<20))
+	}
+	if p.bytes != linkFreeBytes || len(p.bufs) != linkFreeBytes>>20 {
+		t.Errorf("pool holds %d bytes in %d buffers, want at most %d", p.bytes, len(p.bufs), linkFreeBytes)
+	}
+	p.put(make([]byte, linkFreeMaxBytes+1))
+	if p.bytes != linkFreeBytes {
+		t.Errorf("a frame over %d bytes was kept", linkFreeMaxBytes)
+	}
+	b := p.get(1000)
+	if len(b) != 1000 || cap(b) != 1<<20 || p.bytes != linkFreeBytes-1<<20 {
+		t.Errorf("get(1000): len %d cap %d, pool %d bytes", len(b), cap(b), p.bytes)
+	}
+	if b := p.get(2 << 20); len(b) != 2<<20 {
+		t.Errorf("get(2 MiB) from a pool of 1 MiB buffers: len %d", len(b))
+	}
+}
+
+func TestFormatRate(t *testing.T) {
+	for bps, want := range map[float64]string{1.25e9: "10 Gbit/s", 1e9: "8 Gbit/s", 12.5e6: "100 Mbit/s", 125: "1 kbit/s", 10: "80 bit/s"} {
+		if got := FormatRate(bps); got != want {
+			t.Errorf("FormatRate(%g) = %q, want %q", bps, got, want)
+		}
+	}
+}
+
+// slowFrames is a transport that takes pause to write each frame and receives nothing.
+type slowFrames struct {
+	pause  time.Duration
+	closed chan struct{}
+}
+
+func (f *slowFrames) WriteFrame([]byte) error { time.Sleep(f.pause); return nil }
+func (f *slowFrames) ReadFrame() ([]byte, error) {
+	<-f.closed
+	return nil, net.ErrClosed
+}
+func (f *slowFrames) Close() error { close(f.closed); return nil }
+
+// A transport slower than the asked bandwidth makes the link warn, naming the rate the
+// transport carried (a busier machine only makes the transport slower still).
+func TestWarnsSlowTransport(t *testing.T) {
+	// 10 KB frames at 10 MB/s take 1 ms each on the link; the transport takes at least 5.
+	l := New(&slowFrames{pause: 5 * time.Millisecond, closed: make(chan struct{})}, 0, 0, 10e6, 1)
+	frame := make([]byte, 10000)
+	for i := 0; i < 20; i++ {
+		if err := l.WriteFrame(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil { // delivers every frame first
+		t.Fatal(err)
+	}
+	tx, _ := l.Stats()
+	if tx.Frames != 20 || tx.Late < 15 {
+		t.Errorf("%d frames, %d late: want 20, most of them late", tx.Frames, tx.Late)
+	}
+	if r := tx.CarriedRate(); r <= 0 || r > 2.1e6 {
+		t.Errorf("carried rate %g bytes/s, want at most 2e6 (10 KB per 5 ms)", r)
+	}
+	w := l.Warnings("unix")
+	if len(w) != 1 || !strings.HasPrefix(w[0], "sent: ") || !strings.Contains(w[0], "the unix transport carried only") || !strings.Contains(w[0], "below the 80 Mbit/s asked") {
+		t.Errorf("warnings %q, want one naming the unix transport's rate", w)
 	}
 }

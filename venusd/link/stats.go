@@ -1,0 +1,118 @@
+package link
+
+import (
+	"fmt"
+	"time"
+)
+
+// Stats are what one direction of a link did: the frames that left it, those that left later
+// than allowed, and how fast the transport under it took frames that were already due.
+type Stats struct {
+	Frames int64 // frames that left the link
+	Bytes  int64 // their bytes, headers included
+	// Late counts the frames that left more than LateAllowance after their time; MaxLate is the
+	// largest lateness of any frame.
+	Late    int64
+	MaxLate time.Duration
+	// BacklogBytes and BacklogTime cover the frames whose successor was already due when their
+	// write to the transport ended: their bytes, and the time from the start of each one's
+	// write to the start of the next one's. Their ratio is the rate the transport took the
+	// link's frames at while the link had more to send (CarriedRate).
+	BacklogBytes int64
+	BacklogTime  time.Duration
+}
+
+// written is one frame handed to the transport: when the write started and ended, its bytes.
+type written struct {
+	start, end time.Time
+	n          int
+}
+
+// LateAllowance is how late a frame may leave the link, having been asked to spend inLink in
+// it (delay, jitter, serialisation and the wait behind earlier frames): 5% of inLink or 20 µs,
+// whichever is larger, the accuracy docs/venusd.md measures.
+func LateAllowance(inLink time.Duration) time.Duration {
+	return max(20*time.Microsecond, inLink/20)
+}
+
+// add counts frame it, written as w to the transport right after prev (zero for the first
+// frame, or where no transport write is involved).
+func (s *Stats) add(it linkItem, w, prev written) {
+	s.Frames++
+	s.Bytes += int64(w.n)
+	late := w.start.Sub(it.release)
+	if late > LateAllowance(it.release.Sub(it.sent)) {
+		s.Late++
+	}
+	s.MaxLate = max(s.MaxLate, late)
+	if prev.n > 0 && !it.release.After(prev.end) {
+		// Due before the previous write ended: the transport held this frame up.
+		s.BacklogBytes += int64(prev.n)
+		s.BacklogTime += w.start.Sub(prev.start)
+	}
+}
+
+// minBacklog is the least backlog time CarriedRate reads a rate from.
+const minBacklog = time.Millisecond
+
+// CarriedRate is the rate, in bytes/s, the transport took frames at while the link had more
+// due (0 when it never had for at least a millisecond in all).
+func (s Stats) CarriedRate() float64 {
+	if s.BacklogTime < minBacklog {
+		return 0
+	}
+	return float64(s.BacklogBytes) / s.BacklogTime.Seconds()
+}
+
+// Warning says, in one line, why the frames of this direction cannot be trusted to have
+// kept to the link asked for, with bandwidth bw (bytes/s, 0 unlimited) over the named
+// transport; "" when at most 5% of them were late.
+func (s Stats) Warning(bw float64, transport string) string {
+	if s.Late == 0 || s.Late*20 <= s.Frames {
+		return ""
+	}
+	msg := fmt.Sprintf("%d of %d frames left the emulated link late, by up to %v (allowed: 5%% of their time in the link or 20µs)",
+		s.Late, s.Frames, s.MaxLate.Round(time.Microsecond))
+	if r := s.CarriedRate(); bw > 0 && r > 0 && r < 0.95*bw {
+		return msg + fmt.Sprintf(": the %s transport carried only %s while frames waited, below the %s asked; rates above what the transport carries cannot be emulated",
+			transport, FormatRate(r), FormatRate(bw))
+	}
+	return msg + ": the machine woke the link late (CPUs busy?); delays and rates in this run are longer than asked"
+}
+
+// FormatRate writes a rate given in bytes/s in bits per second: "9.87 Gbit/s".
+func FormatRate(bytesPerS float64) string {
+	b := bytesPerS * 8
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.3g Gbit/s", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.3g Mbit/s", b/1e6)
+	case b >= 1e3:
+		return fmt.Sprintf("%.3g kbit/s", b/1e3)
+	}
+	return fmt.Sprintf("%.3g bit/s", b)
+}
+
+// Stats returns what each direction did so far: tx the frames sent, rx the frames received
+// (only those the caller was waiting for when they were due: a frame read after its time was
+// not held up by the link).
+func (l *Link) Stats() (tx, rx Stats) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.txStats, l.rxStats
+}
+
+// Warnings gives a line for each direction whose frames did not keep to the link (Warning),
+// naming the transport under it.
+func (l *Link) Warnings(transport string) []string {
+	tx, rx := l.Stats()
+	var out []string
+	if w := tx.Warning(l.bw, transport); w != "" {
+		out = append(out, "sent: "+w)
+	}
+	if w := rx.Warning(l.bw, transport); w != "" {
+		out = append(out, "received: "+w)
+	}
+	return out
+}
