@@ -377,8 +377,8 @@ func TestUprobeVenusdShm(t *testing.T) {
 	name := fmt.Sprintf("uprobe%d", os.Getpid())
 	startShmServer(t, name)
 	out, tr := filepath.Join(dir, "uprobe.plt"), filepath.Join(dir, "tracer.plt")
-	outSym := elfSymbol(t, perflab, "venusd.shmFrameOut").Name
-	inSym := elfSymbol(t, perflab, "venusd.shmFrameIn").Name
+	outSym := elfSymbol(t, perflab, "venusd/transport.shmFrameOut").Name
+	inSym := elfSymbol(t, perflab, "venusd/transport.shmFrameIn").Name
 	mustPerflab(t, dir, "record", "-o", out, "--payload-bytes", "64",
 		"--uprobe", perflab+":"+outSym+",send,buf=arg1,len=arg2,go",
 		"--uprobe", perflab+":"+inSym+",recv,buf=arg1,len=arg2,go",
@@ -524,7 +524,7 @@ func TestUprobeDetachOnKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { srv.Process.Kill(); srv.Wait() }()
-	sym := elfSymbol(t, perflab, "venusd.shmFrameOut")
+	sym := elfSymbol(t, perflab, "venusd/transport.shmFrameOut")
 	var addr int64
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", srv.Process.Pid)); err == nil && bytes.Contains(b, []byte(filepath.Base(perflab))) {
@@ -683,8 +683,8 @@ func BenchmarkUprobeCost(b *testing.B) {
 	b.Run("go_entry", func(b *testing.B) {
 		name := fmt.Sprintf("bench%d", os.Getpid())
 		startShmServer(b, name)
-		outSym := elfSymbol(b, perflab, "venusd.shmFrameOut").Name
-		inSym := elfSymbol(b, perflab, "venusd.shmFrameIn").Name
+		outSym := elfSymbol(b, perflab, "venusd/transport.shmFrameOut").Name
+		inSym := elfSymbol(b, perflab, "venusd/transport.shmFrameIn").Name
 		const n = 20000
 		for i := 0; i < b.N; i++ {
 			var added, plain, entryNs []float64

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // Mode is how the client (the ICD) turns API calls into frames: the seed's experiments.
@@ -66,17 +68,17 @@ const DefaultListen = "tcp://127.0.0.1:5556"
 
 // Defaults of ServerConfig and ClientConfig.
 const (
-	DefaultMaxFrameBytes       = 64 << 20         // largest frame payload accepted, bytes
-	DefaultMaxConns            = 256              // concurrent connections per server
-	DefaultMaxObjects          = 65536            // live objects (memory, fences, command buffers) per connection
-	DefaultMaxMemoryBytes      = 1 << 30          // device memory per connection, bytes
-	DefaultMaxTotalMemoryBytes = 8 << 30          // device memory of all connections together, bytes
-	DefaultIdleTimeout         = time.Minute      // a connection that sends no frame for this long is closed
-	DefaultFrameTimeout        = 10 * time.Second // a frame not complete this long after its first byte (or a first frame this long after connecting), or a reply the client does not take for this long, closes the connection
-	DefaultSocketBufferBytes   = 4 << 20          // SO_SNDBUF and SO_RCVBUF, as Venus Plus
-	DefaultShmRingBytes        = 4 << 20          // bytes of each shm ring (one per direction)
-	DefaultDepth               = 8                // requests in flight in pipeline modes
-	DefaultShutdownGrace       = 5 * time.Second  // how long Serve waits for in-flight frames on shutdown
+	DefaultMaxFrameBytes       = 64 << 20                           // largest frame payload accepted, bytes
+	DefaultMaxConns            = 256                                // concurrent connections per server
+	DefaultMaxObjects          = 65536                              // live objects (memory, fences, command buffers) per connection
+	DefaultMaxMemoryBytes      = 1 << 30                            // device memory per connection, bytes
+	DefaultMaxTotalMemoryBytes = 8 << 30                            // device memory of all connections together, bytes
+	DefaultIdleTimeout         = time.Minute                        // a connection that sends no frame for this long is closed
+	DefaultFrameTimeout        = transport.DefaultFrameTimeout      // a frame not complete this long after its first byte (or a first frame this long after connecting), or a reply the client does not take for this long, closes the connection
+	DefaultSocketBufferBytes   = transport.DefaultSocketBufferBytes // SO_SNDBUF and SO_RCVBUF, as Venus Plus
+	DefaultShmRingBytes        = transport.DefaultShmRingBytes      // bytes of each shm ring (one per direction)
+	DefaultDepth               = 8                                  // requests in flight in pipeline modes
+	DefaultShutdownGrace       = 5 * time.Second                    // how long Serve waits for in-flight frames on shutdown
 )
 
 // ServerConfig describes a server. The zero value, with Listen empty, listens on DefaultListen.

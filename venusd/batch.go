@@ -21,6 +21,8 @@ import (
 	"github.com/perflab/perflab/venusd/device"
 
 	"github.com/perflab/perflab/venusd/tracer"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // The batch loop: a single-threaded event loop modelled on the benchkv daemon of seed 003. Each
@@ -224,7 +226,7 @@ type batchReq struct {
 // server memory, and is closed FrameTimeout after its replies stopped moving.
 type batchConn struct {
 	sc       *serverConn
-	c        conn
+	c        transport.Conn
 	dev      *device.Device
 	tr       *tracer.Tracer
 	slots    chan struct{} // one token per queued request
@@ -314,7 +316,7 @@ func (b *BatchServer) writer(bc *batchConn) {
 		traceFrames(bc.tr, ts, time.Since(w0), buf)
 		bc.unsent.Add(-int64(len(buf)))
 		bc.budget.Bytes.Add(-int64(len(buf)))
-		if cap(buf) > keepFrameBytes {
+		if cap(buf) > transport.KeepFrameBytes {
 			buf = nil
 		}
 		select {
@@ -453,7 +455,7 @@ func (b *BatchServer) reader(sc *serverConn) {
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), wDone: make(chan struct{}), budget: &s.live}
 	go b.writer(bc)
 	first := Monotonic()
-	bc.tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
+	bc.tr.Connection(c.Family(), c.LocalAddr(), c.RemoteAddr(), first, first)
 	defer func() {
 		// Give up the connection: the writer stops, the loop drops the backlog. Wait until the
 		// loop has no request of this client left, then free its device.
@@ -469,7 +471,7 @@ func (b *BatchServer) reader(sc *serverConn) {
 		bc.wq = nil
 		bc.wmu.Unlock()
 		bc.dev.Release()
-		bc.tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
+		bc.tr.Connection(c.Family(), c.LocalAddr(), c.RemoteAddr(), first, Monotonic())
 		bc.tr.Finish()
 	}()
 	if err := b.readFrames(bc); err != nil {
@@ -477,27 +479,27 @@ func (b *BatchServer) reader(sc *serverConn) {
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF) && s.isClosing():
 		case errors.As(err, &ne) && ne.Timeout():
-			fmt.Fprintf(s.cfg.Log, "venusd: %s: read deadline passed, closing\n", c.remoteAddr())
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: read deadline passed, closing\n", c.RemoteAddr())
 		default:
-			fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", c.remoteAddr(), err)
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", c.RemoteAddr(), err)
 		}
 	}
 }
 
 func (b *BatchServer) readFrames(bc *batchConn) error {
 	s := b.Server
-	fr := newFrameReader(bc.c, s.cfg.MaxFrameBytes)
-	fr.frame = s.cfg.FrameTimeout
-	fr.budget = &s.live
-	defer fr.release()
+	fr := transport.NewFrameReader(bc.c, s.cfg.MaxFrameBytes)
+	fr.Frame = s.cfg.FrameTimeout
+	fr.Budget = &s.live
+	defer fr.Release()
 	for {
 		if !s.setIdle(bc.sc, true) {
 			return nil
 		}
-		fr.idle = s.cfg.IdleTimeout
+		fr.Idle = s.cfg.IdleTimeout
 		ts := Monotonic()
 		t0 := time.Now()
-		payload, err := fr.read()
+		payload, err := fr.Read()
 		if err != nil {
 			if errors.Is(err, wire.ErrBadMagic) || errors.Is(err, wire.ErrFrameTooLarge) {
 				return s.protocolError(err)
@@ -509,7 +511,7 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 		s.frames.Add(1)
 		if bc.tr.Timed() {
 			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
-			frame = append(frame, fr.hdr[:]...)
+			frame = append(frame, fr.Header()...)
 			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
 			bc.tr.FrameSized(trace.DirRecv, ts, time.Since(t0), frame, wire.HeaderSize+len(payload))
 		}
@@ -526,7 +528,7 @@ func (b *BatchServer) readFrames(bc *batchConn) error {
 		case <-bc.done:
 			return bc.dead
 		}
-		p, free := fr.take(payload)
+		p, free := fr.Take(payload)
 		b.enqueue(batchReq{bc: bc, payload: p, free: free})
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 
 	"github.com/perflab/perflab/venusd/device"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // startBatch runs a batch server until the test ends.
@@ -193,11 +195,11 @@ func FuzzBatchExecFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var live device.Budget
 		dev := device.New(64, 1<<20, 1<<20, &live)
-		fr := newFrameReader(&memConn{r: bytes.NewReader(data)}, 1<<20)
+		fr := transport.NewFrameReader(&memConn{r: bytes.NewReader(data)}, 1<<20)
 		var deferred []deferredRec
 		var out []byte
 		for i := 0; i < 64; i++ {
-			payload, err := fr.read()
+			payload, err := fr.Read()
 			if err != nil {
 				break
 			}
@@ -255,7 +257,7 @@ func TestNewLoopServer(t *testing.T) {
 func TestBatchLoopStalledReader(t *testing.T) {
 	s := startBatch(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: noEnv, FrameTimeout: 300 * time.Millisecond,
 		SocketBufferBytes: 64 << 10})
-	a, err := ParseAddr(s.Addr())
+	a, err := transport.ParseAddr(s.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 
 	"github.com/perflab/perflab/venusd/tracer"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // callKind says how a call relates to the application's sync points.
@@ -58,7 +60,7 @@ type client struct {
 	depth    int
 	fc       link.Frames
 	link     *link.Link // the emulated link under fc, nil without one
-	raw      conn
+	raw      transport.Conn
 	tr       *tracer.Tracer
 	maxFrame int
 
@@ -90,16 +92,16 @@ type client struct {
 }
 
 // dialClient connects and, in pipeline modes, starts the receive goroutine.
-func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) string) (*client, Addr, error) {
-	a, err := ParseAddr(cfg.Connect)
+func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) string) (*client, transport.Addr, error) {
+	a, err := transport.ParseAddr(cfg.Connect)
 	if err != nil {
 		return nil, a, err
 	}
-	buf, err := socketBuffer(cfg.SocketBufferBytes, getenv)
+	buf, err := transport.SocketBuffer(cfg.SocketBufferBytes, getenv)
 	if err != nil {
 		return nil, a, err
 	}
-	raw, err := dial(ctx, a, dialOptions{bufBytes: buf, shmSpin: cfg.ShmSpin})
+	raw, err := transport.Dial(ctx, a, transport.DialOptions{BufBytes: buf, ShmSpin: cfg.ShmSpin})
 	if err != nil {
 		return nil, a, fmt.Errorf("connect %s: %w", a, err)
 	}
@@ -110,14 +112,14 @@ func dialClient(ctx context.Context, cfg *ClientConfig, getenv func(string) stri
 	c := &client{mode: cfg.Mode, depth: depth, raw: raw, maxFrame: DefaultMaxFrameBytes, nextReq: 1,
 		tr: tracer.New(cfg.Trace, cfg.TracePayloadBytes, getenv, cfg.Log)}
 	c.enc.Reset()
-	d := newDirectFrames(raw, c.maxFrame)
+	d := transport.NewDirectFrames(raw, c.maxFrame)
 	c.fc = d
 	if cfg.Delay > 0 || cfg.Jitter > 0 || cfg.Bandwidth > 0 {
 		c.link = link.New(d, cfg.Delay, cfg.Jitter, cfg.Bandwidth, cfg.LLM.Seed+7)
 		c.fc = c.link
 	}
 	c.connFirst = Monotonic()
-	c.tr.Connection(raw.family(), raw.localAddr(), raw.remoteAddr(), c.connFirst, c.connFirst)
+	c.tr.Connection(raw.Family(), raw.LocalAddr(), raw.RemoteAddr(), c.connFirst, c.connFirst)
 	if c.mode.Pipeline() {
 		c.slots = make(chan struct{}, depth)
 		c.pend = map[uint32]*pending{}
@@ -141,7 +143,7 @@ func (c *client) close() error {
 		<-c.recvDone
 	}
 	now := Monotonic()
-	c.tr.Connection(c.raw.family(), c.raw.localAddr(), c.raw.remoteAddr(), c.connFirst, now)
+	c.tr.Connection(c.raw.Family(), c.raw.LocalAddr(), c.raw.RemoteAddr(), c.connFirst, now)
 	c.tr.Finish()
 	return err
 }

@@ -1,2 +1,5 @@
-// Package venusd is the bundled Venus-style client and server: the VPLS wire protocol, the tcp, unix and shm transports, the emulated device, the llm workload, and the in-process tracer.
+// Package venusd is the bundled Venus-style daemon and its client: the two server loops (a
+// goroutine per connection, or one batch event loop), the client and its modes, and the llm and
+// ping workloads. The wire format, the transports, the emulated device and link and the
+// in-process tracer are its sub-packages.
 package venusd

@@ -13,23 +13,25 @@ import (
 	"github.com/perflab/perflab/venusd/device"
 
 	"github.com/perflab/perflab/venusd/tracer"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
-// memConn is a conn over a byte slice: reads come from it, writes are counted and dropped.
+// memConn is a transport.Conn over a byte slice: reads come from it, writes are counted and dropped.
 type memConn struct {
 	r       *bytes.Reader
 	written int
-	ctr     ioCounters
+	ctr     transport.Counters
 }
 
 func (m *memConn) Read(p []byte) (int, error)        { return m.r.Read(p) }
 func (m *memConn) Write(p []byte) (int, error)       { m.written += len(p); return len(p), nil }
 func (m *memConn) SetReadDeadline(t time.Time) error { return nil }
 func (m *memConn) Close() error                      { return nil }
-func (m *memConn) counters() *ioCounters             { return &m.ctr }
-func (m *memConn) family() trace.Family              { return trace.FamilyUnknown }
-func (m *memConn) localAddr() string                 { return "mem" }
-func (m *memConn) remoteAddr() string                { return "mem" }
+func (m *memConn) Counters() *transport.Counters     { return &m.ctr }
+func (m *memConn) Family() trace.Family              { return trace.FamilyUnknown }
+func (m *memConn) LocalAddr() string                 { return "mem" }
+func (m *memConn) RemoteAddr() string                { return "mem" }
 
 // fuzzSeeds are valid VPLS sessions and near misses.
 func fuzzSeeds() [][]byte {
@@ -96,7 +98,7 @@ func FuzzClientReply(f *testing.F) {
 	f.Add([]byte("SLPV\xff\xff\xff\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := &memConn{r: bytes.NewReader(data)}
-		c := &client{raw: m, fc: newDirectFrames(m, 1<<20), tr: tracer.New(nil, 0, noEnv, nil)}
+		c := &client{raw: m, fc: transport.NewDirectFrames(m, 1<<20), tr: tracer.New(nil, 0, noEnv, nil)}
 		for i := 0; i < 4; i++ {
 			rs, _, err := c.recv(nil)
 			if err != nil {

@@ -17,10 +17,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // The attacks of a hostile user (docs/reliability.md, rows H1-H5).
@@ -29,15 +32,15 @@ import (
 // server acked. The returned connection is the control socket (closing it ends the client).
 func shmHandshake(t *testing.T, name string, f *os.File, ringBytes int) (*net.UnixConn, bool) {
 	t.Helper()
-	nc, err := net.Dial("unix", shmSocketName(name))
+	nc, err := net.Dial("unix", transport.ShmSocketName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	uc := nc.(*net.UnixConn)
 	t.Cleanup(func() { uc.Close() })
 	var hello [16]byte
-	binary.LittleEndian.PutUint32(hello[0:], shmMagic)
-	binary.LittleEndian.PutUint32(hello[4:], shmVersion)
+	binary.LittleEndian.PutUint32(hello[0:], transport.ShmMagic)
+	binary.LittleEndian.PutUint32(hello[4:], transport.ShmVersion)
 	binary.LittleEndian.PutUint64(hello[8:], uint64(ringBytes))
 	if _, _, err := uc.WriteMsgUnix(hello[:], syscall.UnixRights(int(f.Fd())), nil); err != nil {
 		t.Fatal(err)
@@ -52,11 +55,11 @@ func shmHandshake(t *testing.T, name string, f *os.File, ringBytes int) (*net.Un
 // unmaps it).
 func ringFile(t *testing.T, ringBytes int, sealed bool) (*os.File, []byte) {
 	t.Helper()
-	size := shmLayoutSize(ringBytes)
+	size := transport.ShmLayoutSize(ringBytes)
 	var f *os.File
 	var err error
 	if sealed {
-		f, err = newSealedFile(size)
+		f, err = transport.NewSealedFile(size)
 	} else {
 		// What the client made before: a file in /dev/shm, or a memfd without seals.
 		var fd int
@@ -74,8 +77,8 @@ func ringFile(t *testing.T, ringBytes int, sealed bool) (*os.File, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary.LittleEndian.PutUint32(mem[0:], shmMagic)
-	binary.LittleEndian.PutUint32(mem[4:], shmVersion)
+	binary.LittleEndian.PutUint32(mem[0:], transport.ShmMagic)
+	binary.LittleEndian.PutUint32(mem[4:], transport.ShmVersion)
 	binary.LittleEndian.PutUint64(mem[8:], uint64(ringBytes))
 	return f, mem
 }
@@ -107,7 +110,7 @@ func TestHostileShmShrink(t *testing.T) {
 		close(stop)
 	}()
 
-	ring := shmMinRing
+	ring := transport.ShmMinRing
 	for i := 0; ; i++ {
 		// The attack as it was: an unsealed file, shrunk once the server has it mapped.
 		f, fmem := ringFile(t, ring, false)
@@ -130,10 +133,13 @@ func TestHostileShmShrink(t *testing.T) {
 			t.Logf("punching a hole: %v", err)
 		}
 		// Make the server touch the whole ring: a frame header that claims the ring is full.
-		c := newShmConn(mem, ring, true, uc, 0, "hostile", addr)
-		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), uint32(ring)))
-		c.Write(make([]byte, ring/2))
-		c.Close()
+		// Written as the client's side of ring 0 would: the header and half a ring of zeros (the
+		// file is new), then the head moved past them, then the connection closed.
+		copy(mem[transport.ShmHeaderSize:], binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), uint32(ring)))
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&mem[transport.ShmCtl0])), uint64(wire.HeaderSize+ring/2))
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&mem[64])), 1)
+		uc.Close()
+		syscall.Munmap(mem)
 		select {
 		case <-stop:
 		default:
@@ -164,7 +170,7 @@ func TestHostileNoLockout(t *testing.T) {
 				t.Fatal(err)
 			}
 			serveUntilCleanup(t, srv)
-			a, _ := ParseAddr(srv.Addr())
+			a, _ := transport.ParseAddr(srv.Addr())
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var held sync.WaitGroup
@@ -397,7 +403,7 @@ func TestHostileIdleMemory(t *testing.T) {
 // replyBytes, reqs times, and never read them. close closes them.
 func nonReaders(t *testing.T, addr string, n, reqs, replyBytes int) (close func()) {
 	t.Helper()
-	a, _ := ParseAddr(addr)
+	a, _ := transport.ParseAddr(addr)
 	var frames []byte
 	for i := 0; i < reqs; i++ {
 		frames = append(frames, frameOf(cmdOf(wire.CmdPing, wire.FlagReplyWanted, uint32(i), func(e *wire.Encoder) { e.U32(uint32(replyBytes)) }))...)

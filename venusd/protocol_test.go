@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -54,9 +56,9 @@ func TestParseAddrAndBytes(t *testing.T) {
 		{"http://x:1", "", "", false},
 		{"127.0.0.1:5556", "", "", false},
 	} {
-		a, err := ParseAddr(tc.in)
+		a, err := transport.ParseAddr(tc.in)
 		if (err == nil) != tc.ok || (tc.ok && (a.Transport != tc.tr || a.Where != tc.where)) {
-			t.Errorf("ParseAddr(%q) = %+v, %v", tc.in, a, err)
+			t.Errorf("transport.ParseAddr(%q) = %+v, %v", tc.in, a, err)
 		}
 		if tc.ok && a.String() != tc.in {
 			t.Errorf("%q round-trips to %q", tc.in, a.String())

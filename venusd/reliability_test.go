@@ -18,6 +18,8 @@ import (
 	"github.com/perflab/perflab/venusd/wire"
 
 	"github.com/perflab/perflab/venusd/device"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // rawClient speaks VPLS by hand, for hostile-input tests.
@@ -28,7 +30,7 @@ type rawClient struct {
 
 func dialRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
-	a, err := ParseAddr(addr)
+	a, err := transport.ParseAddr(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,7 @@ func u64s(v ...uint64) func(e *wire.Encoder) {
 // D1: loopback by default; a wider bind is refused without AllowRemote and warns with it; the
 // unix socket is 0600 and removed on shutdown.
 func TestD1DefaultBind(t *testing.T) {
-	a, _ := ParseAddr(DefaultListen)
+	a, _ := transport.ParseAddr(DefaultListen)
 	if !a.IsLoopback() {
 		t.Fatalf("default %s is not loopback", DefaultListen)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/venusd/link"
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // ErrChecksum is returned (wrapped) with the Result when the llm workload's checksum differs
@@ -50,20 +52,20 @@ type counterSnap struct {
 }
 
 func (c *client) snap() counterSnap {
-	ctr := c.raw.counters()
+	ctr := c.raw.Counters()
 	return counterSnap{c.framesSent.Load(), c.framesRecv.Load(), c.bytesSent.Load(), c.bytesRecv.Load(),
-		c.roundTrips.Load(), c.syncWaits.Load(), ctr.sendCalls.Load(), ctr.recvCalls.Load()}
+		c.roundTrips.Load(), c.syncWaits.Load(), ctr.SendCalls.Load(), ctr.RecvCalls.Load()}
 }
 
 func (c *client) totals() Totals {
-	ctr := c.raw.counters()
+	ctr := c.raw.Counters()
 	t := Totals{
 		FramesSent: c.framesSent.Load(), FramesRecv: c.framesRecv.Load(),
-		SendCalls: ctr.sendCalls.Load(), RecvCalls: ctr.recvCalls.Load(),
+		SendCalls: ctr.SendCalls.Load(), RecvCalls: ctr.RecvCalls.Load(),
 		BytesSent: c.bytesSent.Load(), BytesRecv: c.bytesRecv.Load(),
 		RoundTrips: c.roundTrips.Load(), SyncWaits: c.syncWaits.Load(),
 		SendMaxUS: float64(c.sendMaxNs.Load()) / 1e3, RecvMaxUS: float64(c.recvMaxNs.Load()) / 1e3,
-		EAGAIN: ctr.eagain.Load(),
+		EAGAIN: ctr.EAGAIN.Load(),
 	}
 	if t.FramesSent > 0 {
 		t.SendAvgUS = float64(c.sendNs.Load()) / 1e3 / float64(t.FramesSent)
@@ -74,7 +76,7 @@ func (c *client) totals() Totals {
 	return t
 }
 
-func newResult(cfg *ClientConfig, a Addr, c *client) *Result {
+func newResult(cfg *ClientConfig, a transport.Addr, c *client) *Result {
 	depth := 1
 	if cfg.Mode.Pipeline() {
 		depth = c.depth

@@ -9,7 +9,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/perflab/perflab/trace"
@@ -19,13 +18,15 @@ import (
 	"github.com/perflab/perflab/venusd/device"
 
 	"github.com/perflab/perflab/venusd/tracer"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // Server is a running venusd server: it accepts clients and runs each one's commands on its own
 // emulated device.
 type Server struct {
 	cfg    ServerConfig
-	addr   Addr
+	addr   transport.Addr
 	ln     net.Listener
 	getenv func(string) string
 	buf    int
@@ -52,7 +53,7 @@ type Server struct {
 
 // serverConn is one client of the server.
 type serverConn struct {
-	c    conn
+	c    transport.Conn
 	raw  net.Conn // the accepted socket (the control socket for shm)
 	mu   sync.Mutex
 	idle bool // waiting for a frame header: safe to interrupt on shutdown
@@ -138,7 +139,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxFrameBytes > 1<<30 {
 		return nil, fmt.Errorf("max frame %d bytes: at most 1GiB", cfg.MaxFrameBytes)
 	}
-	a, err := ParseAddr(cfg.Listen)
+	a, err := transport.ParseAddr(cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -148,34 +149,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		fmt.Fprintf(cfg.Log, "venusd: WARNING: listening on %s, beyond this machine: venusd has no authentication or encryption; any host that can reach this port can allocate up to %d bytes per connection and run kernels here\n", a, cfg.MaxMemoryBytes)
 	}
-	buf, err := socketBuffer(cfg.SocketBufferBytes, cfg.Getenv)
+	buf, err := transport.SocketBuffer(cfg.SocketBufferBytes, cfg.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, addr: a, getenv: cfg.Getenv, buf: buf, conns: map[*serverConn]struct{}{}}
 	s.live.MaxBytes = cfg.MaxTotalMemoryBytes
-	switch a.Transport {
-	case "tcp":
-		lc := net.ListenConfig{Control: bufferControl(buf)}
-		s.ln, err = lc.Listen(context.Background(), "tcp", a.Where)
-		if err == nil {
-			s.addr.Where = s.ln.Addr().String()
-		}
-	case "unix":
-		old := syscall.Umask(0o077)
-		s.ln, err = net.Listen("unix", a.Where)
-		syscall.Umask(old)
-		if err == nil {
-			err = os.Chmod(a.Where, 0o600)
-			if err != nil {
-				s.ln.Close()
-			}
-		}
-	case "shm":
-		s.ln, err = net.Listen("unix", shmSocketName(a.Where))
-	}
+	s.ln, err = transport.Listen(a, buf)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", a, err)
+	}
+	if a.Transport == "tcp" {
+		s.addr.Where = s.ln.Addr().String()
 	}
 	return s, nil
 }
@@ -237,33 +222,6 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		go s.handle(sc)
 	}
-}
-
-// checkPeer admits only the server's own user on Unix and shm sockets (SO_PEERCRED); root may
-// connect too.
-func (s *Server) checkPeer(nc net.Conn) error {
-	uc, ok := nc.(*net.UnixConn)
-	if !ok {
-		return nil
-	}
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var cred *syscall.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return err
-	}
-	if cerr != nil {
-		return fmt.Errorf("peer credentials: %w", cerr)
-	}
-	if cred.Uid != uint32(os.Getuid()) && cred.Uid != 0 {
-		return fmt.Errorf("peer uid %d is not this server's uid %d", cred.Uid, os.Getuid())
-	}
-	return nil
 }
 
 // Close stops the server at once: the listener and every connection are closed. It waits for
@@ -347,7 +305,7 @@ type deferredRec struct {
 
 // setWriteDeadline gives a reply write FrameTimeout: a client that does not take its replies
 // is closed then.
-func (s *Server) setWriteDeadline(c conn) {
+func (s *Server) setWriteDeadline(c transport.Conn) {
 	if wd, ok := c.(interface{ SetWriteDeadline(time.Time) error }); ok {
 		wd.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	}
@@ -367,7 +325,7 @@ func (s *Server) handle(sc *serverConn) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.protoErr.Add(1)
-			fmt.Fprintf(s.cfg.Log, "venusd: internal error on %s: %v\n", c.remoteAddr(), r)
+			fmt.Fprintf(s.cfg.Log, "venusd: internal error on %s: %v\n", c.RemoteAddr(), r)
 		}
 	}()
 	if err := s.serveConn(sc, c); err != nil {
@@ -375,9 +333,9 @@ func (s *Server) handle(sc *serverConn) {
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF) && s.isClosing():
 		case errors.As(err, &ne) && ne.Timeout():
-			fmt.Fprintf(s.cfg.Log, "venusd: %s: read deadline passed, closing\n", c.remoteAddr())
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: read deadline passed, closing\n", c.RemoteAddr())
 		default:
-			fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", c.remoteAddr(), err)
+			fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", c.RemoteAddr(), err)
 		}
 	}
 }
@@ -396,33 +354,33 @@ func (s *Server) protocolError(err error) error {
 
 // serveConn reads frames and executes their commands in order until the client leaves. Every
 // object of the client is freed when it returns.
-func (s *Server) serveConn(sc *serverConn, c conn) error {
+func (s *Server) serveConn(sc *serverConn, c transport.Conn) error {
 	dev := device.New(s.cfg.MaxObjects, s.cfg.MaxMemoryBytes, s.cfg.MaxFrameBytes-4096, &s.live)
 	defer dev.Release()
 	tr := tracer.New(s.cfg.Trace, s.cfg.TracePayloadBytes, s.getenv, s.cfg.Log)
 	first := Monotonic()
-	tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, first)
+	tr.Connection(c.Family(), c.LocalAddr(), c.RemoteAddr(), first, first)
 	defer func() {
-		tr.Connection(c.family(), c.localAddr(), c.remoteAddr(), first, Monotonic())
+		tr.Connection(c.Family(), c.LocalAddr(), c.RemoteAddr(), first, Monotonic())
 		tr.Finish()
 	}()
-	fr := newFrameReader(c, s.cfg.MaxFrameBytes)
-	fr.frame = s.cfg.FrameTimeout
-	fr.budget = &s.live
-	defer fr.release()
+	fr := transport.NewFrameReader(c, s.cfg.MaxFrameBytes)
+	fr.Frame = s.cfg.FrameTimeout
+	fr.Budget = &s.live
+	defer fr.Release()
 	var rep wire.Encoder
 	var deferred []deferredRec
 	for {
 		if !s.setIdle(sc, true) {
 			return nil
 		}
-		fr.idle = s.cfg.IdleTimeout
+		fr.Idle = s.cfg.IdleTimeout
 		timed := tr.Timed()
 		var ts int64
 		if timed {
 			ts = Monotonic()
 		}
-		payload, err := fr.read()
+		payload, err := fr.Read()
 		if err != nil {
 			if errors.Is(err, wire.ErrBadMagic) || errors.Is(err, wire.ErrFrameTooLarge) {
 				return s.protocolError(err)
@@ -435,7 +393,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 		if timed {
 			dur := time.Duration(Monotonic() - ts)
 			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
-			frame = append(frame, fr.hdr[:]...)
+			frame = append(frame, fr.Header()...)
 			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
 			tr.FrameSized(trace.DirRecv, ts, dur, frame, wire.HeaderSize+len(payload))
 		}
@@ -450,11 +408,11 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 				ts = Monotonic()
 			}
 			// Only a reply with memory of its own counts, as a frame does (above
-			// keepFrameBytes): a small one lives in the buffer the connection keeps anyway,
+			// transport.KeepFrameBytes): a small one lives in the buffer the connection keeps anyway,
 			// and counting it would let a client that already has its reply find the budget
 			// still held for a moment.
 			held := int64(0)
-			if rep.Cap() > keepFrameBytes {
+			if rep.Cap() > transport.KeepFrameBytes {
 				held = int64(rep.Cap())
 			}
 			s.live.Bytes.Add(held)
@@ -467,7 +425,7 @@ func (s *Server) serveConn(sc *serverConn, c conn) error {
 			if err != nil {
 				return err
 			}
-			if rep.Cap() > keepFrameBytes {
+			if rep.Cap() > transport.KeepFrameBytes {
 				rep.Free() // an idle connection keeps no large reply buffer
 			}
 		}
@@ -553,19 +511,8 @@ func execCommands(dev *device.Device, payload []byte, rep *wire.Encoder, deferre
 
 // openConn sets up the transport of an accepted client (the shm handshake, TCP tuning) and
 // attaches it to sc. It reports false, with the client closed and a line logged, when that fails.
-func (s *Server) openConn(sc *serverConn) (conn, bool) {
-	var c conn
-	var err error
-	switch s.addr.Transport {
-	case "shm":
-		c, err = acceptShm(sc.raw.(*net.UnixConn), s.addr.Where, s.cfg.ShmSpin, s.cfg.FrameTimeout)
-	case "tcp":
-		if err = tuneTCP(sc.raw.(*net.TCPConn), s.buf); err == nil {
-			c, err = newSockConn(sc.raw, trace.FamilyTCP)
-		}
-	default:
-		c, err = newSockConn(sc.raw, trace.FamilyUnix)
-	}
+func (s *Server) openConn(sc *serverConn) (transport.Conn, bool) {
+	c, err := transport.Accept(sc.raw, s.addr, transport.AcceptOptions{BufBytes: s.buf, ShmSpin: s.cfg.ShmSpin, Handshake: s.cfg.FrameTimeout})
 	if err != nil {
 		fmt.Fprintf(s.cfg.Log, "venusd: %s: %v\n", s.addr.Transport, err)
 		sc.raw.Close()
@@ -624,7 +571,7 @@ func (s *Server) leave(sc *serverConn) {
 // client may not stay; on true the caller must start the client's goroutine, which defers
 // s.leave.
 func (s *Server) admit(nc net.Conn) (*serverConn, bool) {
-	if err := s.checkPeer(nc); err != nil {
+	if err := transport.CheckPeer(nc); err != nil {
 		fmt.Fprintf(s.cfg.Log, "venusd: refused %s: %v\n", s.addr.Transport, err)
 		s.rejected.Add(1)
 		nc.Close()

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/perflab/perflab/venusd/transport"
 	"github.com/perflab/perflab/venusd/wire"
 )
 
@@ -26,18 +27,18 @@ func pingOnce(t *testing.T, addr string) {
 
 // sendHello dials the shm server's socket and sends a handshake with an optional file.
 func sendHello(t *testing.T, name string, magic uint32, ring uint64, fileSize int64, withFile bool) error {
-	uc, err := net.Dial("unix", shmSocketName(name))
+	uc, err := net.Dial("unix", transport.ShmSocketName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer uc.Close()
 	var hello [16]byte
 	binary.LittleEndian.PutUint32(hello[0:], magic)
-	binary.LittleEndian.PutUint32(hello[4:], shmVersion)
+	binary.LittleEndian.PutUint32(hello[4:], transport.ShmVersion)
 	binary.LittleEndian.PutUint64(hello[8:], ring)
 	var oob []byte
 	if withFile {
-		f, err := newSealedFile(int(fileSize))
+		f, err := transport.NewSealedFile(int(fileSize))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,8 +60,8 @@ func TestD5ShmRing(t *testing.T) {
 	addr := listenAddr(t, "shm")
 	name := strings.TrimPrefix(addr, "shm:///")
 	s := startServer(t, ServerConfig{Listen: addr, Getenv: noEnv})
-	ring := uint64(shmMinRing)
-	good := int64(shmLayoutSize(int(ring)))
+	ring := uint64(transport.ShmMinRing)
+	good := int64(transport.ShmLayoutSize(int(ring)))
 	cases := []struct {
 		name     string
 		magic    uint32
@@ -68,14 +69,14 @@ func TestD5ShmRing(t *testing.T) {
 		size     int64
 		withFile bool
 	}{
-		{"no file", shmMagic, ring, good, false},
+		{"no file", transport.ShmMagic, ring, good, false},
 		{"bad magic", 0xDEADBEEF, ring, good, true},
-		{"ring not a power of two", shmMagic, ring + 4096, good, true},
-		{"ring too large", shmMagic, 1 << 40, good, true},
-		{"ring zero", shmMagic, 0, good, true},
-		{"file too small", shmMagic, ring, good - 4096, true},
-		{"file too large", shmMagic, ring, good + 4096, true},
-		{"header not written", shmMagic, ring, good, true}, // the mapped header must match the hello
+		{"ring not a power of two", transport.ShmMagic, ring + 4096, good, true},
+		{"ring too large", transport.ShmMagic, 1 << 40, good, true},
+		{"ring zero", transport.ShmMagic, 0, good, true},
+		{"file too small", transport.ShmMagic, ring, good - 4096, true},
+		{"file too large", transport.ShmMagic, ring, good + 4096, true},
+		{"header not written", transport.ShmMagic, ring, good, true}, // the mapped header must match the hello
 	}
 	for _, tc := range cases {
 		if err := sendHello(t, name, tc.magic, tc.ring, tc.size, tc.withFile); err == nil {
@@ -85,23 +86,24 @@ func TestD5ShmRing(t *testing.T) {
 	pingOnce(t, addr)
 
 	// A client that corrupts its ring's head: the server sees head-tail > ring size and drops it.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := dialShm(ctx, name, 0, 0)
-	if err != nil {
-		t.Fatal(err)
+	f, mem := ringFile(t, int(ring), true)
+	uc, ok := shmHandshake(t, name, f, int(ring))
+	if !ok {
+		t.Fatal("handshake refused")
 	}
-	sc := c.(*shmConn)
-	head := (*uint64)(unsafe.Pointer(&sc.mem[shmCtl0]))
+	head := (*uint64)(unsafe.Pointer(&mem[transport.ShmCtl0]))
 	atomic.StoreUint64(head, 1<<40)
-	atomic.AddUint32(sc.tx.dataSeq, 1)
-	futex(sc.tx.dataSeq, futexWake, 1, 0)
+	// The server's reader wakes within its futex timeout (50 ms) and finds the head.
 	buf := make([]byte, 16)
-	sc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := sc.Read(buf); err != io.EOF {
+	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := uc.Read(buf); err != io.EOF {
 		t.Errorf("read after corrupting the ring: %v, want EOF (server closed it)", err)
 	}
-	sc.Close()
+	if closed := atomic.LoadUint32((*uint32)(unsafe.Pointer(&mem[64]))); closed != 1 {
+		t.Errorf("closed flag %d after the server dropped the connection, want 1", closed)
+	}
+	uc.Close()
+	syscall.Munmap(mem)
 	pingOnce(t, addr)
 	if st := s.Stats(); st.Active > 1 {
 		t.Errorf("stats %+v", st)

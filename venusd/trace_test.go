@@ -3,16 +3,16 @@ package venusd
 import (
 	"context"
 	"encoding/binary"
-	"net"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/perflab/perflab/trace"
 
 	"github.com/perflab/perflab/venusd/wire"
+
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // TestTraceMatchesCounters writes a client trace in every transport and checks that the trace
@@ -161,28 +161,13 @@ func TestSocketBufferVariable(t *testing.T) {
 	if _, err := RunWorkload(context.Background(), ClientConfig{Connect: "tcp://127.0.0.1:1", Getenv: env("0")}); err == nil || !strings.Contains(err.Error(), "VENUS_SOCKET_BUFFER_BYTES") {
 		t.Errorf("client with VENUS_SOCKET_BUFFER_BYTES=0: %v", err)
 	}
-	n, err := socketBuffer(0, env("1MiB"))
+	n, err := transport.SocketBuffer(0, env("1MiB"))
 	if err != nil || n != 1<<20 {
 		t.Errorf("1MiB: %d, %v", n, err)
 	}
-	if n, _ := socketBuffer(0, env("")); n != DefaultSocketBufferBytes {
+	if n, _ := transport.SocketBuffer(0, env("")); n != DefaultSocketBufferBytes {
 		t.Errorf("default %d", n)
 	}
-	s := startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: env("256KiB")})
-	a, _ := ParseAddr(s.Addr())
-	c, err := dial(context.Background(), a, dialOptions{bufBytes: 256 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var got int
-	rc, _ := c.(*sockConn).nc.(*net.TCPConn).SyscallConn()
-	rc.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) })
-	if err != nil || got < 256<<10 || got > 2*(256<<10)+4096 { // Linux doubles the value asked for
-		t.Errorf("SO_RCVBUF %d, %v; want about 2×256KiB", got, err)
-	}
-	rc.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY) })
-	if err != nil || got != 1 {
-		t.Errorf("TCP_NODELAY %d, %v", got, err)
-	}
+	// A server takes a good value; the sockets it gives are checked in transport's tests.
+	pingOnce(t, startServer(t, ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: env("256KiB")}).Addr())
 }

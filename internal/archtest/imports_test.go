@@ -50,6 +50,9 @@ var subAllowed = map[string][]string{
 	"venusd/link": {},
 	// venusd/tracer, the in-process tracer, writes trace events of wire frames.
 	"venusd/tracer": {"trace", "venusd/wire"},
+	// venusd/transport, the tcp, unix and shm transports, dials, listens and reads whole
+	// frames; it knows the frame header, not the commands.
+	"venusd/transport": {"trace", "units", "venusd/wire"},
 }
 
 // testsMayImport lists what the tests of a package may import beyond its row: venusd/wire's

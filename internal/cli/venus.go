@@ -15,6 +15,7 @@ import (
 	"github.com/perflab/perflab/units"
 	"github.com/perflab/perflab/venusd"
 	"github.com/perflab/perflab/venusd/link"
+	"github.com/perflab/perflab/venusd/transport"
 	"github.com/perflab/perflab/venusd/wire"
 )
 
@@ -286,7 +287,7 @@ func checkVenusFlags(f *venusFlags, d *venusd.LLMConfig) (venusd.Mode, float64, 
 	if *f.connect == "" {
 		return 0, 0, BadInput("--connect ADDR is required (e.g. tcp://127.0.0.1:5556)")
 	}
-	if _, err := venusd.ParseAddr(*f.connect); err != nil {
+	if _, err := transport.ParseAddr(*f.connect); err != nil {
 		return 0, 0, BadInput("--connect: %v", err)
 	}
 	m, err := venusd.ParseMode(*f.mode)

@@ -96,6 +96,9 @@ func (l *Budget) Reserve(n int64, deadline time.Time) bool {
 	}
 }
 
+// Free gives back n bytes that Reserve counted.
+func (l *Budget) Free(n int64) { l.Bytes.Add(-n) }
+
 // Device is the emulated GPU of one connection: its own handle table and quotas. It is not safe
 // for concurrent use: one connection's commands run in order on one goroutine.
 type Device struct {

@@ -1,21 +1,21 @@
-package venusd
+package transport
 
 import "github.com/perflab/perflab/venusd/wire"
 
-// directFrames writes and reads frames straight on the transport.
-type directFrames struct {
-	c   conn
-	fr  *frameReader
+// DirectFrames writes and reads frames straight on the transport.
+type DirectFrames struct {
+	c   Conn
+	fr  *FrameReader
 	rb  []byte
 	shm bool // c is a shared-memory ring: frames are announced to shmFrameOut/shmFrameIn
 }
 
-func newDirectFrames(c conn, maxFrame int) *directFrames {
+func NewDirectFrames(c Conn, maxFrame int) *DirectFrames {
 	_, shm := c.(*shmConn)
-	return &directFrames{c: c, fr: newFrameReader(c, maxFrame), shm: shm}
+	return &DirectFrames{c: c, fr: NewFrameReader(c, maxFrame), shm: shm}
 }
 
-func (d *directFrames) WriteFrame(frame []byte) error {
+func (d *DirectFrames) WriteFrame(frame []byte) error {
 	_, err := d.c.Write(frame)
 	if d.shm && err == nil {
 		shmFrameOut(frame)
@@ -23,8 +23,8 @@ func (d *directFrames) WriteFrame(frame []byte) error {
 	return err
 }
 
-func (d *directFrames) ReadFrame() ([]byte, error) {
-	p, err := d.fr.read()
+func (d *DirectFrames) ReadFrame() ([]byte, error) {
+	p, err := d.fr.Read()
 	if err != nil {
 		return nil, err
 	}
@@ -42,4 +42,4 @@ func (d *directFrames) ReadFrame() ([]byte, error) {
 	return d.rb, nil
 }
 
-func (d *directFrames) Close() error { return d.c.Close() }
+func (d *DirectFrames) Close() error { return d.c.Close() }

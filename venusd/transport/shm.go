@@ -1,4 +1,4 @@
-package venusd
+package transport
 
 import (
 	"context"
@@ -36,13 +36,13 @@ import (
 //	4352   ring 1 control (server → client), same layout
 //	8192   ring 0 data, then ring 1 data
 const (
-	shmMagic      = 0x4D485356 // "VSHM"
-	shmVersion    = 1
-	shmHeaderSize = 8192
-	shmCtl0       = 4096
-	shmCtl1       = 4096 + 256
-	shmMinRing    = 64 << 10
-	shmMaxRing    = 64 << 20
+	ShmMagic      = 0x4D485356 // "VSHM", first word of the file and of the handshake
+	ShmVersion    = 1          // layout version
+	ShmHeaderSize = 8192       // bytes before ring 0's data
+	ShmCtl0       = 4096       // offset of ring 0's control block (client → server)
+	ShmCtl1       = 4096 + 256 // offset of ring 1's control block (server → client)
+	ShmMinRing    = 64 << 10   // smallest ring, bytes (a power of two)
+	ShmMaxRing    = 64 << 20   // largest ring, bytes (a power of two)
 	// defaultShmSpin polls before sleeping: about 30-60 µs on this class of machine (a poll is
 	// one load of a shared cache line), longer than the peer needs to answer a small command,
 	// shorter than a scheduler tick, so two spinning peers on two cores do not starve others.
@@ -57,7 +57,9 @@ const (
 
 var errShmCorrupt = errors.New("shm ring corrupt: head/tail out of range")
 
-func shmSocketName(name string) string { return "@perflab-venus-shm." + name }
+// ShmSocketName returns the Unix socket, in the abstract namespace, where the shm server named
+// name takes its clients' rings.
+func ShmSocketName(name string) string { return "@perflab-venus-shm." + name }
 
 // ring is one direction of a shm connection as one side sees it.
 type ring struct {
@@ -93,7 +95,7 @@ type shmConn struct {
 	spin      int
 	local     string
 	remote    string
-	ctr       ioCounters
+	ctr       Counters
 	closed    atomic.Bool
 	active    atomic.Int32
 	deadline  atomic.Int64 // read deadline, unix ns; 0 none
@@ -102,19 +104,20 @@ type shmConn struct {
 	watchEnd  chan struct{}
 }
 
-var _ conn = (*shmConn)(nil)
+var _ Conn = (*shmConn)(nil)
 
-func shmLayoutSize(ringBytes int) int { return shmHeaderSize + 2*ringBytes }
+// ShmLayoutSize returns the bytes of the shared file for rings of ringBytes each.
+func ShmLayoutSize(ringBytes int) int { return ShmHeaderSize + 2*ringBytes }
 
 func validRingBytes(n uint64) bool {
-	return n >= shmMinRing && n <= shmMaxRing && n&(n-1) == 0
+	return n >= ShmMinRing && n <= ShmMaxRing && n&(n-1) == 0
 }
 
 // newShmConn wraps a validated mapping. client says which ring is ours to write.
 func newShmConn(mem []byte, ringBytes int, client bool, ctl *net.UnixConn, spin int, local, remote string) *shmConn {
-	d0 := mem[shmHeaderSize : shmHeaderSize+ringBytes]
-	d1 := mem[shmHeaderSize+ringBytes : shmHeaderSize+2*ringBytes]
-	r0, r1 := newRing(mem, shmCtl0, d0), newRing(mem, shmCtl1, d1)
+	d0 := mem[ShmHeaderSize : ShmHeaderSize+ringBytes]
+	d1 := mem[ShmHeaderSize+ringBytes : ShmHeaderSize+2*ringBytes]
+	r0, r1 := newRing(mem, ShmCtl0, d0), newRing(mem, ShmCtl1, d1)
 	if spin <= 0 {
 		spin = defaultShmSpin
 	}
@@ -368,27 +371,27 @@ func (c *shmConn) Close() error {
 	return nil
 }
 
-func (c *shmConn) counters() *ioCounters { return &c.ctr }
-func (c *shmConn) family() trace.Family  { return trace.FamilySHM }
-func (c *shmConn) localAddr() string     { return c.local }
-func (c *shmConn) remoteAddr() string    { return c.remote }
+func (c *shmConn) Counters() *Counters  { return &c.ctr }
+func (c *shmConn) Family() trace.Family { return trace.FamilySHM }
+func (c *shmConn) LocalAddr() string    { return c.local }
+func (c *shmConn) RemoteAddr() string   { return c.remote }
 
 // dialShm creates the rings, hands them to the server named name, and waits for its ack.
-func dialShm(ctx context.Context, name string, ringBytes, spin int) (conn, error) {
+func dialShm(ctx context.Context, name string, ringBytes, spin int) (Conn, error) {
 	if ringBytes == 0 {
 		ringBytes = DefaultShmRingBytes
 	}
 	if !validRingBytes(uint64(ringBytes)) {
-		return nil, fmt.Errorf("shm ring of %d bytes: want a power of two from %d to %d", ringBytes, shmMinRing, shmMaxRing)
+		return nil, fmt.Errorf("shm ring of %d bytes: want a power of two from %d to %d", ringBytes, ShmMinRing, ShmMaxRing)
 	}
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", shmSocketName(name))
+	nc, err := d.DialContext(ctx, "unix", ShmSocketName(name))
 	if err != nil {
 		return nil, fmt.Errorf("dial shm:///%s: %w", name, err)
 	}
 	uc := nc.(*net.UnixConn)
-	size := shmLayoutSize(ringBytes)
-	f, err := newSealedFile(size)
+	size := ShmLayoutSize(ringBytes)
+	f, err := NewSealedFile(size)
 	if err != nil {
 		uc.Close()
 		return nil, err
@@ -399,14 +402,14 @@ func dialShm(ctx context.Context, name string, ringBytes, spin int) (conn, error
 		uc.Close()
 		return nil, fmt.Errorf("map shm file: %w", err)
 	}
-	binary.LittleEndian.PutUint32(mem[0:], shmMagic)
-	binary.LittleEndian.PutUint32(mem[4:], shmVersion)
+	binary.LittleEndian.PutUint32(mem[0:], ShmMagic)
+	binary.LittleEndian.PutUint32(mem[4:], ShmVersion)
 	binary.LittleEndian.PutUint64(mem[8:], uint64(ringBytes))
 	var hello [16]byte
-	binary.LittleEndian.PutUint32(hello[0:], shmMagic)
-	binary.LittleEndian.PutUint32(hello[4:], shmVersion)
+	binary.LittleEndian.PutUint32(hello[0:], ShmMagic)
+	binary.LittleEndian.PutUint32(hello[4:], ShmVersion)
 	binary.LittleEndian.PutUint64(hello[8:], uint64(ringBytes))
-	fail := func(err error) (conn, error) {
+	fail := func(err error) (Conn, error) {
 		syscall.Munmap(mem)
 		uc.Close()
 		return nil, err
@@ -430,9 +433,9 @@ func dialShm(ctx context.Context, name string, ringBytes, spin int) (conn, error
 	return newShmConn(mem, ringBytes, true, uc, spin, "shm-client", "shm:///"+name), nil
 }
 
-// newSealedFile creates the shared file: a memfd of size bytes, sealed so that neither side can
+// NewSealedFile creates the shared file: a memfd of size bytes, sealed so that neither side can
 // shrink or grow it, nor change the seals.
-func newSealedFile(size int) (*os.File, error) {
+func NewSealedFile(size int) (*os.File, error) {
 	fd, err := unix.MemfdCreate("perflab-venus-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("create shm memfd: %w", err)
@@ -451,7 +454,7 @@ func newSealedFile(size int) (*os.File, error) {
 
 // acceptShm completes the server side of a handshake on a Unix connection: it receives the file,
 // checks its size and header once, maps it, and acks.
-func acceptShm(uc *net.UnixConn, name string, spin int, timeout time.Duration) (conn, error) {
+func acceptShm(uc *net.UnixConn, name string, spin int, timeout time.Duration) (Conn, error) {
 	uc.SetReadDeadline(time.Now().Add(timeout))
 	var hello [16]byte
 	oob := make([]byte, syscall.CmsgSpace(4*4))
@@ -477,14 +480,14 @@ func acceptShm(uc *net.UnixConn, name string, spin int, timeout time.Duration) (
 	if n != len(hello) || len(fds) != 1 {
 		return nil, fmt.Errorf("shm handshake: want a 16-byte hello and one file, got %d bytes and %d files", n, len(fds))
 	}
-	if binary.LittleEndian.Uint32(hello[0:]) != shmMagic || binary.LittleEndian.Uint32(hello[4:]) != shmVersion {
+	if binary.LittleEndian.Uint32(hello[0:]) != ShmMagic || binary.LittleEndian.Uint32(hello[4:]) != ShmVersion {
 		return nil, errors.New("shm handshake: bad magic or version")
 	}
 	ringBytes := binary.LittleEndian.Uint64(hello[8:])
 	if !validRingBytes(ringBytes) {
-		return nil, fmt.Errorf("shm handshake: ring of %d bytes: want a power of two from %d to %d", ringBytes, shmMinRing, shmMaxRing)
+		return nil, fmt.Errorf("shm handshake: ring of %d bytes: want a power of two from %d to %d", ringBytes, ShmMinRing, ShmMaxRing)
 	}
-	size := shmLayoutSize(int(ringBytes))
+	size := ShmLayoutSize(int(ringBytes))
 	// The server maps memory its client could otherwise shrink under it (a SIGBUS that would kill
 	// the server): only a memfd sealed against shrinking is accepted. Seals never come off, so
 	// the size checked below holds for as long as the mapping lives.
@@ -505,7 +508,7 @@ func acceptShm(uc *net.UnixConn, name string, spin int, timeout time.Duration) (
 	}
 	// The header is read once; from here on only head and tail are read from shared memory, and
 	// each read is checked against the ring size before use.
-	if binary.LittleEndian.Uint32(mem[0:]) != shmMagic || binary.LittleEndian.Uint64(mem[8:]) != ringBytes {
+	if binary.LittleEndian.Uint32(mem[0:]) != ShmMagic || binary.LittleEndian.Uint64(mem[8:]) != ringBytes {
 		syscall.Munmap(mem)
 		return nil, errors.New("shm handshake: mapped header does not match the hello")
 	}

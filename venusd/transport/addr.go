@@ -1,4 +1,4 @@
-package venusd
+package transport
 
 import (
 	"fmt"

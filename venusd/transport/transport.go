@@ -1,4 +1,4 @@
-package venusd
+package transport
 
 import (
 	"bufio"
@@ -16,26 +16,31 @@ import (
 	"github.com/perflab/perflab/units"
 
 	"github.com/perflab/perflab/venusd/wire"
-
-	"github.com/perflab/perflab/venusd/device"
 )
 
-// ioCounters counts the system calls a transport made to move bytes.
-type ioCounters struct {
-	sendCalls atomic.Int64 // successful write(2)
-	recvCalls atomic.Int64 // successful read(2)
-	eagain    atomic.Int64 // calls that returned EAGAIN
+// Defaults of the transports.
+const (
+	DefaultSocketBufferBytes = 4 << 20          // SO_SNDBUF and SO_RCVBUF, as Venus Plus
+	DefaultShmRingBytes      = 4 << 20          // bytes of each shm ring (one per direction)
+	DefaultFrameTimeout      = 10 * time.Second // how long a frame may take to arrive once begun, when FrameReader.Frame is not set
+)
+
+// Counters counts the system calls a transport made to move bytes.
+type Counters struct {
+	SendCalls atomic.Int64 // successful write(2)
+	RecvCalls atomic.Int64 // successful read(2)
+	EAGAIN    atomic.Int64 // calls that returned EAGAIN
 }
 
-// conn is a byte-stream transport endpoint: a socket or a pair of shm rings.
-type conn interface {
+// Conn is a byte-stream transport endpoint: a socket or a pair of shm rings.
+type Conn interface {
 	io.ReadWriter
 	SetReadDeadline(t time.Time) error
 	Close() error
-	counters() *ioCounters
-	family() trace.Family
-	localAddr() string
-	remoteAddr() string
+	Counters() *Counters
+	Family() trace.Family
+	LocalAddr() string
+	RemoteAddr() string
 }
 
 // sockConn is a tcp or unix socket whose reads and writes are made one system call at a time,
@@ -44,10 +49,10 @@ type sockConn struct {
 	nc  net.Conn
 	rc  syscall.RawConn
 	fam trace.Family
-	ctr ioCounters
+	ctr Counters
 }
 
-var _ conn = (*sockConn)(nil)
+var _ Conn = (*sockConn)(nil)
 
 func newSockConn(nc net.Conn, fam trace.Family) (*sockConn, error) {
 	sc, ok := nc.(syscall.Conn)
@@ -74,7 +79,7 @@ func (s *sockConn) Read(p []byte) (int, error) {
 				continue
 			}
 			if err == syscall.EAGAIN {
-				s.ctr.eagain.Add(1)
+				s.ctr.EAGAIN.Add(1)
 				return false
 			}
 			return true
@@ -89,7 +94,7 @@ func (s *sockConn) Read(p []byte) (int, error) {
 	if n <= 0 {
 		return 0, io.EOF
 	}
-	s.ctr.recvCalls.Add(1)
+	s.ctr.RecvCalls.Add(1)
 	return n, nil
 }
 
@@ -105,7 +110,7 @@ func (s *sockConn) Write(p []byte) (int, error) {
 					continue
 				}
 				if err == syscall.EAGAIN {
-					s.ctr.eagain.Add(1)
+					s.ctr.EAGAIN.Add(1)
 					return false
 				}
 				return true
@@ -117,7 +122,7 @@ func (s *sockConn) Write(p []byte) (int, error) {
 		if err != nil {
 			return done, os.NewSyscallError("write", err)
 		}
-		s.ctr.sendCalls.Add(1)
+		s.ctr.SendCalls.Add(1)
 		done += n
 	}
 	return done, nil
@@ -126,10 +131,10 @@ func (s *sockConn) Write(p []byte) (int, error) {
 func (s *sockConn) SetReadDeadline(t time.Time) error  { return s.nc.SetReadDeadline(t) }
 func (s *sockConn) SetWriteDeadline(t time.Time) error { return s.nc.SetWriteDeadline(t) }
 func (s *sockConn) Close() error                       { return s.nc.Close() }
-func (s *sockConn) counters() *ioCounters              { return &s.ctr }
-func (s *sockConn) family() trace.Family               { return s.fam }
-func (s *sockConn) localAddr() string                  { return addrString(s.nc.LocalAddr()) }
-func (s *sockConn) remoteAddr() string                 { return addrString(s.nc.RemoteAddr()) }
+func (s *sockConn) Counters() *Counters                { return &s.ctr }
+func (s *sockConn) Family() trace.Family               { return s.fam }
+func (s *sockConn) LocalAddr() string                  { return addrString(s.nc.LocalAddr()) }
+func (s *sockConn) RemoteAddr() string                 { return addrString(s.nc.RemoteAddr()) }
 
 func addrString(a net.Addr) string {
 	if a == nil {
@@ -193,9 +198,9 @@ func bufferControl(bufBytes int) func(network, address string, c syscall.RawConn
 	}
 }
 
-// socketBuffer returns the socket buffer size: explicit, else VENUS_SOCKET_BUFFER_BYTES, else
+// SocketBuffer returns the socket buffer size: explicit, else VENUS_SOCKET_BUFFER_BYTES, else
 // the default.
-func socketBuffer(explicit int, getenv func(string) string) (int, error) {
+func SocketBuffer(explicit int, getenv func(string) string) (int, error) {
 	if explicit > 0 {
 		return explicit, nil
 	}
@@ -209,20 +214,20 @@ func socketBuffer(explicit int, getenv func(string) string) (int, error) {
 	return DefaultSocketBufferBytes, nil
 }
 
-// dialOptions are what dial needs beyond the address.
-type dialOptions struct {
-	bufBytes int
-	shmSpin  int
-	shmRing  int
+// DialOptions are what Dial needs beyond the address.
+type DialOptions struct {
+	BufBytes int // SO_SNDBUF and SO_RCVBUF of a tcp socket, bytes; 0 leaves the system's
+	ShmSpin  int // polls of an shm ring before sleeping; 0 is the default
+	ShmRing  int // bytes of each shm ring; 0 is DefaultShmRingBytes
 }
 
-// dial connects to a server.
-func dial(ctx context.Context, a Addr, o dialOptions) (conn, error) {
+// Dial connects to a server.
+func Dial(ctx context.Context, a Addr, o DialOptions) (Conn, error) {
 	switch a.Transport {
 	case "tcp", "unix":
 		var d net.Dialer
 		if a.Transport == "tcp" {
-			d.Control = bufferControl(o.bufBytes)
+			d.Control = bufferControl(o.BufBytes)
 		}
 		nc, err := d.DialContext(ctx, a.Transport, a.Where)
 		if err != nil {
@@ -231,7 +236,7 @@ func dial(ctx context.Context, a Addr, o dialOptions) (conn, error) {
 		fam := trace.FamilyUnix
 		if tc, ok := nc.(*net.TCPConn); ok {
 			fam = trace.FamilyTCP
-			if err := tuneTCP(tc, o.bufBytes); err != nil {
+			if err := tuneTCP(tc, o.BufBytes); err != nil {
 				nc.Close()
 				return nil, err
 			}
@@ -243,41 +248,54 @@ func dial(ctx context.Context, a Addr, o dialOptions) (conn, error) {
 		}
 		return c, nil
 	case "shm":
-		return dialShm(ctx, a.Where, o.shmRing, o.shmSpin)
+		return dialShm(ctx, a.Where, o.ShmRing, o.ShmSpin)
 	}
 	return nil, fmt.Errorf("dial %s: unknown transport", a)
 }
 
-// frameReader reads whole frames from a conn. The returned payload is valid until the next read.
-type frameReader struct {
-	c   conn
+// FrameReader reads whole frames from a Conn. The returned payload is valid until the next read.
+type FrameReader struct {
+	c   Conn
 	br  *bufio.Reader
 	max int
 	hdr [wire.HeaderSize]byte
 	buf []byte
-	// header and frame deadlines; zero means none
-	idle, frame time.Duration
+	// Idle and Frame are the header and frame deadlines (see Read); zero means none.
+	Idle, Frame time.Duration
 	dlSet       time.Time     // when the idle deadline was last set
 	dlIdle      time.Duration // for how long
 	dlFrame     bool          // the frame deadline is in force
 	gotFrame    bool          // a frame header has come
-	// budget, when set (the server), accounts for frames larger than keepFrameBytes: each has
-	// its own memory, counted in budget while it lives (until the next read, or until the
-	// owner of take's result releases it).
-	budget *device.Budget
+	// Budget, when set (the server), accounts for frames larger than KeepFrameBytes: each has
+	// its own memory, counted in Budget while it lives (until the next read, or until the
+	// owner of Take's result releases it).
+	Budget Budget
 	cur    *frameMem
 }
 
-// Frame memory on the server. A frame up to keepFrameBytes is read into a buffer each connection
+// Budget is the memory that a server's large frames count against (device.Budget).
+type Budget interface {
+	// Reserve counts n bytes against the budget, waiting until deadline for room; it reports
+	// whether it did.
+	Reserve(n int64, deadline time.Time) bool
+	// Free gives back n bytes that Reserve counted.
+	Free(n int64)
+}
+
+// Header returns the header of the last frame read (wire.HeaderSize bytes, valid until the
+// next read).
+func (f *FrameReader) Header() []byte { return f.hdr[:] }
+
+// Frame memory on the server. A frame up to KeepFrameBytes is read into a buffer each connection
 // keeps; a larger one gets memory of its own, freed once the frame is executed, so an idle
-// connection holds at most keepFrameBytes however large its last frame was. Up to
+// connection holds at most KeepFrameBytes however large its last frame was. Up to
 // mapFrameBytes that is the Go heap; beyond, an anonymous mapping, returned to the system at
 // once when freed (the Go heap would keep it for minutes). Both count against the server's
 // memory budget (ServerConfig.MaxTotalMemoryBytes, with device memory) from the moment their
 // header comes (a frame waits up to the frame timeout for room) until they are freed. The
 // mapping's pages take memory only as the bytes arrive.
 const (
-	keepFrameBytes = 64 << 10
+	KeepFrameBytes = 64 << 10
 	mapFrameBytes  = 1 << 20
 )
 
@@ -290,7 +308,7 @@ type frameMem struct {
 	b        []byte
 	mapped   bool
 	reserved int64
-	budget   *device.Budget
+	budget   Budget
 }
 
 // free returns the frame's memory and its share of the budget.
@@ -302,19 +320,19 @@ func (m *frameMem) free() {
 		syscall.Munmap(m.b)
 	}
 	m.b = nil
-	m.budget.Bytes.Add(-m.reserved)
+	m.budget.Free(m.reserved)
 	m.reserved = 0
 }
 
-// release frees the memory of the last frame read, unless take handed it over.
-func (f *frameReader) release() {
+// Release frees the memory of the last frame read, unless take handed it over.
+func (f *FrameReader) Release() {
 	f.cur.free()
 	f.cur = nil
 }
 
-// take hands the last frame's payload over to the caller, with the function that frees it
+// Take hands the last frame's payload over to the caller, with the function that frees it
 // (the caller must call it once done); the reader forgets it.
-func (f *frameReader) take(payload []byte) ([]byte, func()) {
+func (f *FrameReader) Take(payload []byte) ([]byte, func()) {
 	if m := f.cur; m != nil {
 		f.cur = nil
 		return payload, m.free
@@ -322,15 +340,15 @@ func (f *frameReader) take(payload []byte) ([]byte, func()) {
 	return append([]byte(nil), payload...), func() {}
 }
 
-// readLarge reads a payload of size bytes (more than keepFrameBytes) into memory of its own,
+// readLarge reads a payload of size bytes (more than KeepFrameBytes) into memory of its own,
 // counted against the budget.
-func (f *frameReader) readLarge(size int) ([]byte, error) {
-	wait := f.frame
+func (f *FrameReader) readLarge(size int) ([]byte, error) {
+	wait := f.Frame
 	if wait <= 0 {
 		wait = DefaultFrameTimeout
 	}
 	deadline := time.Now().Add(wait)
-	m := &frameMem{budget: f.budget}
+	m := &frameMem{budget: f.Budget}
 	if size > mapFrameBytes {
 		b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 		if err != nil {
@@ -343,7 +361,7 @@ func (f *frameReader) readLarge(size int) ([]byte, error) {
 	f.cur = m
 	// The whole frame is counted at once: frames counted piecemeal as their bytes arrive
 	// could each hold part of the budget and wait for each other forever.
-	if !f.budget.Reserve(int64(size), deadline) {
+	if !f.Budget.Reserve(int64(size), deadline) {
 		return nil, errNoMemory
 	}
 	m.reserved = int64(size)
@@ -354,26 +372,26 @@ func (f *frameReader) readLarge(size int) ([]byte, error) {
 	return m.b, nil
 }
 
-func newFrameReader(c conn, max int) *frameReader {
-	return &frameReader{c: c, br: bufio.NewReaderSize(c, 64<<10), max: max}
+func NewFrameReader(c Conn, max int) *FrameReader {
+	return &FrameReader{c: c, br: bufio.NewReaderSize(c, 64<<10), max: max}
 }
 
 // growChunk bounds how much a frame's buffer grows ahead of the bytes that actually arrived, so a
 // peer that declares a large frame and sends nothing costs little memory.
 const growChunk = 1 << 20
 
-// read returns the next frame's payload and the frame's total size (header included).
+// Read returns the next frame's payload and the frame's total size (header included).
 //
 // Deadlines: waiting for a frame's first byte, the idle deadline (the frame deadline while no
 // frame has come yet, when that is shorter: a connection that never sends a frame is not
 // idle but dead); from its first byte, the whole frame must arrive within the frame deadline,
 // so a peer that sends part of a header and stops is closed as soon as one that stops in the
 // middle of a payload.
-func (f *frameReader) read() ([]byte, error) {
-	f.release()
-	idle := f.idle
-	if !f.gotFrame && f.frame > 0 && (idle <= 0 || f.frame < idle) {
-		idle = f.frame
+func (f *FrameReader) Read() ([]byte, error) {
+	f.Release()
+	idle := f.Idle
+	if !f.gotFrame && f.Frame > 0 && (idle <= 0 || f.Frame < idle) {
+		idle = f.Frame
 	}
 	if idle > 0 {
 		// Setting a deadline costs a timer update: refresh the idle one only every idle/16, so
@@ -384,12 +402,12 @@ func (f *frameReader) read() ([]byte, error) {
 		}
 	}
 	framed := false // the frame deadline is set for this frame
-	if f.frame > 0 {
+	if f.Frame > 0 {
 		if _, err := f.br.Peek(1); err != nil {
 			return nil, err
 		}
 		if f.br.Buffered() < wire.HeaderSize {
-			f.c.SetReadDeadline(time.Now().Add(f.frame))
+			f.c.SetReadDeadline(time.Now().Add(f.Frame))
 			f.dlFrame, framed = true, true
 		}
 	}
@@ -405,11 +423,11 @@ func (f *frameReader) read() ([]byte, error) {
 	}
 	f.gotFrame = true
 	size := int(h.Size)
-	if f.frame > 0 && !framed && f.br.Buffered() < size { // the payload is not all here yet
-		f.c.SetReadDeadline(time.Now().Add(f.frame))
+	if f.Frame > 0 && !framed && f.br.Buffered() < size { // the payload is not all here yet
+		f.c.SetReadDeadline(time.Now().Add(f.Frame))
 		f.dlFrame = true
 	}
-	if f.budget != nil && size > keepFrameBytes {
+	if f.Budget != nil && size > KeepFrameBytes {
 		return f.readLarge(size)
 	}
 	if size <= cap(f.buf) {
