@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/venusd/wire"
-
-	"github.com/perflab/perflab/venusd/transport"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -41,29 +39,7 @@ func TestProtocolDocExample(t *testing.T) {
 	}
 }
 
-func TestParseAddrAndBytes(t *testing.T) {
-	for _, tc := range []struct {
-		in, tr, where string
-		ok            bool
-	}{
-		{"tcp://127.0.0.1:5556", "tcp", "127.0.0.1:5556", true},
-		{"tcp://[::1]:1", "tcp", "[::1]:1", true},
-		{"unix:///run/v.sock", "unix", "/run/v.sock", true},
-		{"shm:///ring-1.a_b", "shm", "ring-1.a_b", true},
-		{"shm:///../etc", "", "", false},
-		{"shm:///", "", "", false},
-		{"tcp://nohost", "", "", false},
-		{"http://x:1", "", "", false},
-		{"127.0.0.1:5556", "", "", false},
-	} {
-		a, err := transport.ParseAddr(tc.in)
-		if (err == nil) != tc.ok || (tc.ok && (a.Transport != tc.tr || a.Where != tc.where)) {
-			t.Errorf("transport.ParseAddr(%q) = %+v, %v", tc.in, a, err)
-		}
-		if tc.ok && a.String() != tc.in {
-			t.Errorf("%q round-trips to %q", tc.in, a.String())
-		}
-	}
+func TestParseMode(t *testing.T) {
 	for _, m := range Modes {
 		if got, err := ParseMode(m.String()); err != nil || got != m {
 			t.Errorf("ParseMode(%q) = %v, %v", m, got, err)

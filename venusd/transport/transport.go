@@ -22,7 +22,7 @@ import (
 const (
 	DefaultSocketBufferBytes = 4 << 20          // SO_SNDBUF and SO_RCVBUF, as Venus Plus
 	DefaultShmRingBytes      = 4 << 20          // bytes of each shm ring (one per direction)
-	DefaultFrameTimeout      = 10 * time.Second // how long a frame may take to arrive once begun, when FrameReader.Frame is not set
+	DefaultFrameTimeout      = 10 * time.Second // how long a large frame waits for room in the Budget when FrameReader.Frame is not set
 )
 
 // Counters counts the system calls a transport made to move bytes.
