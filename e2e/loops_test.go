@@ -50,6 +50,17 @@ type sweepJSON struct {
 		Predicted float64 `json:"throughput_predicted_per_s"`
 		Measured  float64 `json:"throughput_measured_per_s"`
 	} `json:"predictions"`
+	ClosedLoop *struct {
+		CalibratedAt int     `json:"calibrated_clients"`
+		ZUS          float64 `json:"z_us"`
+		ZShare       float64 `json:"z_share"`
+		Points       []struct {
+			Clients   int     `json:"clients"`
+			Predicted float64 `json:"throughput_predicted_per_s"`
+			Measured  float64 `json:"throughput_measured_per_s"`
+			Error     float64 `json:"error"`
+		} `json:"points"`
+	} `json:"closed_loop"`
 	Warnings []string `json:"warnings"`
 }
 
@@ -60,7 +71,9 @@ var sweepClients = []int{1, 2, 4, 8, 16}
 // holds whatever the machine's load (exact counts, a loop per point, requests per cycle rising
 // with the clients) with countOK and fails the test on those; it returns the sweep and what
 // missed among the checks that need a machine to itself (Little's law within 5% at every
-// point, the batch model's predictions within 20% of the client's throughput).
+// point, L and W from the trace over the load window and λ the client's own throughput; the
+// closed-loop model's predictions within 20% of the client's throughput at every point but the
+// one it is calibrated at).
 func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s *sweepJSON)) (s *sweepJSON, missed []string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -99,9 +112,15 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 			missed = append(missed, fmt.Sprintf("%s: Little's law off by %.1f%%", l.Label, 100*l.Error))
 		}
 	}
-	for _, p := range s.Predictions {
-		if e := p.Predicted/p.Measured - 1; math.Abs(e) > 0.20 {
-			missed = append(missed, fmt.Sprintf("c%d: the fit predicts %.0f/s, the client measured %.0f/s (%+.0f%%)", p.Clients, p.Predicted, p.Measured, 100*e))
+	cl := s.ClosedLoop
+	if cl == nil || len(cl.Points) != len(s.Points) {
+		t.Fatalf("closed-loop model %+v, want a prediction at each of the %d points", cl, len(s.Points))
+	}
+	t.Logf("closed loop: calibrated at c%d, Z %.1f µs, %.0f%% of a request's time outside the server", cl.CalibratedAt, cl.ZUS, 100*cl.ZShare)
+	for _, p := range cl.Points {
+		t.Logf("c%-2d closed loop predicts %8.0f/s, measured %8.0f/s (%+.1f%%)", p.Clients, p.Predicted, p.Measured, 100*p.Error)
+		if p.Clients != cl.CalibratedAt && math.Abs(p.Error) > 0.20 {
+			missed = append(missed, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)", p.Clients, p.Predicted, p.Measured, 100*p.Error))
 		}
 	}
 	return s, missed
@@ -112,13 +131,13 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 const sweepRounds = 3
 
 // sweepUntilGood runs the sweep and checks its counts every time. Little's law within 5% and
-// the batch model's predictions within 20% at every point compare timings taken apart (the
-// trace's and the client's clocks, a fit over the points and each point): they are timed
+// the closed-loop predictions within 20% at every point compare timings taken apart (the
+// trace's and the client's clocks, a model over the points and each point): they are timed
 // assertions, judged only on request (PERFLAB_PERF_ASSERT=1, as for model and gate), then over
 // up to sweepRounds sweeps on a machine whose load average stayed under twice its processors.
-// Otherwise a miss is logged, not failed: on a quiet 2-vCPU VM a point's throughput at one
-// client moved from 14,000 to 35,000/s between sweeps (vCPU wake-ups, not the server), so a
-// prediction from the server's cycles missed by 20-80% in most sweeps.
+// Otherwise a miss is logged, not failed: the client and the server share the machine's
+// processors with whatever else runs, which no model of the two loops can know (docs/lab.md
+// has the figures).
 func sweepUntilGood(t *testing.T, pid int, client string, countOK func(t *testing.T, s *sweepJSON)) {
 	t.Helper()
 	judge := os.Getenv("PERFLAB_PERF_ASSERT") == "1"
@@ -160,8 +179,8 @@ func loadAverage() float64 {
 
 // TestRedisSweep sweeps redis-server from Debian with redis-benchmark at 1, 2, 4, 8 and 16
 // clients: every GET counted exactly, each point's requests in cycles of redis's main thread,
-// Little's law within 5% of redis-benchmark's own throughput and latency, requests per cycle
-// rising with the clients, and the batch model's predictions within 20% of the throughput
+// Little's law within 5% of redis-benchmark's own throughput, requests per cycle rising with
+// the clients, and the closed-loop model's predictions within 20% of the throughput
 // (sweepUntilGood says when these are judged).
 func TestRedisSweep(t *testing.T) {
 	redis := need(t, "redis-server", "redis-server")
@@ -197,8 +216,8 @@ const mcLoopEnv = "PERFLAB_E2E_MC_LOOP"
 // TestMemcachedSweep sweeps memcached with 4 worker threads (one event loop each), driven by a
 // closed-loop Go client (memtier_benchmark is not in Debian): every get counted exactly, the
 // requests found in the worker threads' cycles, one loop thread per client up to 4, and the
-// same load-dependent checks as for redis (the batch model fitted to the server's cycle, all
-// its workers' requests together).
+// same load-dependent checks as for redis (the closed-loop model with the 4 workers as 4
+// stations; the client, a thread per connection, has no loop of its own: its time is Z).
 func TestMemcachedSweep(t *testing.T) {
 	memcached := need(t, "memcached", "memcached")
 	port := freePort(t)
@@ -240,9 +259,6 @@ func runMcLoop(spec string) error {
 	if err1 != nil || err2 != nil || total < 1 || clients < 1 {
 		return fmt.Errorf("%s=%q: want ADDR,REQUESTS,CLIENTS", mcLoopEnv, spec)
 	}
-	// The run's window starts before the set and the dials, as the trace's does (its first
-	// round trip is the set).
-	start := time.Now()
 	// The key exists, so that every get has the same reply.
 	c, err := net.Dial("tcp", f[0])
 	if err != nil {
@@ -279,6 +295,9 @@ func runMcLoop(spec string) error {
 		last  time.Time // the last reply's end: the run's window closes there, not when the
 		errs  []error   // threads have been waited for (a wake-up the trace does not see)
 	)
+	// The run's window opens once the clients are connected, before the first of them sends
+	// (as redis-benchmark's does): the set and the dials before it are not the load.
+	start := time.Now()
 	for i, fd := range fds {
 		k := total / clients
 		if i < total%clients {

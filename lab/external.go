@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/protocol"
-	"github.com/perflab/perflab/trace"
 )
 
 // ExternalLittleTolerance is how far L/λ may be from the client's mean latency at a point of an
@@ -26,6 +26,10 @@ const ExternalLittleTolerance = 0.05
 // ExternalPredictionTolerance is how far the batch model's throughput may be from the client's
 // at a point before the sweep warns: 20%.
 const ExternalPredictionTolerance = 0.20
+
+// ClientBusy is the busy share of the client's own event loop above which a point warns that
+// the client, not the server, limits the throughput: 80%.
+const ClientBusy = 0.8
 
 // ClientsPlaceholder is replaced by the point's client count in ExternalConfig.Client.
 const ClientsPlaceholder = "{clients}"
@@ -65,14 +69,31 @@ type ExternalPoint struct {
 	ThroughputPerS float64      `json:"throughput_per_s"`
 	RTTUS          RTT          `json:"rtt_us"`
 	Client         ClientReport `json:"client"`
-	// InflightMean is L from the trace: the client's round trips (request's first byte out to
-	// the reply's last byte in) summed over the span they cover.
+	// InflightMean is L from the trace over the load window (LoadWindow): the round trips of
+	// the closed loop's connections (request's first byte out to the reply's last byte in)
+	// summed over the window from the first request to the last reply.
 	InflightMean float64 `json:"inflight_mean"`
-	// TraceRoundTrips, TraceThroughputPerS and TraceRTTMeanUS are the client's round trips as
-	// the trace has them.
+	// TraceRoundTrips is every round trip of the client in the trace (its set-up's included);
+	// TraceThroughputPerS and TraceRTTMeanUS are the load window's.
 	TraceRoundTrips     int64   `json:"trace_round_trips"`
 	TraceThroughputPerS float64 `json:"trace_throughput_per_s"`
 	TraceRTTMeanUS      float64 `json:"trace_rtt_mean_us"`
+	// LoadWindow is the run of the closed loop's connections (the clients connections with
+	// the most round trips), the window a benchmark times itself over; SetupRoundTrips the
+	// client's round trips outside it (redis-benchmark's CONFIG GETs on a connection of their
+	// own). SteadyWindow is the part where all of them were active, when there is one.
+	LoadWindow      Window  `json:"load_window"`
+	SetupRoundTrips int64   `json:"setup_round_trips"`
+	SteadyWindow    *Window `json:"steady_window,omitempty"`
+	// ClientLatencyExcessUS is the client's own mean latency minus the trace's mean RTT, µs:
+	// the time per request between the client's clock reads and its system calls (its own
+	// processing and scheduling), which the trace's round trips leave out.
+	ClientLatencyExcessUS float64 `json:"client_latency_excess_us"`
+	// ServerResidenceUS is the server's mean time per request, from its first read of the
+	// request to its reply's last byte, µs.
+	ServerResidenceUS float64 `json:"server_residence_us"`
+	// ClientLoop is the client's own event loop, when it has one.
+	ClientLoop *ClientLoop `json:"client_loop,omitempty"`
 	// Requests is the requests the server's loop threads received in complete cycles;
 	// Commands counts the server's received requests by command name.
 	Requests int64            `json:"requests"`
@@ -91,8 +112,9 @@ type ExternalPoint struct {
 	Loops []loops.Thread `json:"loops,omitempty"`
 	Trace string         `json:"trace,omitempty"`
 
-	samples []float64 // the client's RTTs from the trace, µs, sorted
-	summary *analyzers.Summary
+	samples  []float64 // the client's RTTs from the trace, µs, sorted
+	traceP50 float64   // their median, µs
+	summary  *analyzers.Summary
 }
 
 // ExternalResult is an external sweep and its analysis (`perflab bench --server ... --json`).
@@ -108,8 +130,11 @@ type ExternalResult struct {
 	// BatchFit fits the server's whole loop cycle T_cycle = T_fixed + T_per_req·N over the
 	// points, N the requests per cycle of all its loop threads together (loop threads × their
 	// mean N); Predictions are its throughput N/T_cycle(N) at each point against the client's.
-	BatchFit         *loops.Fit             `json:"batch_fit,omitempty"`
-	Predictions      []Prediction           `json:"predictions,omitempty"`
+	BatchFit    *loops.Fit   `json:"batch_fit,omitempty"`
+	Predictions []Prediction `json:"predictions,omitempty"`
+	// ClosedLoop predicts the client's throughput at every point from the server's and the
+	// client's loops and the delay outside them, calibrated at the smallest client count.
+	ClosedLoop       *ClosedLoop            `json:"closed_loop,omitempty"`
 	Ranges           []loops.NRange         `json:"t_per_req_by_n,omitempty"`
 	Histogram        []analyzers.HistBucket `json:"histogram,omitempty"` // client RTTs at the largest client count
 	HistogramClients int                    `json:"histogram_clients,omitempty"`
@@ -209,44 +234,40 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	return p, nil
 }
 
-// clientRoundTrips reads the point's trace for the client's round trips (the replies its
-// processes received) into p's samples and trace figures, and counts the commands the server
-// processes received in p.Commands.
+// clientRoundTrips reads the point's trace once for the client's round trips (the replies its
+// processes received) into p's samples and trace figures over the load window, the server's
+// residence per request and the commands it received, and the client's own event loop.
 func clientRoundTrips(p *ExternalPoint, spec *protocol.Spec, server map[uint32]bool) error {
-	var first, last int64
-	p.Commands = map[string]int64{}
-	err := protocol.Messages(protocol.Files([]string{p.Trace}, nil), spec, func(m *protocol.Message) error {
-		if server[m.PID] {
-			if m.Dir == trace.DirRecv && !m.IsReply && m.Name != "" {
-				p.Commands[m.Name]++
-			}
-			return nil
-		}
-		if !m.IsReply || m.RTT <= 0 || m.Dir != trace.DirRecv {
-			return nil
-		}
-		if first == 0 || m.ReqTS < first {
-			first = m.ReqTS
-		}
-		last = max(last, m.ReqTS+m.RTT)
-		p.samples = append(p.samples, float64(m.RTT)/1e3)
-		return nil
-	})
-	if err != nil {
+	sc := &pointScan{server: server, commands: map[string]int64{}, waits: map[uint32]*waitCalls{}}
+	if err := protocol.Scan(protocol.Files([]string{p.Trace}, nil), spec, sc); err != nil {
 		return fmt.Errorf("read trace: %w", err)
 	}
-	sort.Float64s(p.samples)
-	if k := len(p.samples); k > 0 && last > first {
-		var sum float64
-		for _, v := range p.samples {
-			sum += v
-		}
-		span := float64(last-first) / 1e9
-		p.TraceRoundTrips = int64(k)
-		p.TraceRTTMeanUS = round3(sum / float64(k))
-		p.TraceThroughputPerS = math.Round(float64(k) / span)
-		p.InflightMean = round3(sum / 1e6 / span)
+	p.Commands = sc.commands
+	if sc.res > 0 {
+		p.ServerResidenceUS = round3(sc.resNS / float64(sc.res) / 1e3)
 	}
+	p.samples = make([]float64, 0, len(sc.trips))
+	for _, rt := range sc.trips {
+		p.samples = append(p.samples, float64(rt.End-rt.Start)/1e3)
+	}
+	sort.Float64s(p.samples)
+	if len(p.samples) > 0 {
+		p.traceP50 = round3(p.samples[len(p.samples)/2])
+	}
+	p.TraceRoundTrips = int64(len(sc.trips))
+	load := loadConns(sc.trips, p.Clients)
+	p.LoadWindow, _ = loadWindow(sc.trips, load)
+	p.SetupRoundTrips = p.TraceRoundTrips - p.LoadWindow.RoundTrips
+	p.InflightMean = p.LoadWindow.InflightMean
+	p.TraceThroughputPerS = p.LoadWindow.ThroughputPerS
+	p.TraceRTTMeanUS = p.LoadWindow.RTTMeanUS
+	if w, ok := steadyWindow(sc.trips, load); ok {
+		p.SteadyWindow = &w
+	}
+	if p.TraceRTTMeanUS > 0 && p.RTTUS.Mean > 0 {
+		p.ClientLatencyExcessUS = round3(p.RTTUS.Mean - p.TraceRTTMeanUS)
+	}
+	p.ClientLoop = clientLoop(sc.trips, load, sc.waits)
 	return nil
 }
 
@@ -317,6 +338,7 @@ func analyzeExternal(res *ExternalResult) {
 		predictExternal(res, fit)
 		res.Ranges = append(res.Ranges, fitRanges(pts, fit)...)
 	}
+	closedLoop(res)
 	var tp []Point
 	for _, p := range res.Points {
 		tp = append(tp, Point{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS})
@@ -339,17 +361,25 @@ func checkExternalPoints(res *ExternalResult) []loops.Point {
 	for i := range res.Points {
 		p := &res.Points[i]
 		label := fmt.Sprintf("c%d", p.Clients)
+		// L and W from the trace over the load window, λ from the client: with L and W over one
+		// window L/W is the trace's throughput there, so the check is whether the trace's round
+		// trips over the window the client times itself over are the client's throughput.
 		row := analyzers.LittleFromTable([]analyzers.LittlePoint{{Label: label, InFlight: p.InflightMean,
-			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.RTTUS.Mean, RTTMedianUS: p.RTTUS.P50}})[0]
+			ThroughputPerS: p.ThroughputPerS, RTTMeasuredUS: p.TraceRTTMeanUS, RTTMedianUS: p.traceP50}})[0]
 		res.LittlesLaw = append(res.LittlesLaw, roundLittle(row))
 		switch {
 		case p.TraceRoundTrips == 0:
 			res.Warnings = append(res.Warnings, label+": the trace has none of the client's round trips (record the client too: it is, unless it runs elsewhere)")
 		case math.Abs(row.Error) > ExternalLittleTolerance:
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%: the trace's in-flight L over the client's throughput is not the client's mean latency", label, 100*row.Error))
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: Little's law off by %.1f%%: the trace's L over the client's throughput is not the trace's mean RTT (the trace's %d round trips over its %.3f s load window are not the client's count over the window it timed)",
+				label, 100*row.Error, p.LoadWindow.RoundTrips, p.LoadWindow.Seconds))
 		}
 		if st := p.Client.LatencyStepUS; st > 0 && p.RTTUS.Mean > 0 && st/2/p.RTTUS.Mean > ExternalLittleTolerance/2 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the client prints its mean latency in steps of %.0f µs, %.1f%% of it", label, st, 100*st/p.RTTUS.Mean))
+		}
+		if cl := p.ClientLoop; cl != nil && cl.Utilization > ClientBusy && cl.Utilization > p.Utilization {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the client's own event loop (thread %d) was busy %.0f%% of its time, the server's loops %.0f%%: the client, not the server, sets this throughput",
+				label, cl.TID, 100*cl.Utilization, 100*p.Utilization))
 		}
 		if p.LoopThreads == 0 {
 			res.Warnings = append(res.Warnings, label+": no event loop found in the server (its wait calls were not recorded, or it serves requests without them)")
@@ -420,4 +450,24 @@ func latencyShape(res *ExternalResult) {
 		}
 		last.samples = nil
 	}
+}
+
+// closedLoop fits the closed-loop model over the points (ClosedLoop) into res.
+func closedLoop(res *ExternalResult) {
+	in := make([]closedLoopInput, 0, len(res.Points))
+	for _, p := range res.Points {
+		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS, LoopThreads: p.LoopThreads,
+			ResidenceUS: p.ServerResidenceUS, Client: p.ClientLoop}
+		for _, t := range p.Loops {
+			q.ServerByN = append(q.ServerByN, t.ByN...)
+		}
+		in = append(in, q)
+	}
+	cl, warns, err := fitClosedLoop(in, runtime.NumCPU(), loops.DefaultConfidence)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "no closed-loop prediction: "+err.Error())
+		return
+	}
+	res.ClosedLoop = cl
+	res.Warnings = append(res.Warnings, warns...)
 }

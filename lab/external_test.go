@@ -5,12 +5,15 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/perflab/perflab/loops"
 )
 
 // TestAnalyzeExternal checks the sweep's analysis on points that follow the batch model
 // exactly (T_cycle = 20 + 10·N µs, one loop thread): the fit recovers it, every prediction is
-// the measured throughput, and a point whose trace L disagrees with the client's λ·W is the one
-// Little's-law warning.
+// the measured throughput, and a point whose trace L over its window disagrees with the
+// client's λ times the trace's W is the one Little's-law warning; the closed-loop section is
+// there.
 func TestAnalyzeExternal(t *testing.T) {
 	res := &ExternalResult{}
 	for i, n := range []float64{1, 2, 4, 7, 11} {
@@ -22,10 +25,14 @@ func TestAnalyzeExternal(t *testing.T) {
 		if clients == 8 {
 			l *= 1.2 // the trace saw 20% more in flight than the client's figures say
 		}
-		res.Points = append(res.Points, ExternalPoint{Clients: clients, ThroughputPerS: tput, RTTUS: RTT{Mean: w},
-			InflightMean: l, TraceRoundTrips: 1000, LoopThreads: 1, RequestsPerCycle: n, CycleUS: cycle,
+		res.Points = append(res.Points, ExternalPoint{Clients: clients, ThroughputPerS: tput, RTTUS: RTT{Mean: w + 1},
+			InflightMean: l, TraceRoundTrips: 1000, TraceRTTMeanUS: w, LoopThreads: 1, RequestsPerCycle: n, CycleUS: cycle,
+			LoadWindow: Window{Seconds: 1, RoundTrips: 1000}, ServerResidenceUS: 10 + 10*n,
+			Loops:   []loops.Thread{{ByN: []loops.NCycles{{N: 1, Cycles: 10, BusyUS: 12}, {N: clients + 1, Cycles: 10, BusyUS: 2 + 10*float64(clients+1)}}}},
 			samples: []float64{w * 0.9, w, w * 1.1}})
 	}
+	res.Points[4].ClientLoop = &ClientLoop{TID: 42, Cycles: 100, Replies: 1000, BusyUS: 50, RepliesPerCycle: 10, BusyPerReplyUS: 5, Utilization: 0.95}
+	res.Points[4].Utilization = 0.3
 	analyzeExternal(res)
 	f := res.BatchFit
 	if f == nil || math.Abs(f.TFixedUS-20) > 1e-3 || math.Abs(f.TPerReqUS-10) > 1e-3 || f.R2 < 0.9999 {
@@ -43,6 +50,9 @@ func TestAnalyzeExternal(t *testing.T) {
 	if strings.Count(warns, "Little's law") != 1 || !strings.Contains(warns, "c8: Little's law off by 20.0%") {
 		t.Errorf("warnings:\n%s\nwant one Little's-law warning, for c8", warns)
 	}
+	if !strings.Contains(warns, "c16: the client's own event loop (thread 42) was busy 95% of its time, the server's loops 30%") || strings.Count(warns, "client's own event loop (thread") != 1 {
+		t.Errorf("warnings:\n%s\nwant the client-bound warning at c16 only", warns)
+	}
 	if len(res.Histogram) == 0 {
 		t.Error("no RTT histogram at the largest client count")
 	}
@@ -51,7 +61,7 @@ func TestAnalyzeExternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"RTT scaling", "| c8 ", "| +20.0% |", "largest error 20.0%: Little's law does NOT hold", "T_fixed = 20 µs (95.0% CI 20 – 20), T_per_req = 10 µs",
-		"RTT histogram at 16 clients", "warning: "} {
+		"RTT histogram at 16 clients", "Closed-loop prediction", "| calibration |", "warning: "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, b.String())
 		}

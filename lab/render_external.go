@@ -24,6 +24,9 @@ func ExternalSections(res *ExternalResult) []reports.Section {
 	if res.BatchFit != nil {
 		out = append(out, externalBatch(res))
 	}
+	if res.ClosedLoop != nil {
+		out = append(out, externalClosedLoop(res))
+	}
 	if len(res.Histogram) > 0 {
 		out = append(out, externalHistogram(res))
 	}
@@ -58,13 +61,22 @@ func externalScaling(res *ExternalResult) reports.Section {
 	return sc
 }
 
-// externalLittle checks Little's law at every point, L from the trace, λ and W from the client.
+// externalLittle checks Little's law at every point: L and W from the trace over the load
+// window, λ the client's; and, apart, the steady window and the client's own latency.
 func externalLittle(res *ExternalResult) reports.Section {
-	ll := reports.Section{Title: "Little's law L = λ·W at every point (L from the trace, λ and W from the client)",
-		Header: []string{"point", "L in flight", "λ /s", "L/λ µs", "W measured µs", "error"}}
+	ll := reports.Section{Title: "Little's law L = λ·W at every point (L and W: the trace over the load window; λ: the client's own throughput)", Align: "l" + strings.Repeat("r", 12),
+		Header: []string{"point", "window s", "setup round trips", "L in flight", "λ /s", "L/λ µs", "W µs", "error", "steady window s", "steady L", "steady λ /s", "steady W µs", "client W µs"}}
 	worst := 0.0
-	for _, r := range res.LittlesLaw {
-		ll.Rows = append(ll.Rows, []string{r.Label, reports.Num(r.InFlight), reports.Count(r.ThroughputPerS), reports.Num(r.RTTPredictedUS), reports.Num(r.RTTMeasuredUS), reports.Change(r.Error)})
+	for i, r := range res.LittlesLaw {
+		row := []string{r.Label, "–", "–", reports.Num(r.InFlight), reports.Count(r.ThroughputPerS), reports.Num(r.RTTPredictedUS), reports.Num(r.RTTMeasuredUS), reports.Change(r.Error), "–", "–", "–", "–", "–"}
+		if i < len(res.Points) {
+			p := res.Points[i]
+			row[1], row[2], row[12] = reports.Num(p.LoadWindow.Seconds), reports.Count(p.SetupRoundTrips), reports.Num(p.RTTUS.Mean)
+			if sw := p.SteadyWindow; sw != nil {
+				row[8], row[9], row[10], row[11] = reports.Num(sw.Seconds), reports.Num(sw.InflightMean), reports.Count(sw.ThroughputPerS), reports.Num(sw.RTTMeanUS)
+			}
+		}
+		ll.Rows = append(ll.Rows, row)
 		worst = math.Max(worst, math.Abs(r.Error))
 	}
 	if len(res.LittlesLaw) > 0 {
@@ -72,7 +84,11 @@ func externalLittle(res *ExternalResult) reports.Section {
 		if worst > ExternalLittleTolerance {
 			verdict = "does NOT hold"
 		}
-		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %s: Little's law %s within %s at every point", reports.Share(worst), verdict, reports.Share(ExternalLittleTolerance)))
+		ll.Notes = append(ll.Notes, fmt.Sprintf("largest error %s: Little's law %s within %s at every point", reports.Share(worst), verdict, reports.Share(ExternalLittleTolerance)),
+			"load window: from the first request of the closed loop's connections (the clients connections with the most round trips) to their last reply, the window a benchmark times itself over; setup round trips: the client's others (redis-benchmark's CONFIG GETs), left out",
+			"with L and W from one window L/W is the trace's throughput there: the error says whether the trace's round trips over that window are the client's own throughput",
+			"steady window: where every connection of the load was in flight (L: their time inside it over its length; λ, W: the round trips that ended in it)",
+			"client W: the client's own mean latency, which also holds its time between its clock reads and its system calls")
 	}
 	return ll
 }
@@ -130,4 +146,36 @@ func externalHistogram(res *ExternalResult) reports.Section {
 		h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
 	}
 	return h
+}
+
+// externalClosedLoop is the closed-loop model's prediction of the client's throughput at every
+// point, with the measured time per request in and outside the server.
+func externalClosedLoop(res *ExternalResult) reports.Section {
+	cl := res.ClosedLoop
+	sec := reports.Section{Title: "Closed-loop prediction X(c) = c / (Z + R_client(c) + R_server(c)) (mean value analysis)", Align: "r",
+		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "server residence predicted µs", "server residence measured µs", "outside the server measured µs"}}
+	for _, p := range cl.Points {
+		e := reports.Change(p.Error)
+		if p.Clients == cl.CalibratedAt {
+			e = "calibration"
+		}
+		sec.Rows = append(sec.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPredictedPerS), reports.Count(p.ThroughputMeasuredPerS), e,
+			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS)})
+	}
+	sf := cl.ServerFit
+	sec.Notes = append(sec.Notes,
+		fmt.Sprintf("server's loop busy time per cycle: T_fixed %s µs + T_per_req %s µs·N (R² %s), %s on %s: each request pays T_fixed once and queues for T_per_req behind the requests ahead of it",
+			reports.Num(sf.TFixedUS), reports.Num(sf.TPerReqUS), reports.Num(sf.R2), plural(cl.ServerLoops, "loop thread"), plural(cl.Processors, "processor")))
+	if cf := cl.ClientFit; cf != nil {
+		sec.Notes = append(sec.Notes, fmt.Sprintf("client's own loop busy time per cycle: T_fixed %s µs + T_per_req %s µs per reply (R² %s), a station of its own",
+			reports.Num(cf.TFixedUS), reports.Num(cf.TPerReqUS), reports.Num(cf.R2)))
+	} else {
+		sec.Notes = append(sec.Notes, "the client has no event loop of its own in the trace: its time is part of Z")
+	}
+	sec.Notes = append(sec.Notes,
+		fmt.Sprintf("Z = %s µs per request outside both loops (the kernel, wake-ups), the one figure taken from the client's throughput: at %s, the calibration point; every other row is a prediction",
+			reports.Num(cl.ZUS), plural(cl.CalibratedAt, "client")),
+		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
+		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that")
+	return sec
 }

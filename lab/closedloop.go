@@ -1,0 +1,243 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/perflab/perflab/loops"
+	"github.com/perflab/perflab/models"
+)
+
+// ZDominates is the share of a request's cycle time spent outside the server's loop (the
+// client's own work, its wake-ups, the kernel) above which the sweep warns that the server's
+// model decides little of the client's throughput: one half.
+const ZDominates = 0.5
+
+// ClosedLoopModel names the model of ClosedLoop in reports and JSON.
+const ClosedLoopModel = "mva: X(c) = c / (Z + R_client(c) + R_server(c))"
+
+// ClosedLoop predicts a closed-loop client's throughput at every client count by mean value
+// analysis (models.MVA) of the loop the requests go round: each request passes the server's
+// event loop, the client's own event loop when it has one (a single-threaded benchmark such as
+// redis-benchmark serves all its connections on one loop), and Z, the rest of the round
+// (kernel, wake-ups, and a threaded client's own time), a pure delay.
+//
+// Each loop is a batch loop whose busy time per cycle is T_fixed + T_per_req·N (fitted from
+// the trace: the server's cycles grouped by N over every point, the client loop's mean cycle
+// at each point). A request pays one cycle's T_fixed (a delay: the cycle pays it once for the
+// whole batch) and T_per_req for itself and for each request ahead of it in the loop (a
+// queueing station of demand T_per_req; a server with k loop threads is k such stations, each
+// taking 1/k of the requests). Z is the only figure taken from the client's throughput: the
+// delay that makes the model's throughput the measured one at the smallest client count
+// (CalibratedAt), held for all the others; every other point is a prediction. Z may come out
+// negative: a loop's busy time includes work after its reply that overlaps the rest of the
+// round (memcached's worker reads again and rearms its socket while the client works), so the
+// delay on the request's path is less than the loops' fixed times; the model's whole delay
+// (Z and the loops' T_fixed) is never negative.
+//
+// The loop threads of the server run side by side only as far as the processors allow: k loop
+// threads on P processors are min(k, P) stations.
+type ClosedLoop struct {
+	Model        string `json:"model"`
+	CalibratedAt int    `json:"calibrated_clients"`
+	// ZUS is the delay per request outside both loops, µs; ZShare the share of a request's
+	// cycle time at the calibration point spent outside the server (1 − the measured server
+	// residence over the cycle: Z and the client's loop).
+	ZUS    float64 `json:"z_us"`
+	ZShare float64 `json:"z_share"`
+	// ServerFit is the busy time of the server's loop cycles against their N over every point;
+	// ServerLoops the loop threads it is spread over (the most that served at one point), on
+	// Processors processors.
+	ServerFit   *loops.Fit `json:"server_busy_fit"`
+	ServerLoops int        `json:"server_loops"`
+	Processors  int        `json:"processors"`
+	// ClientFit is the client loop's mean busy time per cycle against its replies per cycle
+	// over the points, when the client has one event loop (nil: its time is part of Z).
+	ClientFit *loops.Fit        `json:"client_busy_fit,omitempty"`
+	Points    []ClosedLoopPoint `json:"points"`
+}
+
+// ClosedLoopPoint is the closed-loop model at one client count against the measurement.
+type ClosedLoopPoint struct {
+	Clients                 int     `json:"clients"`
+	ThroughputPredictedPerS float64 `json:"throughput_predicted_per_s"`
+	ThroughputMeasuredPerS  float64 `json:"throughput_measured_per_s"` // the client's own
+	Error                   float64 `json:"error"`                     // predicted/measured − 1
+	// ServerResidencePredictedUS is the model's time per request in the server's loop (its
+	// T_fixed, its own T_per_req and the queue ahead of it), µs; ServerResidenceMeasuredUS the
+	// trace's, from the server's first read of the request to its reply's last byte (the time
+	// the request waited in the socket before that read is not in it).
+	ServerResidencePredictedUS float64 `json:"server_residence_predicted_us"`
+	ServerResidenceMeasuredUS  float64 `json:"server_residence_measured_us"`
+	// OutsideMeasuredUS is the time per request outside the server at this point, as measured:
+	// clients/throughput − the measured server residence, µs.
+	OutsideMeasuredUS float64 `json:"outside_measured_us"`
+}
+
+// closedLoopInput is what the closed-loop model needs of one sweep point.
+type closedLoopInput struct {
+	Clients        int
+	ThroughputPerS float64         // the client's
+	ServerByN      []loops.NCycles // the server's loop cycles by N, all its loop threads
+	LoopThreads    int
+	ResidenceUS    float64     // the server's measured residence per request (0: unknown)
+	Client         *ClientLoop // nil when the client has no event loop of its own
+}
+
+// errNoClosedLoop is returned when the points do not give the model what it needs.
+var errNoClosedLoop = errors.New("closed-loop model needs a point with a throughput and the server's loop cycles with two distinct N")
+
+// fitClosedLoop fits the closed-loop model to the points (ordered by clients) and predicts each
+// point's throughput, with the warnings it deserves.
+func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedLoop, []string, error) {
+	var srv []loops.Point
+	var cli []loops.Point
+	k := 0
+	var cal *closedLoopInput
+	for i := range in {
+		p := &in[i]
+		for _, g := range p.ServerByN {
+			if g.N > 0 && g.Cycles > 0 {
+				srv = append(srv, loops.Point{N: float64(g.N), TUS: g.BusyUS, Weight: float64(g.Cycles)})
+			}
+		}
+		k = max(k, p.LoopThreads)
+		if p.Client != nil && p.Client.Cycles > 0 {
+			cli = append(cli, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.Client.BusyUS, Weight: 1})
+		}
+		if p.ThroughputPerS > 0 && p.Clients > 0 && (cal == nil || p.Clients < cal.Clients) {
+			cal = p
+		}
+	}
+	if cal == nil || k == 0 {
+		return nil, nil, errNoClosedLoop
+	}
+	sf, _, err := loops.FitPoints(srv, conf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errNoClosedLoop, err)
+	}
+	var warns []string
+	for _, w := range sf.Check() {
+		warns = append(warns, "server's busy time: "+w)
+	}
+	cl := &ClosedLoop{Model: ClosedLoopModel, CalibratedAt: cal.Clients, ServerFit: sf, ServerLoops: k, Processors: processors}
+	side := k
+	if processors > 0 {
+		side = min(k, processors)
+	}
+	stations := loopStations{serverFixed: math.Max(sf.TFixedUS, 0), serverPerReq: math.Max(sf.TPerReqUS, 0), serverLoops: side}
+	if cf, _, err := loops.FitPoints(cli, conf); err == nil && cf.TPerReqUS > 0 {
+		cl.ClientFit = cf
+		stations.client = true
+		stations.clientFixed, stations.clientPerReq = math.Max(cf.TFixedUS, 0), cf.TPerReqUS
+	} else if len(cli) > 0 {
+		warns = append(warns, "the client's event loop gives no usable fit of its busy time against its replies per cycle: its time is counted in Z")
+	}
+	cycle := float64(cal.Clients) / cal.ThroughputPerS * 1e6 // µs per request per client
+	z, ok := stations.calibrate(cal.Clients, cycle)
+	if !ok {
+		warns = append(warns, fmt.Sprintf("c%d: the loops' per-request times alone take longer than the measured %.1f µs per request: the model's delay set to 0", cal.Clients, cycle))
+	}
+	cl.ZUS = round3(z)
+	// The share outside the server: the measured residence when the trace has it (the loop's
+	// busy time also counts its work after the reply), else the model's.
+	if res := cal.ResidenceUS; res > 0 {
+		cl.ZShare = math.Round(math.Max(1-res/cycle, 0)*1e4) / 1e4
+	} else if r, err := stations.solve(cal.Clients, z); err == nil {
+		cl.ZShare = math.Round(math.Max(1-r.serverUS/cycle, 0)*1e4) / 1e4
+	}
+	if cl.ZShare > ZDominates {
+		warns = append(warns, fmt.Sprintf("c%d: %.0f%% of each request's %.1f µs passes outside the server's loop (the client's own work and wake-ups, the kernel): the server's model decides little of the client's throughput",
+			cal.Clients, 100*cl.ZShare, cycle))
+	}
+	for _, p := range in {
+		r, err := stations.solve(p.Clients, z)
+		if err != nil {
+			continue
+		}
+		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputPredictedPerS: math.Round(r.throughput), ThroughputMeasuredPerS: p.ThroughputPerS,
+			ServerResidencePredictedUS: round3(r.serverUS), ServerResidenceMeasuredUS: round3(p.ResidenceUS)}
+		if p.ThroughputPerS > 0 {
+			pt.Error = math.Round((r.throughput/p.ThroughputPerS-1)*1e4) / 1e4
+			if p.ResidenceUS > 0 {
+				pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
+			}
+			if p.Clients != cal.Clients && math.Abs(pt.Error) > ExternalPredictionTolerance {
+				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",
+					p.Clients, r.throughput, p.ThroughputPerS, 100*pt.Error))
+			}
+		}
+		cl.Points = append(cl.Points, pt)
+	}
+	return cl, warns, nil
+}
+
+// loopStations are the closed loop's loops as MVA stations, µs.
+type loopStations struct {
+	serverFixed, serverPerReq float64
+	serverLoops               int
+	client                    bool
+	clientFixed, clientPerReq float64
+}
+
+// mvaResult is the model at one client count: its throughput (requests/s) and the time per
+// request in the server's loop (µs).
+type mvaResult struct {
+	throughput, serverUS float64
+}
+
+// solve runs the MVA with clients clients and Z (µs) outside the loops: the loops' T_fixed and
+// Z make the delay of the round (never below 0).
+func (s loopStations) solve(clients int, z float64) (mvaResult, error) {
+	delay := s.serverFixed + z
+	if s.client {
+		delay += s.clientFixed
+	}
+	c := models.ClosedLoop{Clients: clients, DelayUS: math.Max(delay, 0)}
+	for range s.serverLoops {
+		c.DemandsUS = append(c.DemandsUS, s.serverPerReq/float64(s.serverLoops))
+	}
+	if s.client {
+		c.DemandsUS = append(c.DemandsUS, s.clientPerReq)
+	}
+	r, err := models.MVA(c)
+	if err != nil || r.ThroughputPerS <= 0 {
+		return mvaResult{}, fmt.Errorf("closed-loop model at %d clients: %w", clients, errors.Join(err, errors.New("no throughput")))
+	}
+	srv := s.serverFixed
+	for i := range s.serverLoops {
+		srv += r.QueueLen[i] / r.ThroughputPerS * 1e6 // Little's law at the station: R_i = Q_i/X
+	}
+	return mvaResult{throughput: r.ThroughputPerS, serverUS: srv}, nil
+}
+
+// calibrate returns the Z (µs) that gives clients clients a cycle of cycleUS per request each
+// (the measured throughput): the model's throughput falls as Z grows, so a bisection finds it,
+// from the Z that leaves no delay at all up to cycleUS. ok is false when even no delay is too
+// slow (Z is then that least one).
+func (s loopStations) calibrate(clients int, cycleUS float64) (z float64, ok bool) {
+	want := float64(clients) / cycleUS * 1e6
+	lo := -s.serverFixed
+	if s.client {
+		lo -= s.clientFixed
+	}
+	r, err := s.solve(clients, lo)
+	if err != nil || r.throughput < want {
+		return lo, false
+	}
+	hi := cycleUS
+	for range 100 {
+		mid := (lo + hi) / 2
+		r, err := s.solve(clients, mid)
+		if err != nil {
+			return lo, false
+		}
+		if r.throughput > want {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2, true
+}
