@@ -31,7 +31,11 @@ const (
 // populations.
 func analyze(res *Result, cfg *Config) {
 	for i := range res.Points {
-		checkLittle(res, &res.Points[i])
+		p := &res.Points[i]
+		checkLittle(res, p)
+		if p.ShmSpin != nil && !p.ShmSpin.Pays {
+			res.Warnings = append(res.Warnings, p.Label()+": "+p.ShmSpin.Note)
+		}
 	}
 	for si := range res.Series {
 		s := &res.Series[si]

@@ -35,11 +35,11 @@ var (
 // 15-point sweep of the README under half a minute.
 const DefaultDuration = time.Second
 
-// DefaultShmSpin is the shm spin `perflab bench` uses: 100 polls (well under a microsecond),
-// then a futex sleep. A sweep runs up to 16 clients and their server readers on one machine;
-// with more spinning peers than cores, venusd's default spin (tens of µs) starves the peers
-// that have work: on 2 vCPUs it cut shm throughput at 16 clients from 67k/s to 15k/s.
-const DefaultShmSpin = 100
+// DefaultShmSpin is the shm spin `perflab bench` uses: 0, venusd's adaptive default (poll up
+// to about 50 µs, yielding to other goroutines every 64 polls, back off where polling stops
+// paying). It used to be 100 polls, which made every shm wait a futex sleep and a wake-up: on
+// 2 vCPUs shm then ran at 9k round trips/s with one client against 44k/s over Unix sockets.
+const DefaultShmSpin = 0
 
 // MaxClients bounds the clients of one point; each is a connection and a goroutine.
 const MaxClients = 256
@@ -99,7 +99,14 @@ type Point struct {
 	// perflab) spent runnable waiting for a CPU during the point, per round trip, µs: the
 	// run-queue and wake-up delay the kernel counts (schedstat). 0 where the kernel does not say.
 	RunQueueUS float64 `json:"runqueue_us_per_rt,omitempty"`
-	Trace      string  `json:"trace,omitempty"` // the point's trace, with Config.Dir
+	// CPUCores is the CPU time (user and system) of perflab's process during the point over its
+	// wall time: the cores the clients and the server kept busy together (they share the
+	// process), warm-up included. CPUUSPerRT is that CPU time per round trip, µs.
+	CPUCores   float64 `json:"cpu_cores,omitempty"`
+	CPUUSPerRT float64 `json:"cpu_us_per_rt,omitempty"`
+	// ShmSpin says how the shm ring waits went and whether polling paid (shm points).
+	ShmSpin *ShmSpin `json:"shm_spin,omitempty"`
+	Trace   string   `json:"trace,omitempty"` // the point's trace, with Config.Dir
 
 	samples []float64         // every RTT, µs
 	loop    *venusd.LoopStats // the batch loop's counters during the point
@@ -347,6 +354,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		before = ls.LoopStats()
 	}
 	rq0, rqOK := runDelays()
+	u0 := readUsage()
 	results := make([]*venusd.Result, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -356,11 +364,12 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 			defer wg.Done()
 			results[i], errs[i] = venusd.RunWorkload(ctx, venusd.ClientConfig{
 				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Delay: cfg.Delay, ShmSpin: cfg.ShmSpin, Trace: tw, Log: cfg.Log,
-				Ping: venusd.PingConfig{Duration: cfg.Duration, Warmup: 200, RequestBytes: cfg.RequestBytes, KeepSamples: true},
+				Ping: venusd.PingConfig{Duration: cfg.Duration, Warmup: pointWarmup, RequestBytes: cfg.RequestBytes, KeepSamples: true},
 			})
 		}()
 	}
 	wg.Wait()
+	u1 := readUsage()
 	rq, rqOK1 := runDelaySince(rq0)
 	if batch {
 		setLoopFigures(p, ls.LoopStats().Sub(before))
@@ -379,6 +388,11 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if err := addClientResults(p, results); err != nil {
 		return nil, err
 	}
+	rqNs := int64(-1)
+	if rqOK && rqOK1 {
+		rqNs = rq
+	}
+	setUsage(p, u0, u1, p.Requests+int64(n*(pointWarmup+1)), rqNs)
 	if rqOK && rqOK1 && p.Requests > 0 {
 		p.RunQueueUS = round3(float64(rq) / 1e3 / float64(p.Requests))
 	}

@@ -44,6 +44,14 @@ func TestRunSmallSweep(t *testing.T) {
 		if p.RequestsPerCycle < 1 || p.CycleP50US <= 0 || p.CycleP99US < p.CycleP50US {
 			t.Errorf("%s: requests per cycle %.3f with the batch loop", p.Label(), p.RequestsPerCycle)
 		}
+		if p.CPUCores <= 0 || p.CPUUSPerRT <= 0 {
+			t.Errorf("%s: CPU %.3f cores, %.3f µs per round trip; want both measured", p.Label(), p.CPUCores, p.CPUUSPerRT)
+		}
+		if sp := p.ShmSpin; (p.Transport == "shm") != (sp != nil) {
+			t.Errorf("%s: shm spin figures %+v", p.Label(), sp)
+		} else if sp != nil && (sp.Waits < 1 || sp.PolledShare+sp.SleptShare > 1.001 || sp.LateShare > sp.PolledShare || sp.Pollers != 2*p.Clients || sp.CPUs < 1) {
+			t.Errorf("%s: implausible shm spin figures %+v", p.Label(), sp)
+		}
 		f, err := trace.ReadFile(p.Trace)
 		if err != nil {
 			t.Errorf("%s: trace not kept: %v", p.Label(), err)

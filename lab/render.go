@@ -41,12 +41,16 @@ func Sections(res *Result) []reports.Section {
 func scalingSection(res *Result, s *Series, name string) reports.Section {
 	sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
 		Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
-	rq := false
+	rq, cpu := false, false
 	for _, k := range s.points {
 		rq = rq || res.Points[k].RunQueueUS > 0
+		cpu = cpu || res.Points[k].CPUCores > 0
 	}
 	if rq {
 		sc.Header = append(sc.Header, "run queue µs/RT")
+	}
+	if cpu {
+		sc.Header = append(sc.Header, "CPU cores", "CPU µs/RT")
 	}
 	for _, k := range s.points {
 		p := &res.Points[k]
@@ -55,7 +59,18 @@ func scalingSection(res *Result, s *Series, name string) reports.Section {
 		if rq {
 			row = append(row, dash(p.RunQueueUS))
 		}
+		if cpu {
+			row = append(row, dash(p.CPUCores), dash(p.CPUUSPerRT))
+		}
 		sc.Rows = append(sc.Rows, row)
+	}
+	if cpu {
+		sc.Notes = append(sc.Notes, "CPU: user and system time of perflab's process (the clients and the server share it) over the point's wall time, and per round trip")
+	}
+	for _, k := range s.points {
+		if p := &res.Points[k]; p.ShmSpin != nil {
+			sc.Notes = append(sc.Notes, shmSpinLine(p))
+		}
 	}
 	if note := runQueueNote(res, s.points); note != "" {
 		sc.Notes = append(sc.Notes, note)
@@ -157,6 +172,18 @@ func runQueueNote(res *Result, points []int) string {
 		s += fmt.Sprintf("; it rose more than the mean RTT (%s µs): the waits overlap, and not all of them are on a round trip's path", reports.Num(rise))
 	}
 	return s
+}
+
+// shmSpinLine sums up one shm point's ring waits: how they ended, the cores the polls kept
+// busy, and whether polling paid.
+func shmSpinLine(p *Point) string {
+	s := p.ShmSpin
+	line := fmt.Sprintf("shm ring waits at %s: %s caught by polling (%s only after 100 µs), %s slept on the futex",
+		plural(p.Clients, "client"), reports.Share(s.PolledShare), reports.Share(s.LateShare), reports.Share(s.SleptShare))
+	if s.Note != "" {
+		line += "; " + s.Note
+	}
+	return line
 }
 
 func plural(n int, what string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/perflab/perflab/internal/testutil"
@@ -29,6 +30,12 @@ func synthetic() *Result {
 		}
 		sort.Float64s(p.samples)
 		p.Requests = int64(len(p.samples))
+		p.CPUCores, p.CPUUSPerRT = 2, 2*w/float64(n)
+		p.ShmSpin = &ShmSpin{Waits: 2000, PolledShare: 0.9, SleptShare: 0.1, Pollers: 2 * n, CPUs: 2, Pays: true}
+		if n == 16 {
+			p.ShmSpin = &ShmSpin{Waits: 2000, PolledShare: 0.4, LateShare: 0.3, SleptShare: 0.6, BackedOffShare: 0.5, CPUWaitThreads: 3.5, Pollers: 32, CPUs: 2}
+		}
+		p.ShmSpin.Note = spinNote(p.ShmSpin)
 		res.Points = append(res.Points, p)
 		s.points = append(s.points, i)
 	}
@@ -54,5 +61,37 @@ func TestRenderGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		testutil.Golden(t, "render."+f+".txt", b.Bytes())
+	}
+}
+
+func TestSpinNote(t *testing.T) {
+	cases := []struct {
+		name string
+		s    ShmSpin
+		want []string // substrings, in order
+		not  string
+	}{
+		{"pays, fits the CPUs", ShmSpin{Waits: 100, PolledShare: 0.99, SleptShare: 0.01, Pollers: 2, CPUs: 2, Pays: true}, nil, "pay"},
+		{"pays, takes turns", ShmSpin{Waits: 100, PolledShare: 0.9, SleptShare: 0.1, Pollers: 8, CPUs: 2, Pays: true},
+			[]string{"8 ring pollers", "on 2 CPUs", "take turns"}, "did not pay"},
+		{"does not pay, machine busy", ShmSpin{Waits: 100, PolledShare: 0.5, LateShare: 0.4, SleptShare: 0.5, BackedOffShare: 0.3, CPUWaitThreads: 1.5, Pollers: 2, CPUs: 2},
+			[]string{"polling did not pay", "50.0% of the ring waits slept", "40.0% were caught only after 100 µs", "fewer free CPUs than pollers", "backed off (30.0%"}, "take turns"},
+		{"does not pay, peer slow", ShmSpin{Waits: 100, SleptShare: 1, BackedOffShare: 0.8, Pollers: 2, CPUs: 2},
+			[]string{"polling did not pay", "100.0% of the ring waits slept", "backed off (80.0%"}, "free CPUs"},
+	}
+	for _, tc := range cases {
+		got := spinNote(&tc.s)
+		rest := got
+		for _, w := range tc.want {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				t.Errorf("%s: note %q lacks %q (in order)", tc.name, got, w)
+				break
+			}
+			rest = rest[i+len(w):]
+		}
+		if len(tc.want) == 0 && got != "" || tc.not != "" && strings.Contains(got, tc.not) {
+			t.Errorf("%s: note %q", tc.name, got)
+		}
 	}
 }

@@ -39,7 +39,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	out := fs.String("o", "", "keep one trace per point, and bench.json, in `DIR`")
 	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each client's transport (RTT grows by 2×D)")
-	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's default)")
+	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "most polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's adaptive default, about 50 µs, backing off where polling does not pay)")
 	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
 	ext := externalFlags(fs)
 	DurationRange(fs, "duration", time.Millisecond, 10*time.Minute)

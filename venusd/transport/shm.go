@@ -70,6 +70,8 @@ type ring struct {
 	mask           uint64
 	pos            uint64 // private copy of our own index (head for a writer, tail for a reader)
 	budget         int    // polls before yielding, adapted to how the last waits went
+	misses         int    // waits in a row the poll and the yields missed
+	backoff        int    // waits left to sleep at once, polling only shmBackoffPoll times
 }
 
 func newRing(mem []byte, ctl int, data []byte) *ring {
@@ -173,33 +175,102 @@ func futex(addr *uint32, op int, val uint32, timeout time.Duration) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
 }
 
+// shmYieldEvery is how many polls (less one) pass between two yields of the processor while a
+// ring waits: 64 polls take about 0.1 µs, so a goroutine with work that shares a processor with
+// pollers (a server's loop and writers, other clients: perflab bench runs them all in one
+// process) runs within a fraction of a µs instead of after a whole poll.
+const shmYieldEvery = 63
+
+// shmBackoffAfter is how many waits in a row the poll must miss (the peer answered only after
+// this side slept) before the ring stops polling; shmBackoffWaits is how many waits it then
+// sleeps at once before it probes with a full poll again; shmBackoffPoll is its short poll.
+const (
+	shmBackoffAfter = 8
+	shmBackoffWaits = 64
+	shmBackoffPoll  = 256
+	// shmLateWait is how long a wait the poll caught may take before it counts as a miss: a
+	// futex wake-up costs about 30-60 µs on a halted vCPU, so a poll that took longer (its
+	// thread lost the CPU meanwhile, to other pollers or other programs) saved nothing.
+	shmLateWait = 100 * time.Microsecond
+)
+
+// ShmWaitStats counts the waits of this process's shm rings (a reader finding its ring empty, a
+// writer finding it full) since the process started, and how each ended.
+type ShmWaitStats struct {
+	Waits     int64 // waits for the peer
+	Polled    int64 // ended while polling the ring (no system call)
+	Yielded   int64 // ended while yielding the CPU between polls (sched_yield)
+	Slept     int64 // ended after sleeping on the futex (the peer made a wake-up call)
+	Late      int64 // of Polled and Yielded: caught only after shmLateWait (the poller lost its CPU)
+	BackedOff int64 // skipped most of the poll because polling had stopped paying on that ring
+	PollNs    int64 // time spent polling and yielding, ns: the CPU the waits burnt
+}
+
+// Sub returns the counts between o and s.
+func (s ShmWaitStats) Sub(o ShmWaitStats) ShmWaitStats {
+	return ShmWaitStats{Waits: s.Waits - o.Waits, Polled: s.Polled - o.Polled, Yielded: s.Yielded - o.Yielded,
+		Slept: s.Slept - o.Slept, Late: s.Late - o.Late, BackedOff: s.BackedOff - o.BackedOff, PollNs: s.PollNs - o.PollNs}
+}
+
+var shmWaits struct {
+	waits, polled, yielded, slept, late, backedOff, pollNs atomic.Int64
+}
+
+// ShmWaits returns the process's shm wait counters.
+func ShmWaits() ShmWaitStats {
+	return ShmWaitStats{Waits: shmWaits.waits.Load(), Polled: shmWaits.polled.Load(), Yielded: shmWaits.yielded.Load(),
+		Slept: shmWaits.slept.Load(), Late: shmWaits.late.Load(), BackedOff: shmWaits.backedOff.Load(), PollNs: shmWaits.pollNs.Load()}
+}
+
 // waitFor blocks until the shared word at *word differs from old (the peer moved its index),
-// the connection closes, or the deadline passes. It polls c.spin times, then sleeps on seq with
-// waiters set; the peer wakes it only when waiters is set, so a busy connection makes no system
-// call.
+// the connection closes, or the deadline passes: it spins, then blocks, as polling daemons do.
+//
+// It polls up to r.budget times, yielding the processor to other goroutines every 64 polls; then
+// polls as long again with sched_yield between polls, which lets a peer thread queued behind this
+// one on a busy core run at once (on an idle core the call returns at once); then sleeps on seq
+// with waiters set. The peer wakes it only when waiters is set, so a busy connection makes no
+// system call.
+//
+// The budget adapts to how the waits go: one the poll caught doubles it (up to c.spin), one it
+// missed halves it (down to shmMinPoll, enough for a peer on another core to answer a small
+// command), one the yields caught lengthens it by a quarter. When shmBackoffAfter waits in a
+// row ended only after a sleep, or were caught only after shmLateWait, polling does not pay on
+// this ring (more pollers than CPUs, other programs taking the CPUs, or a peer that takes long):
+// the ring backs off, polls only shmBackoffPoll times and sleeps, for shmBackoffWaits waits,
+// then probes with a full poll again.
 func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint32, deadline *atomic.Int64) error {
-	// Poll, yielding only every 4096 polls (a few µs): a yield costs more than a small round
-	// trip (it may wake another processor), but without any, a peer goroutine queued on this
-	// goroutine's processor would wait for the whole poll.
-	//
-	// Then, for as long again, poll with sched_yield between polls: when the peer's thread is
-	// queued behind this one on a busy core, yielding lets it run at once instead of after our
-	// whole poll; on an idle core the call returns at once. Only then sleep on the futex.
-	//
-	// The poll adapts: a wait that the poll did not cover halves the next poll (down to about
-	// 1 µs, enough for a peer on another core to answer a small command), one it covered
-	// doubles it (up to c.spin), one the yields covered lengthens it by a quarter. Two peers
-	// that share one busy core thus stop burning their slices on polls that cannot succeed,
-	// while two peers on two cores keep polling.
+	shmWaits.waits.Add(1)
 	if r.budget == 0 {
 		r.budget = c.spin
 	}
-	for i := 0; i < r.budget; i++ {
+	t0 := time.Now()
+	polls, yields := r.budget, c.spin/256
+	if r.backoff > 0 {
+		r.backoff--
+		polls, yields = min(shmBackoffPoll, r.budget), 0
+		shmWaits.backedOff.Add(1)
+	}
+	// caught counts a wait the poll or the yields caught; a late one counts as a miss.
+	caught := func(counter *atomic.Int64) bool {
+		counter.Add(1)
+		d := time.Since(t0)
+		shmWaits.pollNs.Add(int64(d))
+		if d > shmLateWait {
+			shmWaits.late.Add(1)
+			r.miss()
+			return false
+		}
+		r.misses = 0
+		return true
+	}
+	for i := 0; i < polls; i++ {
 		if atomic.LoadUint64(word) != old {
-			r.budget = min(c.spin, 2*r.budget)
+			if caught(&shmWaits.polled) && r.backoff == 0 {
+				r.budget = min(c.spin, 2*r.budget)
+			}
 			return nil
 		}
-		if i&4095 == 4095 {
+		if i&shmYieldEvery == shmYieldEvery {
 			if c.isClosed() {
 				break
 			}
@@ -207,9 +278,11 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 		}
 	}
 	r.budget = max(min(shmMinPoll, c.spin), r.budget/2)
-	for i := 0; i < c.spin/256; i++ {
+	for i := 0; i < yields; i++ {
 		if atomic.LoadUint64(word) != old {
-			r.budget = min(c.spin, r.budget+r.budget/4)
+			if caught(&shmWaits.yielded) {
+				r.budget = min(c.spin, r.budget+r.budget/4)
+			}
 			return nil
 		}
 		if c.isClosed() {
@@ -217,8 +290,11 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 		}
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	}
+	shmWaits.pollNs.Add(int64(time.Since(t0)))
+	r.miss()
 	for {
 		if atomic.LoadUint64(word) != old {
+			shmWaits.slept.Add(1)
 			return nil
 		}
 		if c.isClosed() {
@@ -240,6 +316,14 @@ func (c *shmConn) waitFor(r *ring, word *uint64, old uint64, seq, waiters *uint3
 		}
 		futex(seq, futexWait, s, timeout)
 		atomic.StoreUint32(waiters, 0)
+	}
+}
+
+// miss counts a wait the poll did not pay for, and backs the ring off after shmBackoffAfter in
+// a row.
+func (r *ring) miss() {
+	if r.misses++; r.misses >= shmBackoffAfter && r.backoff == 0 {
+		r.backoff, r.misses = shmBackoffWaits, 0
 	}
 }
 
