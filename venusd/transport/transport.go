@@ -221,7 +221,9 @@ type DialOptions struct {
 	ShmRing  int // bytes of each shm ring; 0 is DefaultShmRingBytes
 }
 
-// Dial connects to a server.
+// Dial connects to the server at a: a tcp socket tuned as Venus Plus tunes it (TCP_NODELAY,
+// TCP_QUICKACK, o.BufBytes of socket buffers), a unix socket, or shm rings made and handed over
+// through the server's socket.
 func Dial(ctx context.Context, a Addr, o DialOptions) (Conn, error) {
 	switch a.Transport {
 	case "tcp", "unix":
@@ -288,14 +290,14 @@ func (f *FrameReader) Header() []byte { return f.hdr[:] }
 
 // Frame memory on the server. A frame up to KeepFrameBytes is read into a buffer each connection
 // keeps; a larger one gets memory of its own, freed once the frame is executed, so an idle
-// connection holds at most KeepFrameBytes however large its last frame was. Up to
-// mapFrameBytes that is the Go heap; beyond, an anonymous mapping, returned to the system at
-// once when freed (the Go heap would keep it for minutes). Both count against the server's
-// memory budget (ServerConfig.MaxTotalMemoryBytes, with device memory) from the moment their
-// header comes (a frame waits up to the frame timeout for room) until they are freed. The
-// mapping's pages take memory only as the bytes arrive.
+// connection holds at most KeepFrameBytes however large its last frame was. Up to mapFrameBytes
+// that is the Go heap; beyond, an anonymous mapping, returned to the system at once when freed
+// (the Go heap would keep it for minutes). Both count against the server's memory Budget (in
+// venusd, ServerConfig.MaxTotalMemoryBytes, with device memory) from the moment their header
+// comes (a frame waits up to the frame timeout for room) until they are freed. The mapping's
+// pages take memory only as the bytes arrive.
 const (
-	KeepFrameBytes = 64 << 10
+	KeepFrameBytes = 64 << 10 // largest frame read into the buffer a connection keeps, bytes
 	mapFrameBytes  = 1 << 20
 )
 
@@ -324,7 +326,7 @@ func (m *frameMem) free() {
 	m.reserved = 0
 }
 
-// Release frees the memory of the last frame read, unless take handed it over.
+// Release frees the memory of the last frame read, unless Take handed it over.
 func (f *FrameReader) Release() {
 	f.cur.free()
 	f.cur = nil
@@ -372,6 +374,8 @@ func (f *FrameReader) readLarge(size int) ([]byte, error) {
 	return m.b, nil
 }
 
+// NewFrameReader returns a reader of c's frames; a frame whose payload is over max bytes is
+// wire.ErrFrameTooLarge.
 func NewFrameReader(c Conn, max int) *FrameReader {
 	return &FrameReader{c: c, br: bufio.NewReaderSize(c, 64<<10), max: max}
 }
@@ -380,7 +384,8 @@ func NewFrameReader(c Conn, max int) *FrameReader {
 // peer that declares a large frame and sends nothing costs little memory.
 const growChunk = 1 << 20
 
-// Read returns the next frame's payload and the frame's total size (header included).
+// Read returns the next frame's payload, valid until the next Read (or, once taken, until
+// freed); Header gives its header.
 //
 // Deadlines: waiting for a frame's first byte, the idle deadline (the frame deadline while no
 // frame has come yet, when that is shorter: a connection that never sends a frame is not
