@@ -119,6 +119,27 @@ func (c *rawClient) expectClosed() {
 	}
 }
 
+// waitIdleConns waits until n of the server's connections wait for a frame.
+func waitIdleConns(t *testing.T, s *Server, n int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		idle := 0
+		s.mu.Lock()
+		for sc := range s.conns {
+			sc.mu.Lock()
+			if sc.idle {
+				idle++
+			}
+			sc.mu.Unlock()
+		}
+		s.mu.Unlock()
+		if idle >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d connections wait for a frame", n)
+}
+
 // stillServes checks that a fresh client gets served.
 func stillServes(t *testing.T, s *Server) {
 	t.Helper()
@@ -314,6 +335,9 @@ func TestD6Deadlines(t *testing.T) {
 		c.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) })
 		cs = append(cs, c)
 	}
+	// Each handler must be back waiting for a frame, or it is busy and not a candidate (on a
+	// loaded machine the first one's goroutine may not have run since it wrote its reply).
+	waitIdleConns(t, s, 3)
 	extra := dialRaw(t, s.Addr())
 	if r := extra.call(wire.CmdPing, func(e *wire.Encoder) { e.U32(4) }); r != wire.VkSuccess {
 		t.Fatalf("the fourth client: %s", wire.ResultName(r))
