@@ -217,14 +217,24 @@ func (c *client) flushNoReply() error {
 func (c *client) send() error {
 	frame := c.enc.Finish()
 	ts := Monotonic()
-	err := c.fc.WriteFrame(frame)
+	var next []byte // the buffer of the next frame, when the link took this one's
+	var err error
+	if c.link != nil {
+		next, err = c.link.WriteOwned(frame)
+	} else {
+		err = c.fc.WriteFrame(frame)
+	}
 	dur := time.Duration(Monotonic() - ts)
 	c.lastTS = ts
 	c.framesSent.Add(1)
 	c.bytesSent.Add(int64(len(frame)))
 	addDur(&c.sendNs, &c.sendMaxNs, dur)
-	c.tr.Frame(trace.DirSend, ts, dur, frame)
-	c.enc.Reset()
+	c.tr.Frame(trace.DirSend, ts, dur, frame) // the link only reads frame until it is written
+	if next != nil {
+		c.enc.ResetOn(next)
+	} else {
+		c.enc.Reset()
+	}
 	c.keyReq = 0
 	if err != nil {
 		return fmt.Errorf("send frame: %w", err)

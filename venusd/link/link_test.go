@@ -1,10 +1,12 @@
 package link
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -226,5 +228,63 @@ func TestWarnsSlowTransport(t *testing.T) {
 	w := l.Warnings("unix")
 	if len(w) != 1 || !strings.HasPrefix(w[0], "sent: ") || !strings.Contains(w[0], "the unix transport carried only") || !strings.Contains(w[0], "below the 80 Mbit/s asked") {
 		t.Errorf("warnings %q, want one naming the unix transport's rate", w)
+	}
+}
+
+// recordFrames is a transport that keeps a copy of every frame written to it.
+type recordFrames struct {
+	mu     sync.Mutex
+	got    [][]byte
+	closed chan struct{}
+}
+
+func (f *recordFrames) WriteFrame(b []byte) error {
+	f.mu.Lock()
+	f.got = append(f.got, append([]byte(nil), b...))
+	f.mu.Unlock()
+	return nil
+}
+func (f *recordFrames) ReadFrame() ([]byte, error) {
+	<-f.closed
+	return nil, net.ErrClosed
+}
+func (f *recordFrames) Close() error { close(f.closed); return nil }
+
+// WriteOwned hands frames over without a copy: what the transport gets is what was written,
+// in order, although the caller builds each next frame in the buffer WriteOwned returned
+// (never one still in the link).
+func TestWriteOwned(t *testing.T) {
+	rec := &recordFrames{closed: make(chan struct{})}
+	l := New(rec, 50*time.Microsecond, 0, 1e9, 1)
+	buf := make([]byte, 0, 64<<10)
+	var want [][]byte
+	for i := 0; i < 200; i++ {
+		frame := buf[:1000+i*100]
+		for j := range frame {
+			frame[j] = byte(i + j)
+		}
+		want = append(want, append([]byte(nil), frame...))
+		next, err := l.WriteOwned(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cap(next) < cap(frame) || len(next) != 0 {
+			t.Fatalf("frame %d: next buffer len %d cap %d, want empty with cap ≥ %d", i, len(next), cap(next), cap(frame))
+		}
+		buf = next
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.got) != len(want) {
+		t.Fatalf("transport got %d frames, want %d", len(rec.got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(rec.got[i], want[i]) {
+			t.Fatalf("frame %d arrived changed", i)
+		}
+	}
+	if _, err := l.WriteOwned(buf[:10]); err == nil {
+		t.Error("WriteOwned after Close: no error")
 	}
 }
