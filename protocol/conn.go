@@ -61,7 +61,7 @@ type connDecoder struct {
 func (c *connDecoder) setup(ev *trace.Event) {
 	c.reqDir = ev.Dir
 	if c.spec == nil {
-		c.spec = c.d.detect(ev)
+		c.spec = c.d.choice(ev)
 	}
 	c.d.protos[c.spec.Name] = true
 	c.version = c.spec.defVer
@@ -306,7 +306,7 @@ func (c *connDecoder) pop() (pendingReq, bool) { return c.pairs.reply(0) }
 func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	c.tracer = true
 	if c.spec == nil {
-		c.spec = c.d.detect(ev)
+		c.spec = c.d.choice(ev)
 		c.version = c.spec.defVer
 	}
 	if c.reqDir == trace.DirNone {

@@ -1,10 +1,8 @@
 package protocol
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
@@ -36,7 +34,7 @@ type Decoder struct {
 	m        Message
 	out      Sink
 	protos   map[string]bool  // protocols seen
-	chosen   map[uint64]*Spec // auto: the protocol chosen for each connection by trial decoding
+	chosen   map[uint64]*Spec // auto: the protocols the trial chose for connections not started yet
 	batch    Batch            // Message.Batch's storage
 	frame    frameInfo        // the frame being emitted, shared by every framer of the trace
 	spare    []*framer        // framers released by idle connections, for reuse
@@ -62,7 +60,7 @@ func Resolve(name, file string, spec *Spec) (*Spec, error) {
 
 // NewDecoder returns a decoder of trace i that decodes every connection with fixed, or, when
 // fixed is nil, with the protocol its first bytes show (Scan chooses by trial decoding
-// instead), and feeds out the messages.
+// instead, in the same pass), and feeds out the messages.
 func NewDecoder(i int, fixed *Spec, out Sink) (*Decoder, error) {
 	d := &Decoder{trace: i, fixed: fixed, out: out, conns: map[uint64]*connDecoder{},
 		versions: map[uint64][3]int{}, builtins: map[string]*Spec{}, protos: map[string]bool{}}
@@ -96,6 +94,18 @@ func (d *Decoder) detect(ev *trace.Event) *Spec {
 	return d.builtins["raw"]
 }
 
+// choice returns the protocol of the connection whose first data event is ev: the one the
+// trial chose for it (taken: the trial's choices last only until the connection starts), else
+// the one its first bytes show (detect).
+func (d *Decoder) choice(ev *trace.Event) *Spec {
+	key := connKey(ev)
+	if s := d.chosen[key]; s != nil {
+		delete(d.chosen, key)
+		return s
+	}
+	return d.detect(ev)
+}
+
 func (d *Decoder) conn(ev *trace.Event) *connDecoder {
 	key := connKey(ev)
 	c := d.conns[key]
@@ -104,9 +114,6 @@ func (d *Decoder) conn(ev *trace.Event) *connDecoder {
 		if d.fixed != nil {
 			c.spec = d.fixed
 			c.version = d.fixed.defVer
-		} else if s := d.chosen[key]; s != nil {
-			c.spec = s
-			c.version = s.defVer
 		}
 		d.conns[key] = c
 	}
@@ -217,67 +224,6 @@ type ReadError struct {
 
 func (e *ReadError) Error() string { return fmt.Sprintf("read %s: %v", e.Path, e.Err) }
 func (e *ReadError) Unwrap() error { return e.Err }
-
-func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
-	path := in.Name
-	f, err := openInput(in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var chosen map[uint64]*Spec
-	var last map[uint64]int64 // by connection, the number of its last data event (countsForRetire)
-	if spec == nil {
-		if chosen, last, err = choose(i, path, f); err != nil {
-			return err
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return &ReadError{path, err}
-		}
-	}
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		return &ReadError{path, err}
-	}
-	d, err := NewDecoder(i, spec, out)
-	if err != nil {
-		return err
-	}
-	d.chosen = chosen
-	out.Begin(i, path, r.Meta())
-	cf := NewCipherFilter(r.Meta())
-	var n int64 // data events numbered (countsForRetire)
-	for {
-		err := r.Next(rec)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return &ReadError{path, err}
-		}
-		out.Record(rec)
-		if rec.Kind != trace.KindEvent {
-			continue
-		}
-		ev := &rec.Event
-		cipher := cf.Cipher(ev)
-		if !cipher { // TLS ciphertext: its plaintext is decoded instead
-			d.Event(ev)
-		}
-		// A connection whose last data event this was (the trial pass numbered them) is
-		// finished: its state goes, its counts stay.
-		if last != nil && countsForRetire(ev, cipher) {
-			n++
-			if key := connKey(ev); last[key] == n {
-				d.retire(key)
-				delete(last, key)
-			}
-		}
-	}
-	d.Flush()
-	out.End(i, r.Recovery(), d)
-	return nil
-}
 
 // NewReadError returns the ReadError of the trace at path: err, without the path when err
 // names it already (an *os.PathError).

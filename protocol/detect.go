@@ -1,9 +1,6 @@
 package protocol
 
 import (
-	"bufio"
-	"io"
-
 	"github.com/perflab/perflab/trace"
 )
 
@@ -12,8 +9,9 @@ import (
 const trialEvents = 256
 
 // maxTrialConns bounds how many connections are on trial at once. Every candidate decoder keeps
-// state for each connection on trial, so a trace of many short connections (which never reach
-// trialEvents) would otherwise hold five decoders' state for all of them until the end: beyond
+// state for each connection on trial, and the pass holds back the records from the first data
+// event of the oldest one on, so a trace of many short connections (which never reach
+// trialEvents) would otherwise hold five decoders' state and its records until the end: beyond
 // this many, the connection on trial the longest is decided on what it has shown.
 const maxTrialConns = 4096
 
@@ -22,96 +20,112 @@ const maxTrialConns = 4096
 // itself; raw explains nothing and is what is left.
 var candidates = []string{"venus", "ggml-rpc", "resp", "http", "memcached"}
 
-// choose reads the trace f (named path) and chooses, for each connection, the protocol whose
-// decoder explains the most bytes of its first trialEvents data events (bytes of messages it
-// decoded whole). Connections of a tracer's frame events keep the first-bytes detection.
-// last gives, by connection, the number of its last data event among the trace's data events
-// (countsForRetire, numbered from 1 in file order), which lets the main pass retire it there.
-func choose(i int, path string, f io.Reader) (chosen map[uint64]*Spec, last map[uint64]int64, err error) {
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		return nil, nil, &ReadError{path, err}
-	}
+// trial chooses, for each connection of a trace, the protocol whose decoder explains the most
+// bytes of its first trialEvents data events (bytes of messages it decoded whole), while the
+// trace is read: it sees every record as it is read, ahead of the decoder, which waits for a
+// connection's choice before its first data event (pass). Connections whose first data event
+// is a tracer's frame, the Venus magic or a ggml-rpc HELLO keep the first-bytes detection.
+type trial struct {
+	decs   []*Decoder    // the candidates, decoding into nothing
+	first  *Decoder      // for the first-bytes detection
+	cf     *CipherFilter // the trial's own, asked only of the data events
+	seen   map[uint64]int
+	chosen map[uint64]*Spec // decided and not yet taken by the decoder (Decoder.chosen)
+	order  []uint64         // connections on trial, oldest first (some may be decided already)
+}
+
+// seen values besides the number of data events tried.
+const (
+	firstBytes = -1 // the first data event said what the connection speaks: not tried
+)
+
+// newTrial returns the trial of trace i (with meta); what it decides goes into chosen.
+func newTrial(i int, meta trace.Meta, chosen map[uint64]*Spec) (*trial, error) {
 	sink := &msgSink{fn: func(*Message) error { return nil }}
-	decs := make([]*Decoder, len(candidates))
+	t := &trial{decs: make([]*Decoder, len(candidates)), cf: NewCipherFilter(meta),
+		seen: map[uint64]int{}, chosen: chosen}
 	for k, n := range candidates {
 		s, err := BuiltinSpec(n)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if decs[k], err = NewDecoder(i, s, sink); err != nil {
-			return nil, nil, err
-		}
-	}
-	first, err := NewDecoder(i, nil, sink) // for the first-bytes detection
-	if err != nil {
-		return nil, nil, err
-	}
-	seen := map[uint64]int{} // data events tried, by connection; -1: not tried
-	chosen = map[uint64]*Spec{}
-	last = map[uint64]int64{}
-	var n int64
-	cfm := NewCipherFilter(r.Meta()) // asked as the main pass asks, of every event
-	var trial []uint64               // connections on trial, oldest first (some may be decided already)
-	var rec trace.Record
-	cf := NewCipherFilter(r.Meta())
-	for {
-		err := r.Next(&rec)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			break // the main pass reports it
-		}
-		ev := &rec.Event
-		if rec.Kind == trace.KindEvent && countsForRetire(ev, cfm.Cipher(ev)) {
-			n++
-			last[connKey(ev)] = n
-		}
-		if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv || cf.Cipher(ev) {
-			continue
-		}
-		key := connKey(ev)
-		k, ok := seen[key]
-		if !ok {
-			// A tracer's frames, the Venus magic and a ggml-rpc HELLO say what the connection
-			// speaks; the others are tried.
-			if sp := first.detect(ev); sp.Name == "venus" || sp.Name == "ggml-rpc" {
-				seen[key] = -1
-				continue
-			}
-		}
-		if k < 0 || k >= trialEvents {
-			continue
-		}
-		if k == 0 {
-			trial = append(trial, key)
-			for len(trial) > maxTrialConns {
-				old := trial[0]
-				trial = trial[1:]
-				if n := seen[old]; n > 0 && n < trialEvents {
-					chosen[old] = best(decs, old)
-					seen[old] = trialEvents
-				}
-			}
-		}
-		seen[key] = k + 1
-		for _, d := range decs {
-			d.Event(ev)
-		}
-		if k+1 == trialEvents {
-			chosen[key] = best(decs, key)
+		if t.decs[k], err = NewDecoder(i, s, sink); err != nil {
+			return nil, err
 		}
 	}
-	for _, d := range decs {
+	var err error
+	t.first, err = NewDecoder(i, nil, sink)
+	return t, err
+}
+
+// record tries the candidates on rec, when it is a data event of a connection on trial.
+func (t *trial) record(rec *trace.Record) {
+	ev := &rec.Event
+	if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv || t.cf.Cipher(ev) {
+		return
+	}
+	key := connKey(ev)
+	k, ok := t.seen[key]
+	if !ok {
+		// A tracer's frames, the Venus magic and a ggml-rpc HELLO say what the connection
+		// speaks; the others are tried.
+		if sp := t.first.detect(ev); sp.Name == "venus" || sp.Name == "ggml-rpc" {
+			t.seen[key] = firstBytes
+			return
+		}
+	}
+	if k < 0 || k >= trialEvents {
+		return
+	}
+	if k == 0 {
+		t.begin(key)
+	}
+	t.seen[key] = k + 1
+	for _, d := range t.decs {
+		d.Event(ev)
+	}
+	if k+1 == trialEvents {
+		t.decide(key)
+	}
+}
+
+// begin puts connection key on trial, and decides the oldest on trial when there are too many.
+func (t *trial) begin(key uint64) {
+	t.order = append(t.order, key)
+	for len(t.order) > maxTrialConns {
+		old := t.order[0]
+		t.order = t.order[1:]
+		if n := t.seen[old]; n > 0 && n < trialEvents {
+			t.decide(old)
+		}
+	}
+}
+
+// decide chooses the protocol of connection key on what the candidates have seen of it.
+func (t *trial) decide(key uint64) {
+	t.chosen[key] = best(t.decs, key)
+	t.seen[key] = trialEvents
+}
+
+// waiting reports whether connection key is on trial and not decided yet: the decoder must not
+// take its data events yet.
+func (t *trial) waiting(key uint64) bool {
+	n := t.seen[key]
+	return n > 0 && n < trialEvents
+}
+
+// finish decides every connection still on trial, at the end of the trace (or where it could
+// not be read further), after the candidates have ended theirs.
+func (t *trial) finish() {
+	for _, d := range t.decs {
 		d.Flush()
 	}
-	for key, k := range seen {
-		if k > 0 && k < trialEvents {
-			chosen[key] = best(decs, key)
+	for _, key := range t.order {
+		if t.waiting(key) {
+			t.decide(key)
 		}
 	}
-	return chosen, last, nil
+	t.order = nil
 }
 
 // minTrialShare is the least share of a connection's bytes a decoder must explain to be

@@ -29,7 +29,8 @@ func connectionsTrace(tb testing.TB, dir string, n int, heads bool) string {
 
 // TestTrialEarlyDecision: with more connections than maxTrialConns short of trialEvents, the
 // oldest are decided early, so that the candidates' state stays bounded; every connection still
-// gets its
+// gets its protocol, and the records held for the trial never outnumber those of maxTrialConns
+// connections.
 func TestTrialEarlyDecision(t *testing.T) {
 	path := connectionsTrace(t, t.TempDir(), 3*maxTrialConns, false)
 	f, err := os.Open(path)
@@ -37,17 +38,48 @@ func TestTrialEarlyDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	chosen, _, err := choose(0, path, f)
+	r, err := trace.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(chosen) != 3*maxTrialConns {
-		t.Fatalf("%d connections chosen, want %d", len(chosen), 3*maxTrialConns)
+	var msgs int
+	sink := &msgSink{fn: func(*Message) error { msgs++; return nil }}
+	d, err := NewDecoder(0, nil, sink)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for key, sp := range chosen {
-		if sp == nil {
-			t.Fatalf("connection %d: no protocol", key)
+	d.chosen = map[uint64]*Spec{}
+	tr, err := newTrial(0, r.Meta(), d.chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr}
+	held := 0
+	var rec trace.Record
+	for r.Next(&rec) == nil {
+		p.record(&rec)
+		held = max(held, len(p.held)-p.head)
+		for _, c := range tr.decs {
+			if len(c.conns) > maxTrialConns {
+				t.Fatalf("a candidate holds %d connections, more than %d", len(c.conns), maxTrialConns)
+			}
 		}
+	}
+	p.finish()
+	p.end()
+	// A connection record and two events per connection.
+	if held > 3*(maxTrialConns+1) {
+		t.Errorf("%d records held at most, want at most %d", held, 3*(maxTrialConns+1))
+	}
+	conns := 0
+	d.Conns(func(ci *ConnInfo) {
+		if ci.Spec == nil {
+			t.Errorf("connection %d: no protocol", ci.ID)
+		}
+		conns += ci.Count
+	})
+	if conns != 3*maxTrialConns || msgs != 2*conns {
+		t.Fatalf("%d connections decoded, %d messages, want %d and %d", conns, msgs, 3*maxTrialConns, 6*maxTrialConns)
 	}
 }
 

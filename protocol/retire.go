@@ -2,10 +2,10 @@ package protocol
 
 import "github.com/perflab/perflab/trace"
 
-// retired holds what the decoder keeps of the connections it has finished before the end of
-// the trace (retire): their counts, summed, one ConnInfo per protocol standing for them all
-// (Count), and one of its own for each RESP connection (its warnings name it), so that a trace
-// of many short connections holds a connection's decoding state only while it carries data.
+// retired holds what the decoder keeps of the connections it has finished (retire): their
+// counts, summed, one ConnInfo per protocol standing for them all (Count), and one of its own
+// for each RESP connection (its warnings name it), so that a trace of many short connections
+// holds a connection's decoding state only while it carries data.
 type retired struct {
 	lostSync, dropped, waiting       uint64
 	paired, unpaired, overridden     uint64
@@ -17,16 +17,14 @@ type retired struct {
 	infos                            []ConnInfo // RESP connections
 }
 
-// countsForRetire reports whether ev is one of the data events that the main pass and the
-// trial pass both number to find each connection's last (lastEvents): an event the decoder
-// takes, in a direction, not TLS ciphertext (cipher is the filter's answer).
+// countsForRetire reports whether ev is a data event that keeps its connection live (pass.touch):
+// an event the decoder takes, in a direction, not TLS ciphertext (cipher is the filter's answer).
 func countsForRetire(ev *trace.Event, cipher bool) bool {
 	return !cipher && ev.Errno == 0 && ev.Bytes > 0 && (ev.Dir == trace.DirSend || ev.Dir == trace.DirRecv)
 }
 
-// retire ends connection key after its last data event: what it holds in progress is
-// delivered (as Flush would at the end of the trace, but now), its counts are added to the
-// decoder's, and its state is dropped.
+// retire ends connection key: what it holds in progress is delivered (as Flush would at the
+// end of the trace), its counts are added to the decoder's, and its state is dropped.
 func (d *Decoder) retire(key uint64) {
 	c := d.conns[key]
 	if c == nil {

@@ -1,0 +1,209 @@
+package protocol
+
+import (
+	"bufio"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/perflab/perflab/trace"
+)
+
+// pass reads one trace once and drives its decoder. With a protocol given, every record goes
+// to the sink and the decoder as it is read. With auto detection, the trial sees each record
+// as it is read, and the sink and the decoder see it in the same order but may see it later:
+// from the first data event of a connection still on trial, records wait in a queue (held)
+// until the trial has decided that connection, so that every message comes out exactly where
+// it would had the choice been known from the start. The queue holds at most the records read
+// while the oldest connection on trial shows its first trialEvents data events or
+// maxTrialConns newer connections come to trial.
+type pass struct {
+	path  string
+	d     *Decoder
+	out   Sink
+	cf    *CipherFilter
+	trial *trial         // nil with a protocol given
+	held  []trace.Record // records waiting for the trial, oldest first from held[head]
+	head  int
+
+	// Auto detection retires the connections that have carried data least recently once more
+	// than maxLiveConns have: stamp numbers the data events, last holds each live
+	// connection's latest stamp, and lru the (connection, stamp) pairs in stamp order, stale
+	// ones among them (a later stamp of the same connection).
+	stamp uint64
+	last  map[uint64]uint64
+	lru   []lruEntry
+	lruAt int
+}
+
+type lruEntry struct{ key, stamp uint64 }
+
+// maxLiveConns is how many connections that carried data auto detection keeps decoding state
+// for; beyond, the one whose data is oldest is retired: what it holds in progress is delivered
+// and its counts kept (Decoder.retire). A trace of many short connections then holds the state
+// of this many at most. A retired connection that carries data again is decoded afresh.
+const maxLiveConns = 4096
+
+// scanOne reads trace i from in in one pass, decoding it with spec (nil: auto detection).
+func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
+	f, err := openInput(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return &ReadError{in.Name, err}
+	}
+	d, err := NewDecoder(i, spec, out)
+	if err != nil {
+		return err
+	}
+	p := &pass{path: in.Name, d: d, out: out, cf: NewCipherFilter(r.Meta())}
+	if spec == nil {
+		d.chosen, p.last = map[uint64]*Spec{}, map[uint64]uint64{}
+		if p.trial, err = newTrial(i, r.Meta(), d.chosen); err != nil {
+			return err
+		}
+	}
+	out.Begin(i, in.Name, r.Meta())
+	for {
+		err := r.Next(rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			p.finish() // what was read before the damage is decoded, as it would have been
+			return &ReadError{in.Name, err}
+		}
+		p.record(rec)
+	}
+	p.finish()
+	p.end()
+	out.End(i, r.Recovery(), d)
+	return nil
+}
+
+// record takes the next record of the trace.
+func (p *pass) record(rec *trace.Record) {
+	if p.trial == nil {
+		p.decode(rec)
+		return
+	}
+	p.trial.record(rec)
+	if p.head == len(p.held) && !p.waits(rec) {
+		p.decode(rec)
+		return
+	}
+	p.hold(rec)
+	p.drain()
+}
+
+// waits reports whether rec must wait for the trial: an event of a connection on trial and
+// not decided yet.
+func (p *pass) waits(rec *trace.Record) bool {
+	return rec.Kind == trace.KindEvent && p.trial.waiting(connKey(&rec.Event))
+}
+
+// hold queues a copy of rec; its payload goes into the storage of the slot it takes.
+func (p *pass) hold(rec *trace.Record) {
+	if p.head == len(p.held) {
+		p.held, p.head = p.held[:0], 0
+	} else if p.head >= 1024 && p.head >= len(p.held)/2 {
+		n := copy(p.held, p.held[p.head:])
+		clear(p.held[n:len(p.held)]) // their payloads now belong to the slots moved down
+		p.held, p.head = p.held[:n], 0
+	}
+	var buf []byte
+	if n := len(p.held); n < cap(p.held) {
+		buf = p.held[:n+1][n].Event.Payload[:0]
+	}
+	payload := rec.Event.Payload
+	p.held = append(p.held, *rec)
+	if payload != nil {
+		p.held[len(p.held)-1].Event.Payload = append(buf, payload...)
+	}
+}
+
+// drain decodes the held records up to the first that still waits for the trial.
+func (p *pass) drain() {
+	for p.head < len(p.held) && !p.waits(&p.held[p.head]) {
+		p.decode(&p.held[p.head])
+		p.head++
+	}
+}
+
+// finish decides the connections still on trial and decodes what was held for them.
+func (p *pass) finish() {
+	if p.trial == nil {
+		return
+	}
+	p.trial.finish()
+	p.drain()
+	p.held, p.head = nil, 0
+}
+
+// decode hands rec to the sink, and a data event to the decoder; TLS ciphertext is not
+// decoded (its plaintext is).
+func (p *pass) decode(rec *trace.Record) {
+	p.out.Record(rec)
+	if rec.Kind != trace.KindEvent {
+		return
+	}
+	ev := &rec.Event
+	cipher := p.cf.Cipher(ev)
+	if !cipher {
+		p.d.Event(ev)
+	}
+	if p.last != nil && countsForRetire(ev, cipher) {
+		p.touch(connKey(ev))
+	}
+}
+
+// touch notes a data event of connection key, and retires the connection whose data is
+// oldest when more than maxLiveConns have carried data.
+func (p *pass) touch(key uint64) {
+	p.stamp++
+	p.last[key] = p.stamp
+	p.lru = append(p.lru, lruEntry{key, p.stamp})
+	for len(p.last) > maxLiveConns {
+		e := p.lru[p.lruAt]
+		p.lruAt++
+		if p.last[e.key] == e.stamp {
+			delete(p.last, e.key)
+			p.d.retire(e.key)
+		}
+	}
+	if len(p.lru) > 2*len(p.last)+1024 {
+		p.compactLRU()
+	}
+}
+
+// compactLRU drops the stale entries of lru and those popped already.
+func (p *pass) compactLRU() {
+	live := p.lru[:0]
+	for _, e := range p.lru[p.lruAt:] {
+		if p.last[e.key] == e.stamp {
+			live = append(live, e)
+		}
+	}
+	p.lru, p.lruAt = live, 0
+}
+
+// end ends every connection at the end of the trace. With auto detection, the connections that
+// carried data are retired (their counts summed by protocol, as Conns reports them, like the
+// ones retired before), in connection order, like the rest that Flush ends.
+func (p *pass) end() {
+	d := p.d
+	if p.trial == nil {
+		d.Flush()
+		return
+	}
+	for _, key := range slices.Sorted(maps.Keys(d.conns)) {
+		if c := d.conns[key]; c.data > 0 {
+			d.retire(key)
+		} else {
+			d.flushConn(c, &d.flushEv)
+		}
+	}
+}
