@@ -46,6 +46,7 @@ type connDecoder struct {
 	ev          *trace.Event   // the event being decoded
 	tracer      bool           // frames come from an in-process tracer
 	framed      bool           // the framers were made (a binary protocol)
+	hot         bool           // among the Decoder's hot connections (touch)
 	variantDone bool           // venus: whether the frames are venusd's or real Venus was decided
 	text        [3]*textStream // text protocols (http, line): one stream per direction
 	data        int64          // bytes the connection's data events moved
@@ -93,12 +94,41 @@ func (c *connDecoder) makeFramers() {
 	}
 }
 
+// hotConns is how many of the connections that carried the latest calls keep their framers
+// (and their capture buffers) between frames; the others give them back (releaseFramers).
+const hotConns = 64
+
+// touch notes that c carried a call: it joins the hot connections, and the one that carried a
+// call the longest ago leaves them, giving back its framers when they are between frames. A
+// connection in steady use then keeps its framers instead of making them again for every
+// frame, while a trace of many connections holds framers only for hotConns of them and those
+// in the middle of a frame.
+func (c *connDecoder) touch() {
+	if c.hot {
+		return
+	}
+	d := c.d
+	if old := d.hot[d.hotPos]; old != nil {
+		old.hot = false
+		old.releaseFramers()
+	}
+	d.hot[d.hotPos] = c
+	d.hotPos = (d.hotPos + 1) % hotConns
+	c.hot = true
+}
+
 // releaseFramers gives the framers back to the trace's spares when neither holds part of a
 // frame and both are still what makeFramers would make, keeping what they counted: a trace of
 // many connections then keeps framers only for the connections in the middle of a frame. The
-// next call makes them afresh, and decodes exactly as the released ones would have.
+// next call makes them afresh, and decodes exactly as the released ones would have. Framers
+// that stay give back their capture buffers when they hold nothing.
 func (c *connDecoder) releaseFramers() {
 	req, rep := c.framers[c.reqDir], c.framers[c.replyDir()]
+	for _, f := range c.framers {
+		if f != nil {
+			f.drop()
+		}
+	}
 	if req == nil || rep == nil || !req.idle() || !rep.idle() ||
 		req.spec != c.spec || rep.spec != c.spec || req.hdr != c.spec.Request || rep.hdr != c.spec.Reply ||
 		req.peekEnd != peekEndOf(c.spec, c.spec.Request, nil) || rep.peekEnd != peekEndOf(c.spec, c.spec.Reply, c.spec.VersionField) {
@@ -147,7 +177,7 @@ func (c *connDecoder) event(ev *trace.Event) {
 			c.makeFramers()
 		}
 		c.framers[ev.Dir].call(c.seq, ev.TS, ev.TS+ev.Dur, ev.Bytes, ev.Payload, c.frame)
-		c.releaseFramers()
+		c.touch()
 	case "resp":
 		c.respCall(ev)
 	case "http", "line":

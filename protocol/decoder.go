@@ -33,14 +33,16 @@ type Decoder struct {
 	versions map[uint64][3]int
 	m        Message
 	out      Sink
-	protos   map[string]bool  // protocols seen
-	chosen   map[uint64]*Spec // auto: the protocols the trial chose for connections not started yet
-	batch    Batch            // Message.Batch's storage
-	frame    frameInfo        // the frame being emitted, shared by every framer of the trace
-	spare    []*framer        // framers released by idle connections, for reuse
-	spareQ   [][]pendingReq   // their request queues' storage, empty, for reuse
-	retired  retired          // what is kept of the connections finished early (retire)
-	flushEv  trace.Event      // scratch for the framers flushed by retire
+	protos   map[string]bool        // protocols seen
+	chosen   map[uint64]*Spec       // auto: the protocols the trial chose for connections not started yet
+	batch    Batch                  // Message.Batch's storage
+	frame    frameInfo              // the frame being emitted, shared by every framer of the trace
+	spare    []*framer              // framers released by idle connections, for reuse
+	hot      [hotConns]*connDecoder // the connections that carried the latest calls (touch), a ring
+	hotPos   int                    // the ring's oldest
+	spareQ   [][]pendingReq         // their request queues' storage, empty, for reuse
+	retired  retired                // what is kept of the connections finished early (retire)
+	flushEv  trace.Event            // scratch for the framers flushed by retire
 }
 
 // Resolve returns the spec that decodes every connection: spec when it is set, else the one

@@ -119,7 +119,7 @@ func peekEndOf(spec *Spec, hdr *Header, extra *Field) int {
 // idle reports whether f holds no part of a frame and no loss of sync: a fresh framer of the
 // same frames would go on exactly as f does.
 func (f *framer) idle() bool {
-	return f.state == stHeader && f.have == 0 && f.consumed == 0 && !f.lostNext && f.buf == nil
+	return f.state == stHeader && f.have == 0 && f.consumed == 0 && !f.lostNext
 }
 
 func (f *framer) field(fl *Field) (uint64, bool) {
@@ -299,8 +299,7 @@ func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
 	f.state = stHeader
 	f.reset()
 	emit(o)
-	o.peek = nil
-	f.drop()
+	o.peek = nil // the capture buffer stays for the next frame (releaseFramers gives it back)
 }
 
 // flush ends the stream: a frame in progress is emitted as truncated.
