@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 )
 
 // evidenceTargetEnv makes the test binary a small real program that shows one pattern the
-// evidence findings name: "nagle", "churn", "poll", "eagain" or "tokens".
+// evidence findings name: "nagle", "churn", "poll", "eagain", "wakeup" or "tokens".
 const evidenceTargetEnv = "PERFLAB_CLI_EVIDENCE_TARGET"
 
 func init() {
@@ -33,8 +34,11 @@ func init() {
 // evidenceTarget runs a ggml-rpc server (internal/ggmlpeer) on loopback TCP and a client that
 // shows mode's pattern.
 func evidenceTarget(mode string) error {
-	if mode == "eagain" {
+	switch mode {
+	case "eagain":
 		return eagainTarget()
+	case "wakeup":
+		return wakeupTarget()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -228,9 +232,32 @@ func TestEvidenceFindings(t *testing.T) {
 		}},
 		{"poll", []string{"polling_storm"}, nil},
 		{"eagain", []string{"eagain_storm"}, nil},
+		// The client's thread shares its CPU with a real-time spinner: its wake-ups wait on the
+		// run queue behind it (woken on a busy CPU), counted per round trip.
+		{"wakeup", []string{"wakeup_delay"}, func(t *testing.T, s *analyzers.Summary) {
+			e := s.Evidence
+			if a := e.Attribution; a == nil || !a.SchedKnown || a.RoundTrips < wakeupCalls {
+				t.Fatalf("attribution %+v, want %d round trips with scheduler evidence", a, wakeupCalls)
+			}
+			if e.Sched == nil || e.Sched.WokenBusy < wakeupCalls/10 {
+				t.Errorf("sched %+v: want at least %d wake-ups onto a busy CPU", e.Sched, wakeupCalls/10)
+			}
+			var rq float64
+			for _, c := range e.Attribution.Causes {
+				if c.Cause == "runqueue" {
+					rq = c.TotalUS
+				}
+			}
+			if rq <= 0 {
+				t.Errorf("no run-queue time in %+v", e.Attribution.Causes)
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.mode, func(t *testing.T) {
+			if c.mode == "wakeup" && runtime.NumCPU() < 2 {
+				t.Skip("the wake-up target needs 2 CPUs: one for the client and its spinner, one for the rest")
+			}
 			s := recordEvidence(t, c.mode)
 			for _, k := range c.kinds {
 				if f, ok := finding(s, k); !ok {
