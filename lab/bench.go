@@ -95,9 +95,11 @@ type Point struct {
 	CycleP99US float64 `json:"cycle_p99_us,omitempty"`
 	// EmptyCycleShare is the share of loop cycles that found no request.
 	EmptyCycleShare float64 `json:"empty_cycle_share,omitempty"`
-	// RunQueueUS is the time perflab's threads (the clients, and the server when it runs in
-	// perflab) spent runnable waiting for a CPU during the point, per round trip, µs: the
-	// run-queue and wake-up delay the kernel counts (schedstat). 0 where the kernel does not say.
+	// RunQueueUS is the time all of perflab's threads spent runnable waiting for a CPU during the
+	// point, summed over the threads, per round trip, µs: the run-queue and wake-up delay the
+	// kernel counts (schedstat). Go runs the clients' and the server's goroutines on one pool of
+	// threads, so the sum is every thread's, not one side's; a thread that exited during the
+	// point is left out. 0 where the kernel does not say.
 	RunQueueUS float64 `json:"runqueue_us_per_rt,omitempty"`
 	// CPUCores is the CPU time (user and system) of perflab's process during the point over its
 	// wall time: the cores the clients and the server kept busy together (they share the

@@ -152,8 +152,13 @@ func littleSection(res *Result) reports.Section {
 	return ll
 }
 
-// runQueueNote says how much of the change in mean RTT from the series' first point to its
-// last the run-queue and wake-up delay accounts for, when the kernel gave it.
+// runQueueNote says what the run-queue figure covers and sets its change from the series' first
+// point to its last against the mean RTT's, when the kernel gave it. The figure is summed over
+// every thread of the process (Go runs the clients' and the server's goroutines on one pool of
+// threads, so none is one side's), and a thread's wait lengthens a round trip only when that
+// thread holds the round trip's request or reply: the note gives the ratio of the two rises and
+// says that it is not the run queue's share of the RTT's rise, which only per-round-trip
+// evidence (perflab record --evidence sched, then analyze) measures.
 func runQueueNote(res *Result, points []int) string {
 	if len(points) < 2 {
 		return ""
@@ -162,16 +167,15 @@ func runQueueNote(res *Result, points []int) string {
 	if a.RunQueueUS <= 0 && b.RunQueueUS <= 0 {
 		return ""
 	}
-	s := fmt.Sprintf("run queue (time perflab's threads waited for a CPU once woken or preempted, a halted CPU's wake-up included, summed over threads; schedstat): %s µs per round trip at %s, %s µs at %s",
+	s := fmt.Sprintf("run queue: time all of perflab's threads (the clients' and the server's goroutines share one pool of threads, so none is one side's) spent runnable waiting for a CPU during the point, once woken or preempted, a halted CPU's wake-up included (schedstat), summed over the threads, per round trip: %s µs at %s, %s µs at %s",
 		reports.Num(a.RunQueueUS), plural(a.Clients, "client"), reports.Num(b.RunQueueUS), plural(b.Clients, "client"))
 	rise, rq := b.RTTUS.Mean-a.RTTUS.Mean, b.RunQueueUS-a.RunQueueUS
-	switch {
-	case rise > 0 && rq >= 0 && rq <= rise:
-		s += fmt.Sprintf("; of the %s µs the mean RTT rose, the run queue's rise accounts for up to %s", reports.Num(rise), reports.Share(rq/rise))
-	case rise > 0 && rq > rise:
-		s += fmt.Sprintf("; it rose more than the mean RTT (%s µs): the waits overlap, and not all of them are on a round trip's path", reports.Num(rise))
+	if rise > 0 {
+		s += fmt.Sprintf("; it rose by %s µs while the mean RTT rose by %s µs (%s of it)", reports.Num(rq), reports.Num(rise), reports.Share(rq/rise))
+	} else {
+		s += fmt.Sprintf("; it changed by %s µs while the mean RTT changed by %s µs", reports.Num(rq), reports.Num(rise))
 	}
-	return s
+	return s + ". That ratio is not the run queue's share of the RTT's change: a wait lengthens a round trip only when the waiting thread holds its request or reply (one woken to look for work, or a poller that lost its CPU before the reply came, lengthens none; the loop's thread holds every request of its cycle). perflab record --evidence sched and analyze attribute each round trip's run-queue time"
 }
 
 // shmSpinLine sums up one shm point's ring waits: how they ended, the cores the polls kept

@@ -42,18 +42,25 @@ func TestRunDelay(t *testing.T) {
 	}
 }
 
-// TestRunQueueNote sets the run queue's rise against the mean RTT's.
+// TestRunQueueNote says what the figure covers and sets its rise against the mean RTT's, without
+// calling the ratio the run queue's share.
 func TestRunQueueNote(t *testing.T) {
 	res := &Result{Points: []Point{
 		{Clients: 1, RTTUS: RTT{Mean: 20}, RunQueueUS: 2},
 		{Clients: 4, RTTUS: RTT{Mean: 60}, RunQueueUS: 12},
 	}}
 	note := runQueueNote(res, []int{0, 1})
-	if !strings.Contains(note, "accounts for up to 25.0%") || !strings.Contains(note, "at 4 clients") {
-		t.Errorf("note %q", note)
+	for _, want := range []string{"all of perflab's threads", "summed over the threads", "2 µs at 1 client, 12 µs at 4 clients",
+		"rose by 10 µs while the mean RTT rose by 40 µs (25.0% of it)", "not the run queue's share", "--evidence sched"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
 	}
-	res.Points[1].RunQueueUS = 100
-	if note := runQueueNote(res, []int{0, 1}); !strings.Contains(note, "rose more than the mean RTT") {
+	if strings.Contains(note, "accounts for") {
+		t.Errorf("note %q claims a share it does not measure", note)
+	}
+	res.Points[1].RTTUS.Mean = 15
+	if note := runQueueNote(res, []int{0, 1}); !strings.Contains(note, "changed by 10 µs while the mean RTT changed by -5 µs") {
 		t.Errorf("note %q", note)
 	}
 	res.Points[0].RunQueueUS, res.Points[1].RunQueueUS = 0, 0
