@@ -145,6 +145,48 @@ static __always_inline __u64 ring_flags_nth(__u64 n)
 	return ring_flags();
 }
 
+#ifdef PERFLAB_SELF_TIMING
+// Self-timing, for the objects whose runs on recorded threads count into record's "kernel time
+// per recorded event" (record.bpf.c, loop.bpf.c: define PERFLAB_SELF_TIMING before including
+// this header). perflab sets measuring (each object's own) while a statistics window is open;
+// a run then times itself into CNT_TARGET_NS and counts itself in CNT_TARGET_RUNS, at the cost
+// of three more clock reads.
+volatile __u32 measuring;
+
+// timing is a run timing itself while measuring: t0 the clock read after the first, clk the
+// cost of one clock read (the gap between the first two). A run's own time is then
+// end - t0 - clk: the reads before t0 and the half of the last one after it are not counted,
+// and the read that ends the span, counted in it, is taken out by clk. t0 is 0 when not
+// measuring.
+struct timing {
+	__u64 t0, clk;
+};
+
+static __always_inline void timing_start(struct timing *tm)
+{
+	tm->t0 = 0;
+	if (!measuring)
+		return;
+	__u64 a = bpf_ktime_get_ns();
+	tm->t0 = bpf_ktime_get_ns();
+	tm->clk = tm->t0 - a;
+}
+
+// timing_end adds the run's own time to CNT_TARGET_NS.
+static __always_inline void timing_end(struct timing *tm)
+{
+	if (!tm->t0)
+		return;
+	__u64 d = bpf_ktime_get_ns() - tm->t0;
+	d = d > tm->clk ? d - tm->clk : 0;
+	__u32 slot = CNT_TARGET_NS;
+	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
+	if (c)
+		*c += d;
+	count(CNT_TARGET_RUNS);
+}
+#endif
+
 // The generation of the target set (one entry): bumped after every process that becomes a
 // target is in perflab_targets (by the fork hook, and by perflab after AddPID).
 struct {

@@ -28,6 +28,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
+#define PERFLAB_SELF_TIMING
 #include "common.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -46,40 +47,6 @@ struct {
 	__type(value, struct wait);
 } perflab_waits SEC(".maps");
 
-// Set by perflab while a statistics window is open, as in record.bpf.c: the programs then time
-// their runs on threads of target processes into CNT_TARGET_NS, so that record's cost per
-// event covers the wait calls too.
-volatile __u32 measuring;
-
-// timed is the start of a run timing itself (0 when not measuring) and the cost of one clock
-// read, taken out of the span as record.bpf.c's timing does.
-struct timed {
-	__u64 t0, clk;
-};
-
-static __always_inline void time_start(struct timed *tm)
-{
-	tm->t0 = 0;
-	if (!measuring)
-		return;
-	__u64 a = bpf_ktime_get_ns();
-	tm->t0 = bpf_ktime_get_ns();
-	tm->clk = tm->t0 - a;
-}
-
-// time_end adds the run's time on a target thread to CNT_TARGET_NS.
-static __always_inline void time_end(struct timed *tm)
-{
-	if (!tm->t0)
-		return;
-	__u64 d = bpf_ktime_get_ns() - tm->t0;
-	d = d > tm->clk ? d - tm->clk : 0;
-	__u32 slot = CNT_TARGET_NS;
-	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
-	if (c)
-		*c += d;
-	count(CNT_TARGET_RUNS);
-}
 
 // wait_op maps an x86-64 system call number to a wait op, OP_NONE for any other call.
 static __always_inline __u8 wait_op(long nr)
@@ -107,8 +74,8 @@ static __always_inline __u8 wait_op(long nr)
 
 static __always_inline int enter(__u8 op)
 {
-	struct timed tm;
-	time_start(&tm);
+	struct timing tm;
+	timing_start(&tm);
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct wait *w = bpf_task_storage_get(&perflab_waits, cur, 0, 0);
 	if (!w) {
@@ -120,7 +87,7 @@ static __always_inline int enter(__u8 op)
 	}
 	w->ts = bpf_ktime_get_ns();
 	w->op = op;
-	time_end(&tm);
+	timing_end(&tm);
 	return 0;
 }
 
@@ -129,8 +96,8 @@ static __always_inline int enter(__u8 op)
 // no duration, at its return, so that the cycle it ends is not lost.
 static __always_inline int leave(__u8 op, long ret)
 {
-	struct timed tm;
-	time_start(&tm);
+	struct timing tm;
+	timing_start(&tm);
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct wait *w = bpf_task_storage_get(&perflab_waits, cur, 0, 0);
 	__u64 now = bpf_ktime_get_ns();
@@ -159,7 +126,7 @@ static __always_inline int leave(__u8 op, long ret)
 	count(CNT_EVENTS);
 	if (bpf_ringbuf_output(&perflab_events, e, sizeof(*e), ring_flags()) != 0)
 		count(CNT_LOST_EVENTS);
-	time_end(&tm);
+	timing_end(&tm);
 	return 0;
 }
 

@@ -47,6 +47,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
+#define PERFLAB_SELF_TIMING
 #include "common.h"
 
 #define MAX_IOV 8
@@ -110,9 +111,6 @@ struct iovec_u {
 const volatile __u32 payload_bytes = 64;   // bytes of data per event, <= MAX_PAYLOAD
 const volatile __u32 payload_room = 64;    // a power of two >= payload_bytes (0 when it is 0)
 
-// Set by perflab while a statistics window is open: the programs then time their own work on
-// threads of target processes into CNT_TARGET_NS (three more clock reads a run, see timing).
-volatile __u32 measuring;
 
 // sockinfo is what the probes keep about a socket, in its socket local storage: found in the
 // socket itself, with no hash lookup however many sockets a thread alternates between.
@@ -146,36 +144,6 @@ struct {
 	__type(value, struct task);
 } perflab_tasks SEC(".maps");
 
-// timing is a run timing itself while measuring: t0 the clock read after the first, clk the
-// cost of one clock read (the gap between the first two). A run's own time is then
-// end - t0 - clk: the reads before t0 and the half of the last one after it are not counted,
-// and the read that ends the span, counted in it, is taken out by clk.
-struct timing {
-	__u64 t0, clk;
-};
-
-static __always_inline void timing_start(struct timing *tm)
-{
-	tm->t0 = 0;
-	if (!measuring)
-		return;
-	__u64 a = bpf_ktime_get_ns();
-	tm->t0 = bpf_ktime_get_ns();
-	tm->clk = tm->t0 - a;
-}
-
-static __always_inline void timing_end(struct timing *tm)
-{
-	if (!tm->t0)
-		return;
-	__u64 d = bpf_ktime_get_ns() - tm->t0;
-	d = d > tm->clk ? d - tm->clk : 0;
-	__u32 slot = CNT_TARGET_NS;
-	__u64 *c = bpf_map_lookup_elem(&perflab_counts, &slot);
-	if (c)
-		*c += d;
-	count(CNT_TARGET_RUNS);
-}
 
 // op_of maps an x86-64 system call number to an op.
 static __always_inline __u8 op_of(long id)
