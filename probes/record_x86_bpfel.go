@@ -60,25 +60,29 @@ type recordSockinfo struct {
 }
 
 type recordTask struct {
-	_         structs.HostLayout
-	SendTs    uint64
-	BlockTs   uint64
-	BlockFd   uint32
-	BlockNr   uint32
-	CurCookie uint64
-	CurFamily uint16
-	MmFamily  uint16
-	MmFd      uint32
-	MmBuf     uint64
-	MmStart   uint64
-	MmBytes   uint64
-	MmFirst   uint64
-	MmCookie  uint64
-	MmIdx     uint16
-	MmOp      uint8
-	_         [5]byte
-	Ev        recordEvent
-	Conn      recordConn
+	_          structs.HostLayout
+	SendTs     uint64
+	BlockTs    uint64
+	BlockFd    uint32
+	BlockNr    uint32
+	CurCookie  uint64
+	CurFamily  uint16
+	MmFamily   uint16
+	MmFd       uint32
+	MmBuf      uint64
+	MmStart    uint64
+	MmBytes    uint64
+	MmFirst    uint64
+	MmCookie   uint64
+	MmIdx      uint16
+	MmOp       uint8
+	_          [1]byte
+	SendFamily uint16
+	RecvFamily uint16
+	SendCookie uint64
+	RecvCookie uint64
+	Ev         recordEvent
+	Conn       recordConn
 }
 
 // Names of all BPF objects in the ELF.

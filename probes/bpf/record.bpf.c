@@ -34,9 +34,11 @@
 // The hot path, measured on the hook (a clock read costs about 40 ns on the VM perflab is
 // developed on, a bpf_probe_read_user into a map value or the stack 80-110 ns, into ring
 // memory about 20): one task storage lookup (the target test and the thread's state), the
-// system call registers, one clock read, the socket's own local storage (its cookie, family
-// and whether its identity was sent: no hash lookup however many sockets a thread alternates
-// between), then a ring-buffer reservation that the record and its payload head are written
+// system call registers, one clock read, the socket (the socket of the thread's last send, or
+// last receive, is recognised by its cookie, read straight from the socket, and costs nothing
+// more; any other is found in its own local storage, which holds its cookie, family and whether
+// its identity was sent: no hash lookup however many sockets a thread alternates between), then
+// a ring-buffer reservation that the record and its payload head are written
 // into directly. Records are submitted without a wakeup (BPF_RB_NO_WAKEUP): user space drains
 // the ring on a short timer, and one record in wakeup_mask+1 of a CPU looks at the ring's fill
 // and forces a wakeup when it holds wakeup_bytes. A record that finds no room is counted in
@@ -98,6 +100,14 @@ struct task {
 	__u64 mm_cookie;
 	__u16 mm_idx;   // messages seen
 	__u8 mm_op;
+	// The sockets of the thread's last send and last receive whose identity is in the ring,
+	// by cookie (never reused, so a socket freed and another allocated in its place cannot
+	// match), with their family: a thread that keeps to its sockets finds them here without a
+	// socket storage lookup.
+	__u16 send_family;
+	__u16 recv_family;
+	__u64 send_cookie;
+	__u64 recv_cookie;
 	struct event ev; // the fixed part of the record being put together
 	struct conn conn;
 };
@@ -453,14 +463,29 @@ static __always_inline int on_target(struct task *t, struct task_struct *cur, st
 	if (t->mm_buf && (t->mm_op != op || t->mm_buf != buf))
 		flush_mm(t, cur, now); // a batch that ended without its end being seen
 
+	struct sockinfo *si;
 	__u64 cookie;
 	__u16 family;
-	struct sockinfo *si = sock_of(sk);
-	if (si) {
+	__u64 ck = 0;
+	if (bpf_core_field_exists(sk->__sk_common.skc_cookie))
+		ck = sk->__sk_common.skc_cookie.counter;
+	if (ck && ck == (send ? t->send_cookie : t->recv_cookie)) {
+		cookie = ck;
+		family = send ? t->send_family : t->recv_family;
+	} else if ((si = sock_of(sk))) {
 		cookie = si->cookie;
 		family = si->family;
 		if (!si->announced && announce(t, sk, cookie, start))
 			si->announced = 1;
+		if (si->announced) {
+			if (send) {
+				t->send_cookie = cookie;
+				t->send_family = family;
+			} else {
+				t->recv_cookie = cookie;
+				t->recv_family = family;
+			}
+		}
 	} else {
 		// No socket storage: the identity goes with every event of this socket.
 		cookie = bpf_get_socket_cookie(sk);

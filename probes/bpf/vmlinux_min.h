@@ -61,7 +61,12 @@ struct task_struct {
 	void *bpf_storage; // the task's BPF local storage, NULL when it has none
 } __attribute__((preserve_access_index));
 
+typedef struct {
+	__s64 counter;
+} atomic64_t;
+
 struct sock_common {
+	atomic64_t skc_cookie; // the socket cookie, 0 until one is asked for
 	__be32 skc_daddr;
 	__be32 skc_rcv_saddr;
 	__be16 skc_dport;
