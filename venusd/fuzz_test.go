@@ -24,14 +24,15 @@ type memConn struct {
 	ctr     transport.Counters
 }
 
-func (m *memConn) Read(p []byte) (int, error)        { return m.r.Read(p) }
-func (m *memConn) Write(p []byte) (int, error)       { m.written += len(p); return len(p), nil }
-func (m *memConn) SetReadDeadline(t time.Time) error { return nil }
-func (m *memConn) Close() error                      { return nil }
-func (m *memConn) Counters() *transport.Counters     { return &m.ctr }
-func (m *memConn) Family() trace.Family              { return trace.FamilyUnknown }
-func (m *memConn) LocalAddr() string                 { return "mem" }
-func (m *memConn) RemoteAddr() string                { return "mem" }
+func (m *memConn) Read(p []byte) (int, error)         { return m.r.Read(p) }
+func (m *memConn) Write(p []byte) (int, error)        { m.written += len(p); return len(p), nil }
+func (m *memConn) SetReadDeadline(t time.Time) error  { return nil }
+func (m *memConn) SetWriteDeadline(t time.Time) error { return nil }
+func (m *memConn) Close() error                       { return nil }
+func (m *memConn) Counters() *transport.Counters      { return &m.ctr }
+func (m *memConn) Family() trace.Family               { return trace.FamilyUnknown }
+func (m *memConn) LocalAddr() string                  { return "mem" }
+func (m *memConn) RemoteAddr() string                 { return "mem" }
 
 // fuzzSeeds are valid VPLS sessions and near misses.
 func fuzzSeeds() [][]byte {

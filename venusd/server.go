@@ -306,9 +306,7 @@ type deferredRec struct {
 // setWriteDeadline gives a reply write FrameTimeout: a client that does not take its replies
 // is closed then.
 func (s *Server) setWriteDeadline(c transport.Conn) {
-	if wd, ok := c.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		wd.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
-	}
+	c.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 }
 
 // maxDeferred bounds the failures of no-reply commands kept for the next reply frame.

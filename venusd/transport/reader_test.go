@@ -18,14 +18,15 @@ type memConn struct {
 	ctr Counters
 }
 
-func (m *memConn) Read(p []byte) (int, error)        { return m.r.Read(p) }
-func (m *memConn) Write(p []byte) (int, error)       { return len(p), nil }
-func (m *memConn) SetReadDeadline(t time.Time) error { return nil }
-func (m *memConn) Close() error                      { return nil }
-func (m *memConn) Counters() *Counters               { return &m.ctr }
-func (m *memConn) Family() trace.Family              { return trace.FamilyUnknown }
-func (m *memConn) LocalAddr() string                 { return "mem" }
-func (m *memConn) RemoteAddr() string                { return "mem" }
+func (m *memConn) Read(p []byte) (int, error)         { return m.r.Read(p) }
+func (m *memConn) Write(p []byte) (int, error)        { return len(p), nil }
+func (m *memConn) SetReadDeadline(t time.Time) error  { return nil }
+func (m *memConn) SetWriteDeadline(t time.Time) error { return nil }
+func (m *memConn) Close() error                       { return nil }
+func (m *memConn) Counters() *Counters                { return &m.ctr }
+func (m *memConn) Family() trace.Family               { return trace.FamilyUnknown }
+func (m *memConn) LocalAddr() string                  { return "mem" }
+func (m *memConn) RemoteAddr() string                 { return "mem" }
 
 // countBudget is a Budget of max bytes that never waits.
 type countBudget struct{ used, max int64 }

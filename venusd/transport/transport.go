@@ -36,6 +36,7 @@ type Counters struct {
 type Conn interface {
 	io.ReadWriter
 	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
 	Close() error
 	Counters() *Counters
 	Family() trace.Family
