@@ -33,7 +33,7 @@ func analyze(res *Result, cfg *Config) {
 	for i := range res.Points {
 		p := &res.Points[i]
 		checkLittle(res, p)
-		if p.ShmSpin != nil && !p.ShmSpin.Pays {
+		if p.ShmSpin != nil && (!p.ShmSpin.Pays || p.ShmSpin.CPUsShort) {
 			res.Warnings = append(res.Warnings, p.Label()+": "+p.ShmSpin.Note)
 		}
 	}

@@ -13,6 +13,11 @@ import (
 // pointWarmup is the round trips each client of a point makes before it measures.
 const pointWarmup = 200
 
+// cpuShortThreads is how many of perflab's threads may wait for a CPU on average before a shm
+// point says that its pollers lacked CPUs: half a thread, well above what a machine with a CPU
+// free for each poller shows (wake-ups of a few µs).
+const cpuShortThreads = 0.5
+
 // spinPaysShare is the largest share of shm ring waits that may end in a futex sleep for
 // polling to count as paying: past it, most waits burn their poll and still pay the wake-up.
 const spinPaysShare = 0.5
@@ -41,9 +46,13 @@ type ShmSpin struct {
 	Pollers int `json:"pollers"`
 	CPUs    int `json:"cpus"`
 	// Pays is false when more than half of the waits slept anyway or were caught late: the polls
-	// burnt CPU without saving the wake-up. Note says why, in words.
-	Pays bool   `json:"pays"`
-	Note string `json:"note,omitempty"`
+	// burnt CPU without saving the wake-up. CPUsShort is true when CPUWaitThreads is above
+	// cpuShortThreads: fewer CPUs were free than the pollers and the threads with work needed
+	// (other programs on the machine, or more pollers than CPUs), so a poller that lost its CPU
+	// held up its round trip. Note says which, in words; either gives the point a warning.
+	Pays      bool   `json:"pays"`
+	CPUsShort bool   `json:"cpus_short"`
+	Note      string `json:"note,omitempty"`
 }
 
 // usage is the process's CPU time and the wall clock at one instant.
@@ -89,6 +98,7 @@ func setUsage(p *Point, before, after usage, roundTrips, runDelay int64) {
 	}
 	if runDelay >= 0 {
 		s.CPUWaitThreads = round3(float64(runDelay) / float64(wall))
+		s.CPUsShort = s.CPUWaitThreads > cpuShortThreads
 	}
 	s.Note = spinNote(s)
 	p.ShmSpin = s
@@ -104,11 +114,14 @@ func spinNote(s *ShmSpin) string {
 		if note != "" {
 			note += "; "
 		}
-		note += fmt.Sprintf("polling did not pay: %s of the ring waits slept on the futex after their poll and %s were caught only after 100 µs", reports.Share(s.SleptShare), reports.Share(s.LateShare))
-		if s.CPUWaitThreads > 0.5 {
-			note += fmt.Sprintf(" (perflab's threads waited for a CPU: %s of them on average, so there were fewer free CPUs than pollers)", reports.Num(s.CPUWaitThreads))
+		note += fmt.Sprintf("polling did not pay: %s of the ring waits slept on the futex after their poll and %s were caught only after 100 µs; the rings backed off (%s of waits polled only briefly before sleeping)",
+			reports.Share(s.SleptShare), reports.Share(s.LateShare), reports.Share(s.BackedOffShare))
+	}
+	if s.CPUsShort {
+		if note != "" {
+			note += "; "
 		}
-		note += fmt.Sprintf("; the rings backed off (%s of waits polled only briefly before sleeping)", reports.Share(s.BackedOffShare))
+		note += fmt.Sprintf("fewer CPUs were free than pollers: perflab's threads waited for a CPU, %s of them on average (other programs on the machine, or more pollers than CPUs), and a poller that loses its CPU holds up its round trip, so polling cannot pay here and the figures vary from run to run", reports.Num(s.CPUWaitThreads))
 	}
 	return note
 }

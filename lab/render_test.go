@@ -33,7 +33,7 @@ func synthetic() *Result {
 		p.CPUCores, p.CPUUSPerRT = 2, 2*w/float64(n)
 		p.ShmSpin = &ShmSpin{Waits: 2000, PolledShare: 0.9, SleptShare: 0.1, Pollers: 2 * n, CPUs: 2, Pays: true}
 		if n == 16 {
-			p.ShmSpin = &ShmSpin{Waits: 2000, PolledShare: 0.4, LateShare: 0.3, SleptShare: 0.6, BackedOffShare: 0.5, CPUWaitThreads: 3.5, Pollers: 32, CPUs: 2}
+			p.ShmSpin = &ShmSpin{Waits: 2000, PolledShare: 0.4, LateShare: 0.3, SleptShare: 0.6, BackedOffShare: 0.5, CPUWaitThreads: 3.5, CPUsShort: true, Pollers: 32, CPUs: 2}
 		}
 		p.ShmSpin.Note = spinNote(p.ShmSpin)
 		res.Points = append(res.Points, p)
@@ -74,10 +74,12 @@ func TestSpinNote(t *testing.T) {
 		{"pays, fits the CPUs", ShmSpin{Waits: 100, PolledShare: 0.99, SleptShare: 0.01, Pollers: 2, CPUs: 2, Pays: true}, nil, "pay"},
 		{"pays, takes turns", ShmSpin{Waits: 100, PolledShare: 0.9, SleptShare: 0.1, Pollers: 8, CPUs: 2, Pays: true},
 			[]string{"8 ring pollers", "on 2 CPUs", "take turns"}, "did not pay"},
-		{"does not pay, machine busy", ShmSpin{Waits: 100, PolledShare: 0.5, LateShare: 0.4, SleptShare: 0.5, BackedOffShare: 0.3, CPUWaitThreads: 1.5, Pollers: 2, CPUs: 2},
-			[]string{"polling did not pay", "50.0% of the ring waits slept", "40.0% were caught only after 100 µs", "fewer free CPUs than pollers", "backed off (30.0%"}, "take turns"},
+		{"does not pay, machine busy", ShmSpin{Waits: 100, PolledShare: 0.5, LateShare: 0.4, SleptShare: 0.5, BackedOffShare: 0.3, CPUWaitThreads: 1.5, CPUsShort: true, Pollers: 2, CPUs: 2},
+			[]string{"polling did not pay", "50.0% of the ring waits slept", "40.0% were caught only after 100 µs", "backed off (30.0%", "fewer CPUs were free than pollers", "1.5 of them", "cannot pay here"}, "take turns"},
+		{"polls caught, CPUs short", ShmSpin{Waits: 100, PolledShare: 0.9, SleptShare: 0.1, CPUWaitThreads: 2, CPUsShort: true, Pollers: 2, CPUs: 2, Pays: true},
+			[]string{"fewer CPUs were free than pollers", "2 of them on average"}, "did not pay"},
 		{"does not pay, peer slow", ShmSpin{Waits: 100, SleptShare: 1, BackedOffShare: 0.8, Pollers: 2, CPUs: 2},
-			[]string{"polling did not pay", "100.0% of the ring waits slept", "backed off (80.0%"}, "free CPUs"},
+			[]string{"polling did not pay", "100.0% of the ring waits slept", "backed off (80.0%"}, "CPUs were free"},
 	}
 	for _, tc := range cases {
 		got := spinNote(&tc.s)
