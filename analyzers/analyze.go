@@ -258,8 +258,8 @@ type analyzer struct {
 	callsBefore       uint64        // calls of the traces before this one
 	lastConn          *connAgg      // cache of connAgg's last answer
 	lastConnKey       uint64
-	curConns          map[uint64]*connAgg // this trace's connections by id
-	connList          []*connAgg          // every trace's connections, in first-seen order
+	curConns          connIndex[*connAgg] // this trace's connections by id
+	connList          chunked[connAgg]    // every trace's connections, in first-seen order
 	lastProc          *procAgg            // cache of proc's last answer
 	lastProcKey       uint64
 	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
@@ -388,7 +388,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	}
 	a.lastConn, a.lastProc = nil, nil
 	a.cipher = protocol.NewCipherFilter(meta)
-	a.curConns = map[uint64]*connAgg{}
+	a.curConns = connIndex[*connAgg]{}
 	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]
 	a.rtEventsSeen, a.tracerPairs, a.rawPairs = 0, a.tracerPairs[:0], a.rawPairs[:0]
 	if a.lost == nil || i > 0 {
@@ -477,12 +477,10 @@ func (a *analyzer) connAgg(id uint64, pid uint32) *connAgg {
 	if a.lastConn != nil && a.lastConnKey == key {
 		return a.lastConn
 	}
-	c := a.curConns[key]
+	c := a.curConns.get(key)
 	if c == nil {
-		c = &connAgg{trace: int32(a.cur), side: -1}
-		c.id, c.pid = id, pid
-		a.curConns[key] = c
-		a.connList = append(a.connList, c)
+		c = a.connList.add(connAgg{trace: int32(a.cur), side: -1, id: id, pid: pid})
+		a.curConns.put(key, c)
 	}
 	a.lastConn, a.lastConnKey = c, key
 	return c

@@ -35,10 +35,9 @@ func (a *analyzer) finishConnections() {
 	// Sized once: a trace of many connections would otherwise copy the list at every growth.
 	// Each connection's aggregate is let go once its row is made, so that the two need not be
 	// held whole at once.
-	s.Connections = make([]ConnStats, 0, len(a.connList))
-	a.curConns, a.lastConn = nil, nil
-	for i, c := range a.connList {
-		a.connList[i] = nil
+	s.Connections = make([]ConnStats, 0, a.connList.len())
+	a.curConns, a.lastConn = connIndex[*connAgg]{}, nil
+	a.connList.each(true, func(c *connAgg) {
 		cs := ConnStats{Trace: a.traceLabel(int(c.trace)), ID: c.id, Family: c.family.String(), Local: c.local, Remote: c.remote, PID: c.pid}
 		for _, d := range []trace.Dir{trace.DirSend, trace.DirRecv} {
 			ag := c.dir(d)
@@ -50,11 +49,10 @@ func (a *analyzer) finishConnections() {
 			}
 		}
 		if cs.Send.Calls+cs.Recv.Calls+cs.Send.Frames+cs.Recv.Frames == 0 {
-			continue
+			return
 		}
 		s.Connections = append(s.Connections, cs)
-	}
-	a.connList = nil
+	})
 }
 
 // finishCommands makes a row per command, direction and kind, most frequent first.
@@ -281,9 +279,9 @@ func (a *analyzer) processes() {
 		}
 		return &out[i]
 	}
-	for _, c := range a.connList {
+	a.connList.each(false, func(c *connAgg) {
 		if c.dir(trace.DirSend).calls+c.dir(trace.DirRecv).calls+c.dir(trace.DirSend).frames+c.dir(trace.DirRecv).frames == 0 {
-			continue
+			return
 		}
 		p := get(key{int(c.trace), c.pid})
 		p.Connections++
@@ -296,7 +294,7 @@ func (a *analyzer) processes() {
 			t.Bytes += c.dir(d).bytes
 			t.Frames += c.dir(d).frames
 		}
-	}
+	})
 	for k, pa := range a.procs {
 		if pa.rts == 0 {
 			continue
