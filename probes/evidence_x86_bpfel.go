@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type evidenceEvSnap struct {
+	_      structs.HostLayout
+	LastNs uint64
+	CheckJ uint64
+}
+
 type evidenceEvSock struct {
 	_        structs.HostLayout
 	LastSnap uint64
@@ -69,6 +75,7 @@ const (
 	evidenceMapPerflabCounts    = "perflab_counts"
 	evidenceMapPerflabEvents    = "perflab_events"
 	evidenceMapPerflabEvports   = "perflab_evports"
+	evidenceMapPerflabEvsnap    = "perflab_evsnap"
 	evidenceMapPerflabEvsocks   = "perflab_evsocks"
 	evidenceMapPerflabEvtasks   = "perflab_evtasks"
 	evidenceMapPerflabGen       = "perflab_gen"
@@ -146,6 +153,7 @@ type evidenceMapSpecs struct {
 	PerflabCounts   *ebpf.MapSpec `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.MapSpec `ebpf:"perflab_events"`
 	PerflabEvports  *ebpf.MapSpec `ebpf:"perflab_evports"`
+	PerflabEvsnap   *ebpf.MapSpec `ebpf:"perflab_evsnap"`
 	PerflabEvsocks  *ebpf.MapSpec `ebpf:"perflab_evsocks"`
 	PerflabEvtasks  *ebpf.MapSpec `ebpf:"perflab_evtasks"`
 	PerflabGen      *ebpf.MapSpec `ebpf:"perflab_gen"`
@@ -189,6 +197,7 @@ type evidenceMaps struct {
 	PerflabCounts   *ebpf.Map `ebpf:"perflab_counts"`
 	PerflabEvents   *ebpf.Map `ebpf:"perflab_events"`
 	PerflabEvports  *ebpf.Map `ebpf:"perflab_evports"`
+	PerflabEvsnap   *ebpf.Map `ebpf:"perflab_evsnap"`
 	PerflabEvsocks  *ebpf.Map `ebpf:"perflab_evsocks"`
 	PerflabEvtasks  *ebpf.Map `ebpf:"perflab_evtasks"`
 	PerflabGen      *ebpf.Map `ebpf:"perflab_gen"`
@@ -203,6 +212,7 @@ func (m *evidenceMaps) Close() error {
 		m.PerflabCounts,
 		m.PerflabEvents,
 		m.PerflabEvports,
+		m.PerflabEvsnap,
 		m.PerflabEvsocks,
 		m.PerflabEvtasks,
 		m.PerflabGen,

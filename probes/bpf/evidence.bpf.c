@@ -131,6 +131,15 @@ struct ev_sock {
 	__u64 last_snap; // ns of its last snapshot
 };
 
+// ev_snap is when a TCP socket read by a recorded thread had its last snapshot, in its own
+// socket storage (found in the socket, no cookie or hash lookup): last_ns, and check_j, the
+// jiffy of the last clock read. A read in the same jiffy as that one is less than a tick (at
+// most 10 ms) after it, so it does not read the clock at all.
+struct ev_snap {
+	__u64 last_ns;
+	__u64 check_j;
+};
+
 // Keep the record types in the BTF for bpf2go.
 const struct sched_rec *unused_sched_rec __attribute__((unused));
 const struct tcp_rec *unused_tcp_rec __attribute__((unused));
@@ -169,6 +178,13 @@ struct {
 	__type(key, __u64);
 	__type(value, struct ev_sock);
 } perflab_evsocks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ev_snap);
+} perflab_evsnap SEC(".maps");
 
 // Local ports that recorded processes listen on (port -> tgid): the connections accepted on
 // them are theirs.
@@ -332,25 +348,31 @@ int BPF_PROG(perflab_retrans, struct sock *sk)
 	return 0;
 }
 
+// perflab_tcprcv runs on every TCP read of every process (in the reader's context): a thread
+// with no BPF storage at all is told apart with one load, a thread of another process with one
+// storage lookup; a recorded thread's read costs a jiffies read and the socket's own storage
+// until its socket is due a snapshot (the clock is read at most once a jiffy per socket).
 SEC("tp_btf/tcp_rcv_space_adjust")
 int BPF_PROG(perflab_tcprcv, struct sock *sk)
 {
-	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_task_storage_get(&perflab_tasks, bpf_get_current_task_btf(), 0, 0))
-		return 0; // not a recorded thread (this runs in the reader's context)
-	__u64 now = bpf_ktime_get_ns();
-	__u64 cookie = bpf_get_socket_cookie(sk);
-	struct ev_sock *s = bpf_map_lookup_elem(&perflab_evsocks, &cookie);
-	if (!s) {
-		struct ev_sock n = {};
-		bpf_map_update_elem(&perflab_evsocks, &cookie, &n, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&perflab_evsocks, &cookie);
-		if (!s)
-			return 0;
-	}
-	if (s->last_snap && now - s->last_snap < snap_every_ns)
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (bpf_core_field_exists(cur->bpf_storage) && !cur->bpf_storage)
 		return 0;
-	s->last_snap = now;
+	if (!bpf_task_storage_get(&perflab_tasks, cur, 0, 0))
+		return 0; // not a recorded thread
+	struct ev_snap *s = bpf_sk_storage_get(&perflab_evsnap, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	__u64 j = bpf_jiffies64();
+	if (s->check_j == j)
+		return 0;
+	s->check_j = j;
+	__u64 now = bpf_ktime_get_ns();
+	if (s->last_ns && now - s->last_ns < snap_every_ns)
+		return 0;
+	s->last_ns = now;
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	__u64 cookie = bpf_get_socket_cookie(sk);
 	__u8 st = BPF_CORE_READ((struct sock___ev *)sk, __sk_common.skc_state);
 	emit_tcp(sk, cookie, TCP_SNAP, st, st, pid, now);
 	return 0;
