@@ -28,12 +28,14 @@ type recordedRun struct {
 	events   uint64
 	lost     uint64
 	nsPerEv  int64
+	evNsRun  int64 // the evidence programs' kernel time per run (0 without evidence)
 	duration time.Duration
 }
 
 // runMaybeRecorded runs the command args (the test binary as perflab, or as a target) once,
-// with the probes recording it into a trace in dir when record is set.
-func runMaybeRecorded(b *testing.B, dir string, record bool, env []string, args ...string) recordedRun {
+// with the probes recording it into a trace in dir when record is set, with the kernel
+// evidence parts ev.
+func runMaybeRecorded(b *testing.B, dir string, record bool, ev probes.Evidence, env []string, args ...string) recordedRun {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -46,7 +48,7 @@ func runMaybeRecorded(b *testing.B, dir string, record bool, env []string, args 
 		}
 		return recordedRun{stdout: out.Bytes(), duration: time.Since(start), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	}
-	p, err := probes.Open(probes.Config{PayloadBytes: -1})
+	p, err := probes.Open(probes.Config{PayloadBytes: -1, Evidence: ev})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func runMaybeRecorded(b *testing.B, dir string, record bool, env []string, args 
 		b.Fatal(err)
 	}
 	return recordedRun{stdout: out.Bytes(), events: res.Events, lost: res.LostTotal(),
-		nsPerEv: res.Stats["probe_ns_per_event"], duration: d, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+		nsPerEv: res.Stats["probe_ns_per_event"], evNsRun: res.Stats["evidence_ns_per_run"], duration: d, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
 func median(v []float64) float64 {
@@ -93,11 +95,14 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// BenchmarkRecordOverhead alternates venusd client runs without and with record attached (A B
-// A B ..., 9 rounds) against an in-process server, and reports the median throughput ratio
-// (recorded / plain), the median ratio of the client's CPU time (recorded / plain: less
-// sensitive to the machine's other load), the events lost at the default ring size, and the
-// kernel time per event. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
+// BenchmarkRecordOverhead alternates venusd client runs without record, with record attached
+// without kernel evidence, and with record as it runs by default (every evidence part on), in
+// that order, 9 rounds, against an in-process server, and reports for each recorded way the
+// median throughput ratio (recorded / plain of the same round), the median ratio of the
+// client's CPU time (recorded / plain: less sensitive to the machine's other load), the events
+// lost at the default ring size, and the kernel time per event as record prints it (the
+// socket probe's; the evidence programs' time per run apart, evidence_ns/run_ev). Metrics of
+// the default way end in _ev. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
 func BenchmarkRecordOverhead(b *testing.B) {
 	if err := probes.CheckPrivileges(); err != nil {
 		b.Skip(err)
@@ -127,41 +132,56 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			args := append([]string{"venus", "run", "--connect", srv.Addr(), "--json", "--no-verify"}, wl.args...)
 			dir := b.TempDir()
 			for i := 0; i < b.N; i++ {
-				var ratios, plainRates, recRates, cpuRatios []float64
-				var lost, events uint64
-				var nsPerEv, load []float64
+				// The three ways of running it, alternated in every round: plain, recorded
+				// without kernel evidence, recorded as perflab record does by default (every
+				// evidence part on).
+				modes := []struct {
+					record bool
+					ev     probes.Evidence
+				}{{false, 0}, {true, 0}, {true, probes.EvidenceAll}}
+				var rates, ratios, cpuRatios [3][]float64
+				var lost, events [3]uint64
+				var nsPerEv, evNsRun [3][]float64
+				var load []float64
 				for r := 0; r < rounds; r++ {
 					load = append(load, loadAverage())
-					var rates [2]float64
-					var cpu [2]time.Duration
-					for k, rec := range []bool{false, true} {
-						run := runMaybeRecorded(b, dir, rec, []string{recordMainEnv + "=1"}, args...)
+					var rate [3]float64
+					var cpu [3]time.Duration
+					for k, m := range modes {
+						run := runMaybeRecorded(b, dir, m.record, m.ev, []string{recordMainEnv + "=1"}, args...)
 						var res venusd.Result
 						if err := json.Unmarshal(run.stdout, &res); err != nil {
 							b.Fatalf("client output %q: %v", run.stdout, err)
 						}
-						rates[k] = wl.rate(&res)
+						rate[k] = wl.rate(&res)
 						cpu[k] = run.cpu
-						if rec {
-							lost += run.lost
-							events += run.events
-							nsPerEv = append(nsPerEv, float64(run.nsPerEv))
-						}
+						rates[k] = append(rates[k], rate[k])
+						lost[k] += run.lost
+						events[k] += run.events
+						nsPerEv[k] = append(nsPerEv[k], float64(run.nsPerEv))
+						evNsRun[k] = append(evNsRun[k], float64(run.evNsRun))
 					}
-					plainRates = append(plainRates, rates[0])
-					recRates = append(recRates, rates[1])
-					ratios = append(ratios, rates[1]/rates[0])
-					cpuRatios = append(cpuRatios, float64(cpu[1])/float64(cpu[0]))
+					for k := 1; k < len(modes); k++ {
+						ratios[k] = append(ratios[k], rate[k]/rate[0])
+						cpuRatios[k] = append(cpuRatios[k], float64(cpu[k])/float64(cpu[0]))
+					}
 				}
-				b.ReportMetric(median(ratios), "ratio")
-				// The client's CPU time (user + system) recorded over plain: less sensitive to
-				// the machine's other load than throughput.
-				b.ReportMetric(median(cpuRatios), "client_cpu_ratio")
-				b.ReportMetric(median(plainRates), "plain_"+wl.label)
-				b.ReportMetric(median(recRates), "recorded_"+wl.label)
-				b.ReportMetric(float64(lost), "lost")
-				b.ReportMetric(float64(events)/rounds, "events/run")
-				b.ReportMetric(median(nsPerEv), "kernel_ns/event")
+				b.ReportMetric(median(rates[0]), "plain_"+wl.label)
+				// Without evidence (--evidence none), then as record runs by default (_ev).
+				for k, suffix := range []string{"", "", "_ev"} {
+					if k == 0 {
+						continue
+					}
+					b.ReportMetric(median(ratios[k]), "ratio"+suffix)
+					// The client's CPU time (user + system) recorded over plain: less
+					// sensitive to the machine's other load than throughput.
+					b.ReportMetric(median(cpuRatios[k]), "client_cpu_ratio"+suffix)
+					b.ReportMetric(median(rates[k]), "recorded_"+wl.label+suffix)
+					b.ReportMetric(float64(lost[k]), "lost"+suffix)
+					b.ReportMetric(float64(events[k])/rounds, "events/run"+suffix)
+					b.ReportMetric(median(nsPerEv[k]), "kernel_ns/event"+suffix)
+				}
+				b.ReportMetric(median(evNsRun[2]), "evidence_ns/run_ev")
 				b.ReportMetric(median(load), "loadavg")
 			}
 		})
