@@ -74,7 +74,7 @@ func (s Stats) Warning(bw float64, transport string) string {
 	msg := fmt.Sprintf("%d of %d frames left the emulated link late, by up to %v (allowed: 5%% of their time in the link or 20µs)",
 		s.Late, s.Frames, s.MaxLate.Round(time.Microsecond))
 	if r := s.CarriedRate(); bw > 0 && r > 0 && r < 0.95*bw {
-		return msg + fmt.Sprintf(": the %s transport carried only %s while frames waited, below the %s asked; rates above what the transport carries cannot be emulated",
+		return msg + fmt.Sprintf(": the %s transport carried only %s while frames waited, below the %s asked; the link cannot emulate a rate above what its transport, with the CPU it gets, carries",
 			transport, FormatRate(r), FormatRate(bw))
 	}
 	return msg + ": the machine woke the link late (CPUs busy?); delays and rates in this run are longer than asked"
