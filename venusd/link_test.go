@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perflab/perflab/venusd/link"
 	"github.com/perflab/perflab/venusd/wire"
 )
 
@@ -29,6 +30,35 @@ func TestLinkRanges(t *testing.T) {
 	}
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("refusing took %v", d)
+	}
+}
+
+// A link asked for more than any transport carries (1 Tbit/s, in 1 MiB frames) falls behind,
+// and the run says so in Result.Warnings, naming the transport and the rate it carried. Every
+// transport of a real machine is slower than that, and a busy machine only slower still.
+func TestLinkWarnsWhenBehind(t *testing.T) {
+	for _, tr := range []string{"unix", "shm"} {
+		t.Run(tr, func(t *testing.T) {
+			s := startServer(t, ServerConfig{Listen: listenAddr(t, tr), Getenv: noEnv})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := RunWorkload(ctx, ClientConfig{Connect: s.Addr(), Workload: "ping", Mode: ModePipeline, Depth: 8,
+				Bandwidth: link.MaxBandwidth, Getenv: noEnv,
+				Ping: PingConfig{Requests: 64, Warmup: 8, RequestBytes: 1 << 20, ReplyBytes: 64}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Warnings) == 0 || !strings.HasPrefix(res.Warnings[0], "sent: ") ||
+				!strings.Contains(res.Warnings[0], "the "+tr+" transport carried only") || !strings.Contains(res.Warnings[0], "below the 1 Tbit/s asked") {
+				t.Errorf("warnings %q, want the first to say the %s transport carried less than 1 Tbit/s", res.Warnings, tr)
+			}
+		})
+	}
+	// Without a link there is nothing to warn about.
+	s := startServer(t, ServerConfig{Listen: listenAddr(t, "unix"), Getenv: noEnv})
+	res, err := RunWorkload(context.Background(), ClientConfig{Connect: s.Addr(), Workload: "ping", Getenv: noEnv, Ping: PingConfig{Requests: 10, Warmup: 1}})
+	if err != nil || len(res.Warnings) != 0 {
+		t.Errorf("no link: warnings %q, %v", res.Warnings, err)
 	}
 }
 

@@ -184,7 +184,7 @@ func TestBufPool(t *testing.T) {
 }
 
 func TestFormatRate(t *testing.T) {
-	for bps, want := range map[float64]string{1.25e9: "10 Gbit/s", 1e9: "8 Gbit/s", 12.5e6: "100 Mbit/s", 125: "1 kbit/s", 10: "80 bit/s"} {
+	for bps, want := range map[float64]string{MaxBandwidth: "1 Tbit/s", 1.25e9: "10 Gbit/s", 1.2336e9: "9.869 Gbit/s", 124.99e9: "999.9 Gbit/s", 1e9: "8 Gbit/s", 12.5e6: "100 Mbit/s", 125: "1 kbit/s", 10: "80 bit/s"} {
 		if got := FormatRate(bps); got != want {
 			t.Errorf("FormatRate(%g) = %q, want %q", bps, got, want)
 		}

@@ -80,18 +80,20 @@ func (s Stats) Warning(bw float64, transport string) string {
 	return msg + ": the machine woke the link late (CPUs busy?); delays and rates in this run are longer than asked"
 }
 
-// FormatRate writes a rate given in bytes/s in bits per second: "9.87 Gbit/s".
+// FormatRate writes a rate given in bytes/s in bits per second, to four digits: "9.869 Gbit/s".
 func FormatRate(bytesPerS float64) string {
 	b := bytesPerS * 8
 	switch {
+	case b >= 1e12:
+		return fmt.Sprintf("%.4g Tbit/s", b/1e12)
 	case b >= 1e9:
-		return fmt.Sprintf("%.3g Gbit/s", b/1e9)
+		return fmt.Sprintf("%.4g Gbit/s", b/1e9)
 	case b >= 1e6:
-		return fmt.Sprintf("%.3g Mbit/s", b/1e6)
+		return fmt.Sprintf("%.4g Mbit/s", b/1e6)
 	case b >= 1e3:
-		return fmt.Sprintf("%.3g kbit/s", b/1e3)
+		return fmt.Sprintf("%.4g kbit/s", b/1e3)
 	}
-	return fmt.Sprintf("%.3g bit/s", b)
+	return fmt.Sprintf("%.4g bit/s", b)
 }
 
 // Stats returns what each direction did so far: tx the frames sent, rx the frames received
