@@ -113,7 +113,9 @@ type ServerConfig struct {
 	// VENUS_SOCKET_BUFFER_BYTES through Getenv, then DefaultSocketBufferBytes.
 	SocketBufferBytes int
 	// ShmSpin is the most polls of a shm ring a reader makes before it yields and then sleeps on
-	// a futex (0: the default, 50,000, about 50 µs); the reader adapts below it (docs/venusd.md).
+	// a futex (0: the default, 50,000: about 50 µs of loads, plus a yield to other goroutines
+	// every 64 polls); the reader adapts below it and backs off where polling does not pay
+	// (docs/venusd.md).
 	ShmSpin int
 	// Trace, when set, receives one event per frame the server sends or receives.
 	Trace *trace.Writer

@@ -43,9 +43,10 @@ const (
 	ShmCtl1       = 4096 + 256 // offset of ring 1's control block (server → client)
 	ShmMinRing    = 64 << 10   // smallest ring, bytes (a power of two)
 	ShmMaxRing    = 64 << 20   // largest ring, bytes (a power of two)
-	// defaultShmSpin polls before sleeping: about 30-60 µs on this class of machine (a poll is
-	// one load of a shared cache line), longer than the peer needs to answer a small command,
-	// shorter than a scheduler tick, so two spinning peers on two cores do not starve others.
+	// defaultShmSpin polls before sleeping: about 30-60 µs of loads on this class of machine (a
+	// poll is one load of a shared cache line), plus a yield every 64 polls (shmYieldEvery),
+	// longer than the peer needs to answer a small command, shorter than a scheduler tick, so
+	// two spinning peers on two cores do not starve others.
 	defaultShmSpin = 50000
 	// shmMinPoll is the floor of the adaptive poll: about 10 µs, longer than a peer on another
 	// core takes to answer a small command (1-3 µs with Go's dispatch), so that an answer is
