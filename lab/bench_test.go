@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +154,54 @@ func TestSaturation(t *testing.T) {
 		ps, idx := pts(c.tp...)
 		if got := saturation(ps, idx); got != c.want {
 			t.Errorf("saturation(%v) = %d, want %d", c.tp, got, c.want)
+		}
+	}
+}
+
+// TestShmWinsOrSaysWhy is the contract of the shm default: at every client count shm's
+// throughput is at least the Unix socket's, or its point says why not (polling did not pay, or
+// fewer CPUs were free than pollers) with a warning. The throughput comparison is timed, so it
+// is judged only on request (PERFLAB_PERF_ASSERT=1, as for model and gate); otherwise the test
+// checks that every shm point carries its wait figures and that a point flagged as not paying
+// or short of CPUs has its warning.
+func TestShmWinsOrSaysWhy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{Transports: []string{"shm", "unix"}, Clients: []int{1, 2, 4}, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix := map[int]float64{}
+	for _, p := range res.Points {
+		if p.Transport == "unix" {
+			unix[p.Clients] = p.ThroughputPerS
+		}
+	}
+	warned := func(p *Point) bool {
+		for _, w := range res.Warnings {
+			if strings.HasPrefix(w, p.Label()+": ") && strings.Contains(w, p.ShmSpin.Note) {
+				return true
+			}
+		}
+		return false
+	}
+	judge := os.Getenv("PERFLAB_PERF_ASSERT") == "1"
+	for i := range res.Points {
+		p := &res.Points[i]
+		if p.Transport != "shm" {
+			continue
+		}
+		sp := p.ShmSpin
+		if sp == nil || sp.Waits == 0 {
+			t.Fatalf("%s: no ring wait figures: %+v", p.Label(), sp)
+		}
+		explained := !sp.Pays || sp.CPUsShort
+		if explained && (sp.Note == "" || !warned(p)) {
+			t.Errorf("%s: not paying or short of CPUs (%+v) without its note and warning", p.Label(), sp)
+		}
+		t.Logf("%s: %.0f/s against unix %.0f/s, %.2f cores, %+v", p.Label(), p.ThroughputPerS, unix[p.Clients], p.CPUCores, *sp)
+		if judge && p.ThroughputPerS < unix[p.Clients] && !explained {
+			t.Errorf("%s: shm %.0f/s below unix %.0f/s, and the point does not say why", p.Label(), p.ThroughputPerS, unix[p.Clients])
 		}
 	}
 }

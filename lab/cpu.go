@@ -121,7 +121,7 @@ func spinNote(s *ShmSpin) string {
 		if note != "" {
 			note += "; "
 		}
-		note += fmt.Sprintf("fewer CPUs were free than pollers: perflab's threads waited for a CPU, %s of them on average (other programs on the machine, or more pollers than CPUs), and a poller that loses its CPU holds up its round trip, so polling cannot pay here and the figures vary from run to run", reports.Num(s.CPUWaitThreads))
+		note += fmt.Sprintf("fewer CPUs were free than pollers: perflab's threads waited for a CPU, %s of them on average (other programs on the machine, or more pollers than CPUs), and a poller that loses its CPU holds up its round trip, so the figures vary from run to run and polling may lose to sockets here", reports.Num(s.CPUWaitThreads))
 	}
 	return note
 }
