@@ -170,7 +170,7 @@ func runQueueNote(res *Result, points []int) string {
 	s := fmt.Sprintf("run queue: time all of perflab's threads (the clients' and the server's goroutines share one pool of threads, so none is one side's) spent runnable waiting for a CPU during the point, once woken or preempted, a halted CPU's wake-up included (schedstat), summed over the threads, per round trip: %s µs at %s, %s µs at %s",
 		reports.Num(a.RunQueueUS), plural(a.Clients, "client"), reports.Num(b.RunQueueUS), plural(b.Clients, "client"))
 	rise, rq := b.RTTUS.Mean-a.RTTUS.Mean, b.RunQueueUS-a.RunQueueUS
-	if rise > 0 {
+	if rise > 0 && rq >= 0 {
 		s += fmt.Sprintf("; it rose by %s µs while the mean RTT rose by %s µs (%s of it)", reports.Num(rq), reports.Num(rise), reports.Share(rq/rise))
 	} else {
 		s += fmt.Sprintf("; it changed by %s µs while the mean RTT changed by %s µs", reports.Num(rq), reports.Num(rise))

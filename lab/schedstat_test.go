@@ -59,6 +59,11 @@ func TestRunQueueNote(t *testing.T) {
 	if strings.Contains(note, "accounts for") {
 		t.Errorf("note %q claims a share it does not measure", note)
 	}
+	res.Points[1].RunQueueUS = 1
+	if note := runQueueNote(res, []int{0, 1}); !strings.Contains(note, "changed by -1 µs while the mean RTT changed by 40 µs") {
+		t.Errorf("note %q: a fall set against a rise gets no ratio", note)
+	}
+	res.Points[1].RunQueueUS = 12
 	res.Points[1].RTTUS.Mean = 15
 	if note := runQueueNote(res, []int{0, 1}); !strings.Contains(note, "changed by 10 µs while the mean RTT changed by -5 µs") {
 		t.Errorf("note %q", note)
