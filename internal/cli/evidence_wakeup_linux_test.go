@@ -32,8 +32,8 @@ const (
 // its own, next to a SCHED_FIFO spinner (nice -20 where real-time priority is refused) on the same
 // CPU: a woken client never preempts it, so its wake-ups wait for the spinner's sleep.
 func wakeupTarget() error {
-	if runtime.NumCPU() < 2 {
-		return errors.New("wakeup target: needs 2 CPUs")
+	if !wakeupCPUsAllowed() {
+		return fmt.Errorf("wakeup target: needs CPUs 0 and %d", wakeupCPU)
 	}
 	if err := pinAll(0); err != nil {
 		return err
@@ -60,6 +60,15 @@ func wakeupTarget() error {
 		done <- wakeupClient(ln.Addr().String())
 	}()
 	return <-done
+}
+
+// wakeupCPUsAllowed reports whether this process may run on CPU 0 and on wakeupCPU.
+func wakeupCPUsAllowed() bool {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return false
+	}
+	return set.IsSet(0) && set.IsSet(wakeupCPU)
 }
 
 // pinAll pins every thread of this process to cpu; threads made later inherit it.
