@@ -49,7 +49,7 @@ func TestLinkWarnsWhenBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(res.Warnings) == 0 || !strings.HasPrefix(res.Warnings[0], "sent: ") ||
-				!strings.Contains(res.Warnings[0], "the "+tr+" transport carried only") || !strings.Contains(res.Warnings[0], "below the 1 Tbit/s asked") {
+				!strings.Contains(res.Warnings[0], "held up by the "+tr+" transport") || !strings.Contains(res.Warnings[0], "below the 1 Tbit/s asked") {
 				t.Errorf("warnings %q, want the first to say the %s transport carried less than 1 Tbit/s", res.Warnings, tr)
 			}
 		})

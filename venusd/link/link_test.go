@@ -136,21 +136,45 @@ func TestStats(t *testing.T) {
 	if s.Frames != 100 || s.Bytes != 100*size {
 		t.Errorf("frames %d bytes %d, want 100 and %d", s.Frames, s.Bytes, 100*size)
 	}
-	// Allowed lateness: 5% of 1000 µs = 50 µs; frame i is 25·i µs late: frames 3..99.
-	if s.Late != 97 || s.MaxLate != 99*25*time.Microsecond {
-		t.Errorf("late %d (max %v), want 97 (max %v)", s.Late, s.MaxLate, 99*25*time.Microsecond)
+	// Allowed lateness: 5% of 1000 µs = 50 µs; frame i is 25·i µs late: frames 3..99, all
+	// held up by the transport, none let go late by the link itself.
+	if s.Held != 97 || s.Late != 0 || s.MaxLate != 99*25*time.Microsecond {
+		t.Errorf("held %d, late %d (max %v), want 97, 0 (max %v)", s.Held, s.Late, s.MaxLate, 99*25*time.Microsecond)
 	}
 	if r := s.CarriedRate(); math.Abs(r-1e9) > 1 {
 		t.Errorf("carried rate %g bytes/s, want 1e9 (8 Gbit/s)", r)
 	}
 	w := s.Warning(1.25e9, "unix")
-	for _, part := range []string{"97 of 100 frames", "2.475ms", "unix transport carried only 8 Gbit/s", "below the 10 Gbit/s asked"} {
+	for _, part := range []string{"97 of 100 frames were held up by the unix transport", "2.475ms", "carried only 8 Gbit/s", "below the 10 Gbit/s asked"} {
 		if !strings.Contains(w, part) {
 			t.Errorf("warning %q lacks %q", w, part)
 		}
 	}
-	if w := s.Warning(0.9e9, "unix"); !strings.Contains(w, "woke the link late") {
-		t.Errorf("transport faster than asked: warning %q, want the machine blamed", w)
+	// With no bandwidth asked, a transport that queues frames is not the link's doing.
+	if w := s.Warning(0, "unix"); w != "" {
+		t.Errorf("no bandwidth: warning %q", w)
+	}
+	// A transport as fast as asked: no transport warning either.
+	if w := s.Warning(1e9, "unix"); w != "" {
+		t.Errorf("transport as fast as asked: warning %q", w)
+	}
+
+	// Frames the link let go late itself (a late wake-up), not held by the transport.
+	var wake Stats
+	for i := 0; i < 100; i++ {
+		release := us(1000 * (i + 1))
+		it := linkItem{sent: release.Add(-100 * time.Microsecond), release: release}
+		late := time.Duration(0)
+		if i%10 == 0 {
+			late = 30 * time.Microsecond // allowed: 20 µs
+		}
+		wake.add(it, written{start: release.Add(late), end: release.Add(late + 10*time.Microsecond), n: 100}, written{})
+	}
+	if wake.Late != 10 || wake.Held != 0 {
+		t.Errorf("late %d held %d, want 10 and 0", wake.Late, wake.Held)
+	}
+	if w := wake.Warning(0, "unix"); !strings.Contains(w, "10 of 100 frames left the emulated link late, up to 30µs") || !strings.Contains(w, "woke the link late") {
+		t.Errorf("warning %q, want the machine blamed", w)
 	}
 	// 5% late or fewer: no warning.
 	if w := (Stats{Frames: 100, Late: 5}).Warning(1e9, "unix"); w != "" {
@@ -219,14 +243,14 @@ func TestWarnsSlowTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx, _ := l.Stats()
-	if tx.Frames != 20 || tx.Late < 15 {
-		t.Errorf("%d frames, %d late: want 20, most of them late", tx.Frames, tx.Late)
+	if tx.Frames != 20 || tx.Held < 15 {
+		t.Errorf("%d frames, %d held up: want 20, most of them held up", tx.Frames, tx.Held)
 	}
 	if r := tx.CarriedRate(); r <= 0 || r > 2.1e6 {
 		t.Errorf("carried rate %g bytes/s, want at most 2e6 (10 KB per 5 ms)", r)
 	}
 	w := l.Warnings("unix")
-	if len(w) != 1 || !strings.HasPrefix(w[0], "sent: ") || !strings.Contains(w[0], "the unix transport carried only") || !strings.Contains(w[0], "below the 80 Mbit/s asked") {
+	if len(w) != 1 || !strings.HasPrefix(w[0], "sent: ") || !strings.Contains(w[0], "held up by the unix transport") || !strings.Contains(w[0], "below the 80 Mbit/s asked") {
 		t.Errorf("warnings %q, want one naming the unix transport's rate", w)
 	}
 }

@@ -5,14 +5,19 @@ import (
 	"time"
 )
 
-// Stats are what one direction of a link did: the frames that left it, those that left later
-// than allowed, and how fast the transport under it took frames that were already due.
+// Stats are what one direction of a link did: the frames that left it, those it let go later
+// than allowed, those the transport held up, and how fast the transport took frames that were
+// already due.
 type Stats struct {
 	Frames int64 // frames that left the link
 	Bytes  int64 // their bytes, headers included
-	// Late counts the frames that left more than LateAllowance after their time; MaxLate is the
-	// largest lateness of any frame.
+	// Late counts the frames the link itself let go more than LateAllowance after they could
+	// have left (their time, or the end of the previous frame's write when that was later): a
+	// late wake-up. Held counts the frames that were due before the previous frame's write
+	// ended and left more than LateAllowance after their time: the transport held them up, as
+	// it would have without the link. MaxLate is the largest lateness of any frame.
 	Late    int64
+	Held    int64
 	MaxLate time.Duration
 	// BacklogBytes and BacklogTime cover the frames whose successor was already due when their
 	// write to the transport ended: their bytes, and the time from the start of each one's
@@ -40,15 +45,20 @@ func LateAllowance(inLink time.Duration) time.Duration {
 func (s *Stats) add(it linkItem, w, prev written) {
 	s.Frames++
 	s.Bytes += int64(w.n)
+	allowed := LateAllowance(it.release.Sub(it.sent))
 	late := w.start.Sub(it.release)
-	if late > LateAllowance(it.release.Sub(it.sent)) {
-		s.Late++
-	}
 	s.MaxLate = max(s.MaxLate, late)
 	if prev.n > 0 && !it.release.After(prev.end) {
 		// Due before the previous write ended: the transport held this frame up.
 		s.BacklogBytes += int64(prev.n)
 		s.BacklogTime += w.start.Sub(prev.start)
+		if late > allowed {
+			s.Held++
+		}
+		late = w.start.Sub(prev.end) // the link's own part
+	}
+	if late > allowed {
+		s.Late++
 	}
 }
 
@@ -66,18 +76,20 @@ func (s Stats) CarriedRate() float64 {
 
 // Warning says, in one line, why the frames of this direction cannot be trusted to have
 // kept to the link asked for, with bandwidth bw (bytes/s, 0 unlimited) over the named
-// transport; "" when at most 5% of them were late.
+// transport; "" when they can. It names the transport when, with a bandwidth, more than 5% of
+// the frames were held up by a transport that carried less than 95% of bw; else the machine,
+// when the link itself let more than 5% of them go late. A transport that holds frames up with
+// no bandwidth asked is only queueing as it would without the link: no warning.
 func (s Stats) Warning(bw float64, transport string) string {
-	if s.Late == 0 || s.Late*20 <= s.Frames {
-		return ""
+	if r := s.CarriedRate(); bw > 0 && s.Held*20 > s.Frames && r > 0 && r < 0.95*bw {
+		return fmt.Sprintf("%d of %d frames were held up by the %s transport, up to %v late (allowed: 5%% of their time in the link or 20µs): it carried only %s while frames waited, below the %s asked; the link cannot emulate a rate above what its transport, with the CPU it gets, carries",
+			s.Held, s.Frames, transport, s.MaxLate.Round(time.Microsecond), FormatRate(r), FormatRate(bw))
 	}
-	msg := fmt.Sprintf("%d of %d frames left the emulated link late, by up to %v (allowed: 5%% of their time in the link or 20µs)",
-		s.Late, s.Frames, s.MaxLate.Round(time.Microsecond))
-	if r := s.CarriedRate(); bw > 0 && r > 0 && r < 0.95*bw {
-		return msg + fmt.Sprintf(": the %s transport carried only %s while frames waited, below the %s asked; the link cannot emulate a rate above what its transport, with the CPU it gets, carries",
-			transport, FormatRate(r), FormatRate(bw))
+	if s.Late*20 > s.Frames {
+		return fmt.Sprintf("%d of %d frames left the emulated link late, up to %v (allowed: 5%% of their time in the link or 20µs): the machine woke the link late (CPUs busy?); delays and rates in this run are longer than asked",
+			s.Late, s.Frames, s.MaxLate.Round(time.Microsecond))
 	}
-	return msg + ": the machine woke the link late (CPUs busy?); delays and rates in this run are longer than asked"
+	return ""
 }
 
 // FormatRate writes a rate given in bytes/s in bits per second, to four digits: "9.869 Gbit/s".
