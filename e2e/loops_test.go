@@ -107,7 +107,9 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 	if s.BatchFit == nil || len(s.Predictions) != len(s.Points) || len(s.LittlesLaw) != len(s.Points) {
 		t.Fatalf("fit %+v with %d predictions and %d Little's-law rows, want %d", s.BatchFit, len(s.Predictions), len(s.LittlesLaw), len(s.Points))
 	}
+	worstLittle := 0.0
 	for _, l := range s.LittlesLaw {
+		worstLittle = math.Max(worstLittle, math.Abs(l.Error))
 		if math.Abs(l.Error) > 0.05 {
 			missed = append(missed, fmt.Sprintf("%s: Little's law off by %.1f%%", l.Label, 100*l.Error))
 		}
@@ -117,7 +119,14 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 		t.Fatalf("closed-loop model %+v, want a prediction at each of the %d points", cl, len(s.Points))
 	}
 	t.Logf("closed loop: calibrated at c%d, Z %.1f µs, %.0f%% of a request's time outside the server", cl.CalibratedAt, cl.ZUS, 100*cl.ZShare)
+	worstPred := 0.0
+	defer func() {
+		t.Logf("sweep at load average %.1f: Little's law largest error %.1f%%, closed-loop predictions largest error %.1f%%", loadAverage(), 100*worstLittle, 100*worstPred)
+	}()
 	for _, p := range cl.Points {
+		if p.Clients != cl.CalibratedAt {
+			worstPred = math.Max(worstPred, math.Abs(p.Error))
+		}
 		t.Logf("c%-2d closed loop predicts %8.0f/s, measured %8.0f/s (%+.1f%%)", p.Clients, p.Predicted, p.Measured, 100*p.Error)
 		if p.Clients != cl.CalibratedAt && math.Abs(p.Error) > 0.20 {
 			missed = append(missed, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)", p.Clients, p.Predicted, p.Measured, 100*p.Error))

@@ -23,9 +23,10 @@ const ClosedLoopModel = "mva: X(c) = c / (Z + R_client(c) + R_server(c))"
 // redis-benchmark serves all its connections on one loop), and Z, the rest of the round
 // (kernel, wake-ups, and a threaded client's own time), a pure delay.
 //
-// Each loop is a batch loop whose busy time per cycle is T_fixed + T_per_req·N (fitted from
-// the trace: the server's cycles grouped by N over every point, the client loop's mean cycle
-// at each point). A request pays one cycle's T_fixed (a delay: the cycle pays it once for the
+// Each loop is a batch loop whose time per cycle is T_fixed + T_per_req·N (fitted from the
+// trace: the server's cycles grouped by N over every point, from the wait call's return to
+// the end of the cycle's last reply, its path; the client loop's mean busy time per cycle at
+// each point). A request pays one cycle's T_fixed (a delay: the cycle pays it once for the
 // whole batch) and T_per_req for itself and for each request ahead of it in the loop (a
 // queueing station of demand T_per_req; a server with k loop threads is k such stations, each
 // taking 1/k of the requests). Z is the only figure taken from the client's throughput: the
@@ -33,8 +34,8 @@ const ClosedLoopModel = "mva: X(c) = c / (Z + R_client(c) + R_server(c))"
 // (CalibratedAt), held for all the others; every other point is a prediction. Z may come out
 // negative: a loop's busy time includes work after its reply that overlaps the rest of the
 // round (memcached's worker reads again and rearms its socket while the client works), so the
-// delay on the request's path is less than the loops' fixed times; the model's whole delay
-// (Z and the loops' T_fixed) is never negative.
+// delay on the request's path is less than the client loop's fixed time; the model's whole
+// delay (Z and the loops' T_fixed) is never negative.
 //
 // The loop threads of the server run side by side only as far as the processors allow: k loop
 // threads on P processors are min(k, P) stations.
@@ -46,7 +47,8 @@ type ClosedLoop struct {
 	// residence over the cycle: Z and the client's loop).
 	ZUS    float64 `json:"z_us"`
 	ZShare float64 `json:"z_share"`
-	// ServerFit is the busy time of the server's loop cycles against their N over every point;
+	// ServerFit is the server's loop cycles' path (wake to last reply out) against their N over
+	// every point;
 	// ServerLoops the loop threads it is spread over (the most that served at one point), on
 	// Processors processors.
 	ServerFit   *loops.Fit `json:"server_busy_fit"`
@@ -99,7 +101,11 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 		p := &in[i]
 		for _, g := range p.ServerByN {
 			if g.N > 0 && g.Cycles > 0 {
-				srv = append(srv, loops.Point{N: float64(g.N), TUS: g.BusyUS, Weight: float64(g.Cycles)})
+				t := g.PathUS
+				if t <= 0 {
+					t = g.BusyUS
+				}
+				srv = append(srv, loops.Point{N: float64(g.N), TUS: t, Weight: float64(g.Cycles)})
 			}
 		}
 		k = max(k, p.LoopThreads)
@@ -119,7 +125,7 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	}
 	var warns []string
 	for _, w := range sf.Check() {
-		warns = append(warns, "server's busy time: "+w)
+		warns = append(warns, "server's loop path: "+w)
 	}
 	cl := &ClosedLoop{Model: ClosedLoopModel, CalibratedAt: cal.Clients, ServerFit: sf, ServerLoops: k, Processors: processors}
 	side := k

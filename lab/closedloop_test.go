@@ -2,6 +2,7 @@ package lab
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // synthSweep builds sweep points that follow the closed-loop model exactly: the server's loop
-// busy T = sf + sp·N per cycle (cycles of N = 1..clients, k loop threads), a client loop of
+// path T = sf + sp·N per cycle (and 20 µs more of busy time after it) (cycles of N = 1..clients, k loop threads), a client loop of
 // busy cf + cp·r per cycle at r replies per cycle (none when cp is 0), and the delay z outside
 // them, on processors processors.
 func synthSweep(t *testing.T, sf, sp, cf, cp, z float64, k, processors int, clients []int) []closedLoopInput {
@@ -23,7 +24,8 @@ func synthSweep(t *testing.T, sf, sp, cf, cp, z float64, k, processors int, clie
 		}
 		p := closedLoopInput{Clients: c, ThroughputPerS: r.throughput, LoopThreads: min(c, k), ResidenceUS: r.serverUS}
 		for n := 1; n <= c; n++ {
-			p.ServerByN = append(p.ServerByN, loops.NCycles{N: n, Cycles: uint64(100 * n), BusyUS: sf + sp*float64(n)})
+			// 20 µs of the loop's own work after its replies: busy, not on the path
+			p.ServerByN = append(p.ServerByN, loops.NCycles{N: n, Cycles: uint64(100 * n), BusyUS: sf + sp*float64(n) + 20, PathUS: sf + sp*float64(n)})
 		}
 		if cp > 0 {
 			rpc := 0.5 + float64(i) // replies per cycle grow with the clients
@@ -146,5 +148,28 @@ func TestWindows(t *testing.T) {
 	}
 	if clientLoop(trips, load, map[uint32]*waitCalls{}) != nil {
 		t.Error("a client loop without wait calls")
+	}
+}
+
+func TestProcessTimes(t *testing.T) {
+	before, ok := processTimes([]uint32{uint32(os.Getpid())})
+	if !ok {
+		t.Skip("no /proc/PID/task/*/schedstat here")
+	}
+	x := 0
+	for i := range 20_000_000 { // run a little
+		x += i % 7
+	}
+	after, ok := processTimes([]uint32{uint32(os.Getpid())})
+	d := timesSince(before, after)
+	if !ok || d.onCPU <= 0 || d.runDelay < 0 || x < 0 {
+		t.Errorf("this process ran %d ns and waited %d ns (ok %v), want some running", d.onCPU, d.runDelay, ok)
+	}
+	if _, ok := processTimes([]uint32{0x7fffffff}); ok {
+		t.Error("times for a process that does not exist")
+	}
+	got := timesSince(map[string]cpuTimes{"1/1": {10, 5}, "1/2": {7, 7}}, map[string]cpuTimes{"1/1": {15, 9}, "1/3": {4, 1}})
+	if got != (cpuTimes{onCPU: 9, runDelay: 5}) {
+		t.Errorf("since %+v, want a thread's growth plus a new thread whole, {9 5}", got)
 	}
 }

@@ -31,6 +31,11 @@ const ExternalPredictionTolerance = 0.20
 // the client, not the server, limits the throughput: 80%.
 const ClientBusy = 0.8
 
+// RunDelayShare is the share of a request's cycle (clients / throughput) the server's threads
+// may spend waiting for a processor before a point warns that the machine's other work sets
+// it: 25%.
+const RunDelayShare = 0.25
+
 // ClientsPlaceholder is replaced by the point's client count in ExternalConfig.Client.
 const ClientsPlaceholder = "{clients}"
 
@@ -92,6 +97,11 @@ type ExternalPoint struct {
 	// ServerResidenceUS is the server's mean time per request, from its first read of the
 	// request to its reply's last byte, µs.
 	ServerResidenceUS float64 `json:"server_residence_us"`
+	// ServerCPUUS and ServerRunDelayUS are, per round trip of the load, the time the server's
+	// threads ran on a processor and the time they waited runnable for one while the point ran
+	// (the kernel's schedstat), µs; 0 where the kernel does not say.
+	ServerCPUUS      float64 `json:"server_cpu_us,omitempty"`
+	ServerRunDelayUS float64 `json:"server_run_delay_us,omitempty"`
 	// ClientLoop is the client's own event loop, when it has one.
 	ClientLoop *ClientLoop `json:"client_loop,omitempty"`
 	// Requests is the requests the server's loop threads received in complete cycles;
@@ -201,9 +211,14 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	p := &ExternalPoint{Transport: "external", Mode: "closed-loop", Depth: 1, Clients: n,
 		Trace: filepath.Join(dir, fmt.Sprintf("c%d.plt", n))}
 	argv := []string{"sh", "-c", strings.ReplaceAll(cfg.Client, ClientsPlaceholder, strconv.Itoa(n))}
+	before, timed := processTimes(cfg.Server)
 	out, err := cfg.Record(ctx, cfg.Server, argv, p.Trace)
 	if err != nil {
 		return nil, err
+	}
+	var server cpuTimes
+	if after, ok := processTimes(cfg.Server); ok && timed {
+		server = timesSince(before, after)
 	}
 	cr, err := ParseClientOutput(out, cfg.ClientFormat, cfg.ClientTest)
 	if err != nil {
@@ -212,11 +227,11 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	p.Client = *cr
 	p.ThroughputPerS = cr.ThroughputPerS
 	p.RTTUS = RTT{P50: cr.LatencyP50US, Mean: cr.LatencyMeanUS, P99: cr.LatencyP99US}
-	server := map[uint32]bool{}
+	servers := map[uint32]bool{}
 	for _, pid := range cfg.Server {
-		server[pid] = true
+		servers[pid] = true
 	}
-	if err := clientRoundTrips(p, spec, server); err != nil {
+	if err := clientRoundTrips(p, spec, servers); err != nil {
 		return nil, err
 	}
 	opt := analyzers.Options{Protocol: cfg.Protocol}
@@ -229,7 +244,11 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	}
 	p.summary = s
 	if s.Loops != nil {
-		addServerLoops(p, s.Loops, server)
+		addServerLoops(p, s.Loops, servers)
+	}
+	if k := p.LoadWindow.RoundTrips; k > 0 && server.onCPU > 0 {
+		p.ServerCPUUS = round3(float64(server.onCPU) / float64(k) / 1e3)
+		p.ServerRunDelayUS = round3(float64(server.runDelay) / float64(k) / 1e3)
 	}
 	return p, nil
 }
@@ -380,6 +399,10 @@ func checkExternalPoints(res *ExternalResult) []loops.Point {
 		if cl := p.ClientLoop; cl != nil && cl.Utilization > ClientBusy && cl.Utilization > p.Utilization {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the client's own event loop (thread %d) was busy %.0f%% of its time, the server's loops %.0f%%: the client, not the server, sets this throughput",
 				label, cl.TID, 100*cl.Utilization, 100*p.Utilization))
+		}
+		if cycle := float64(p.Clients) / p.ThroughputPerS * 1e6; p.ThroughputPerS > 0 && p.ServerRunDelayUS > RunDelayShare*cycle {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the server's threads waited %.1f µs per request for a processor (run queue), %.0f%% of each request's %.1f µs: the machine's other work, which no model of the loops sees, sets this point",
+				label, p.ServerRunDelayUS, 100*p.ServerRunDelayUS/cycle, cycle))
 		}
 		if p.LoopThreads == 0 {
 			res.Warnings = append(res.Warnings, label+": no event loop found in the server (its wait calls were not recorded, or it serves requests without them)")

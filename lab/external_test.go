@@ -28,11 +28,12 @@ func TestAnalyzeExternal(t *testing.T) {
 		res.Points = append(res.Points, ExternalPoint{Clients: clients, ThroughputPerS: tput, RTTUS: RTT{Mean: w + 1},
 			InflightMean: l, TraceRoundTrips: 1000, TraceRTTMeanUS: w, LoopThreads: 1, RequestsPerCycle: n, CycleUS: cycle,
 			LoadWindow: Window{Seconds: 1, RoundTrips: 1000}, ServerResidenceUS: 10 + 10*n,
-			Loops:   []loops.Thread{{ByN: []loops.NCycles{{N: 1, Cycles: 10, BusyUS: 12}, {N: clients + 1, Cycles: 10, BusyUS: 2 + 10*float64(clients+1)}}}},
+			Loops:   []loops.Thread{{ByN: []loops.NCycles{{N: 1, Cycles: 10, BusyUS: 12, PathUS: 12}, {N: clients + 1, Cycles: 10, BusyUS: 2 + 10*float64(clients+1), PathUS: 2 + 10*float64(clients+1)}}}},
 			samples: []float64{w * 0.9, w, w * 1.1}})
 	}
 	res.Points[4].ClientLoop = &ClientLoop{TID: 42, Cycles: 100, Replies: 1000, BusyUS: 50, RepliesPerCycle: 10, BusyPerReplyUS: 5, Utilization: 0.95}
 	res.Points[4].Utilization = 0.3
+	res.Points[3].ServerCPUUS, res.Points[3].ServerRunDelayUS = 5, 0.5*8/res.Points[3].ThroughputPerS*1e6 // half of c8's cycle
 	analyzeExternal(res)
 	f := res.BatchFit
 	if f == nil || math.Abs(f.TFixedUS-20) > 1e-3 || math.Abs(f.TPerReqUS-10) > 1e-3 || f.R2 < 0.9999 {
@@ -53,6 +54,9 @@ func TestAnalyzeExternal(t *testing.T) {
 	if !strings.Contains(warns, "c16: the client's own event loop (thread 42) was busy 95% of its time, the server's loops 30%") || strings.Count(warns, "client's own event loop (thread") != 1 {
 		t.Errorf("warnings:\n%s\nwant the client-bound warning at c16 only", warns)
 	}
+	if strings.Count(warns, "waited") != 1 || !strings.Contains(warns, "c8: the server's threads waited 51.4 µs per request for a processor (run queue), 50% of each request's 102.9 µs") {
+		t.Errorf("warnings:\n%s\nwant the run-queue warning at c8 only", warns)
+	}
 	if len(res.Histogram) == 0 {
 		t.Error("no RTT histogram at the largest client count")
 	}
@@ -61,7 +65,7 @@ func TestAnalyzeExternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"RTT scaling", "| c8 ", "| +20.0% |", "largest error 20.0%: Little's law does NOT hold", "T_fixed = 20 µs (95.0% CI 20 – 20), T_per_req = 10 µs",
-		"RTT histogram at 16 clients", "Closed-loop prediction", "| calibration |", "warning: "} {
+		"RTT histogram at 16 clients", "Closed-loop prediction", "| calibration |", "51.43 |", "warning: "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, b.String())
 		}

@@ -153,18 +153,28 @@ func externalHistogram(res *ExternalResult) reports.Section {
 func externalClosedLoop(res *ExternalResult) reports.Section {
 	cl := res.ClosedLoop
 	sec := reports.Section{Title: "Closed-loop prediction X(c) = c / (Z + R_client(c) + R_server(c)) (mean value analysis)", Align: "r",
-		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "server residence predicted µs", "server residence measured µs", "outside the server measured µs"}}
+		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "server residence predicted µs", "server residence measured µs", "outside the server measured µs",
+			"server CPU µs/req", "server run queue µs/req"}}
 	for _, p := range cl.Points {
 		e := reports.Change(p.Error)
 		if p.Clients == cl.CalibratedAt {
 			e = "calibration"
+			if math.Abs(p.Error) > 1e-3 { // Z could not reach the measurement (a warning says why)
+				e = "calibration " + reports.Change(p.Error)
+			}
+		}
+		var cpu, rq float64
+		for _, q := range res.Points {
+			if q.Clients == p.Clients {
+				cpu, rq = q.ServerCPUUS, q.ServerRunDelayUS
+			}
 		}
 		sec.Rows = append(sec.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPredictedPerS), reports.Count(p.ThroughputMeasuredPerS), e,
-			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS)})
+			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS), dash(cpu), dash(rq)})
 	}
 	sf := cl.ServerFit
 	sec.Notes = append(sec.Notes,
-		fmt.Sprintf("server's loop busy time per cycle: T_fixed %s µs + T_per_req %s µs·N (R² %s), %s on %s: each request pays T_fixed once and queues for T_per_req behind the requests ahead of it",
+		fmt.Sprintf("server's loop per cycle, from its wake to its last reply out: T_fixed %s µs + T_per_req %s µs·N (R² %s), %s on %s: each request pays T_fixed once and queues for T_per_req behind the requests ahead of it",
 			reports.Num(sf.TFixedUS), reports.Num(sf.TPerReqUS), reports.Num(sf.R2), plural(cl.ServerLoops, "loop thread"), plural(cl.Processors, "processor")))
 	if cf := cl.ClientFit; cf != nil {
 		sec.Notes = append(sec.Notes, fmt.Sprintf("client's own loop busy time per cycle: T_fixed %s µs + T_per_req %s µs per reply (R² %s), a station of its own",
@@ -176,6 +186,7 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 		fmt.Sprintf("Z = %s µs per request outside both loops (the kernel, wake-ups), the one figure taken from the client's throughput: at %s, the calibration point; every other row is a prediction",
 			reports.Num(cl.ZUS), plural(cl.CalibratedAt, "client")),
 		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
-		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that")
+		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that",
+		"server CPU, run queue: per request of the load, the time the server's threads ran on a processor and waited runnable for one while the point ran (the kernel's schedstat); a run queue wait the model does not see")
 	return sec
 }

@@ -43,8 +43,8 @@ type cycleAcc struct {
 
 // byN accumulates the cycles that carried the same number of requests.
 type byN struct {
-	cycles        uint64
-	busy, cycleNS float64 // sums, ns
+	cycles              uint64
+	busy, cycleNS, path float64 // sums, ns
 }
 
 type thread struct {
@@ -221,6 +221,13 @@ func (t *thread) closeCycle(end int64) {
 	g.cycles++
 	g.busy += float64(busy)
 	g.cycleNS += float64(end - c.start)
+	// The path: from the wake to the last reply's end; what the loop does after its replies
+	// are out (a read that finds nothing, rearming its socket) is not on the requests' way.
+	path := busy
+	if c.lastSend > c.wake {
+		path = min(c.lastSend, end) - c.wake
+	}
+	g.path += float64(path)
 }
 
 // closeAnswered closes the cycle in progress at the end of a trace when it received requests
@@ -312,7 +319,7 @@ func (t *thread) report(conf float64) Thread {
 	for _, n := range ns {
 		g := t.n[n]
 		out.ByN = append(out.ByN, NCycles{N: n, Cycles: g.cycles, BusyUS: round(g.busy/float64(g.cycles)/1e3, 3),
-			CycleUS: round(g.cycleNS/float64(g.cycles)/1e3, 3)})
+			CycleUS: round(g.cycleNS/float64(g.cycles)/1e3, 3), PathUS: round(g.path/float64(g.cycles)/1e3, 3)})
 	}
 	out.Fit, out.Ranges, out.Warnings = fitThread(out.ByN, conf)
 	return out

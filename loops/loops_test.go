@@ -70,6 +70,12 @@ func TestCyclesAndFit(t *testing.T) {
 	if len(th.ByN) != 9 || th.ByN[0].N != 0 || th.ByN[8].N != 8 || th.ByN[8].Cycles != 50 {
 		t.Errorf("by N %+v: want N 0..8, 50 cycles of 8", th.ByN)
 	}
+	// The path ends with the last reply's send, 2n+½ of the cycle's 2n+2 steps (synth); a
+	// cycle that sent nothing is all path.
+	step := (2_000 + 3_000*8) / 18
+	if g := th.ByN[8]; math.Abs(g.PathUS-float64(16*step+step/2)/1e3) > 0.01 || th.ByN[0].PathUS != th.ByN[0].BusyUS {
+		t.Errorf("path %.3f µs of busy %.3f at N 8, want %.3f; at N 0 %.3f of %.3f", g.PathUS, g.BusyUS, float64(16*step+step/2)/1e3, th.ByN[0].PathUS, th.ByN[0].BusyUS)
+	}
 	f := th.Fit
 	if f == nil {
 		t.Fatalf("no fit; warnings %v", th.Warnings)

@@ -71,12 +71,15 @@ type Phase struct {
 }
 
 // NCycles is the cycles that received N requests: how many, and their mean busy and whole
-// time, µs.
+// time, µs; PathUS is the mean part of the busy time up to the end of the cycle's last send
+// (its replies out; the whole busy time in a cycle that sent nothing), the rest being the loop's
+// own work after replying.
 type NCycles struct {
 	N       int     `json:"n"`
 	Cycles  uint64  `json:"cycles"`
 	BusyUS  float64 `json:"busy_us"`
 	CycleUS float64 `json:"cycle_us"`
+	PathUS  float64 `json:"path_us"`
 }
 
 // Fit is a batch model T = T_fixed + T_per_req·N with confidence intervals, µs.
