@@ -23,10 +23,16 @@ const ClosedLoopModel = "mva: X(c) = c / (Z + R_client(c) + R_server(c))"
 // redis-benchmark serves all its connections on one loop), and Z, the rest of the round
 // (kernel, wake-ups, and a threaded client's own time), a pure delay.
 //
-// Each loop is a batch loop whose time per cycle is T_fixed + T_per_req·N (fitted from the
-// trace: the server's cycles grouped by N over every point, from the wait call's return to
-// the end of the cycle's last reply, its path; the client loop's mean busy time per cycle at
-// each point). A request pays one cycle's T_fixed (a delay: the cycle pays it once for the
+// Each loop is a batch loop whose time per cycle is T_fixed + T_per_req·N. The server's is
+// its processor time (ServerFitSource "cpu"): each point's CPU time per request (the kernel's
+// schedstat of the server's threads) times its requests per cycle, fitted over the points. A
+// loop's time by the clock holds its waits for a processor, and on a machine with more
+// runnable threads than processors a cycle that gathered more requests is mostly one whose
+// thread was made to wait (the requests came while it was off the processor), so the clock
+// time of cycles against their N measures the scheduler; without schedstat the fit is of the
+// clock time from the wait call's return to the end of the cycle's last reply over the cycles
+// grouped by N (ServerFitSource "path"). The client loop's is its mean busy time per cycle at
+// each point against its replies per cycle. A request pays one cycle's T_fixed (a delay: the cycle pays it once for the
 // whole batch) and T_per_req for itself and for each request ahead of it in the loop (a
 // queueing station of demand T_per_req; a server with k loop threads is k such stations, each
 // taking 1/k of the requests). Z is the only figure taken from the client's throughput: the
@@ -47,13 +53,15 @@ type ClosedLoop struct {
 	// residence over the cycle: Z and the client's loop).
 	ZUS    float64 `json:"z_us"`
 	ZShare float64 `json:"z_share"`
-	// ServerFit is the server's loop cycles' path (wake to last reply out) against their N over
-	// every point;
-	// ServerLoops the loop threads it is spread over (the most that served at one point), on
-	// Processors processors.
-	ServerFit   *loops.Fit `json:"server_busy_fit"`
-	ServerLoops int        `json:"server_loops"`
-	Processors  int        `json:"processors"`
+	// ServerFit is the server's loop time per cycle against N, from ServerFitSource: "cpu"
+	// (processor time per cycle over the points) or "path" (the cycles' clock time from the
+	// wait call's return to the last reply out, grouped by N over every point); ServerLoops the
+	// loop threads it is spread over (the most that served at one point), on Processors
+	// processors.
+	ServerFit       *loops.Fit `json:"server_busy_fit"`
+	ServerFitSource string     `json:"server_fit_source"`
+	ServerLoops     int        `json:"server_loops"`
+	Processors      int        `json:"processors"`
 	// ClientFit is the client loop's mean busy time per cycle against its replies per cycle
 	// over the points, when the client has one event loop (nil: its time is part of Z).
 	ClientFit *loops.Fit        `json:"client_busy_fit,omitempty"`
@@ -84,6 +92,8 @@ type closedLoopInput struct {
 	ServerByN      []loops.NCycles // the server's loop cycles by N, all its loop threads
 	LoopThreads    int
 	ResidenceUS    float64     // the server's measured residence per request (0: unknown)
+	CPUUS          float64     // the server's processor time per request (0: unknown)
+	N              float64     // requests per cycle of each server loop thread
 	Client         *ClientLoop // nil when the client has no event loop of its own
 }
 
@@ -93,8 +103,9 @@ var errNoClosedLoop = errors.New("closed-loop model needs a point with a through
 // fitClosedLoop fits the closed-loop model to the points (ordered by clients) and predicts each
 // point's throughput, with the warnings it deserves.
 func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedLoop, []string, error) {
-	var srv []loops.Point
+	var srv, cpu []loops.Point
 	var cli []loops.Point
+	allCPU := true
 	k := 0
 	var cal *closedLoopInput
 	for i := range in {
@@ -108,6 +119,13 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 				srv = append(srv, loops.Point{N: float64(g.N), TUS: t, Weight: float64(g.Cycles)})
 			}
 		}
+		if p.LoopThreads > 0 {
+			if p.CPUUS > 0 && p.N > 0 {
+				cpu = append(cpu, loops.Point{N: p.N, TUS: p.CPUUS * p.N, Weight: 1})
+			} else {
+				allCPU = false
+			}
+		}
 		k = max(k, p.LoopThreads)
 		if p.Client != nil && p.Client.Cycles > 0 {
 			cli = append(cli, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.Client.BusyUS, Weight: 1})
@@ -119,15 +137,21 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	if cal == nil || k == 0 {
 		return nil, nil, errNoClosedLoop
 	}
+	source := "path"
 	sf, _, err := loops.FitPoints(srv, conf)
+	if allCPU {
+		if f, _, errCPU := loops.FitPoints(cpu, conf); errCPU == nil {
+			source, sf, err = "cpu", f, nil
+		}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errNoClosedLoop, err)
 	}
 	var warns []string
 	for _, w := range sf.Check() {
-		warns = append(warns, "server's loop path: "+w)
+		warns = append(warns, "server's loop "+source+" time: "+w)
 	}
-	cl := &ClosedLoop{Model: ClosedLoopModel, CalibratedAt: cal.Clients, ServerFit: sf, ServerLoops: k, Processors: processors}
+	cl := &ClosedLoop{Model: ClosedLoopModel, CalibratedAt: cal.Clients, ServerFit: sf, ServerFitSource: source, ServerLoops: k, Processors: processors}
 	side := k
 	if processors > 0 {
 		side = min(k, processors)

@@ -14,6 +14,14 @@ import (
 // busy cf + cp·r per cycle at r replies per cycle (none when cp is 0), and the delay z outside
 // them, on processors processors.
 func synthSweep(t *testing.T, sf, sp, cf, cp, z float64, k, processors int, clients []int) []closedLoopInput {
+	return synthSweepCPU(t, sf, sp, cf, cp, z, k, processors, clients, false)
+}
+
+// synthSweepCPU is synthSweep; with cpu, each point has the server's processor time per
+// request and its requests per cycle following the model, and cycles grouped by N whose clock
+// time grows 100 µs per request (a loop made to wait for a processor), which the fit must not
+// take.
+func synthSweepCPU(t *testing.T, sf, sp, cf, cp, z float64, k, processors int, clients []int, cpu bool) []closedLoopInput {
 	t.Helper()
 	st := loopStations{serverFixed: sf, serverPerReq: sp, serverLoops: min(k, processors), client: cp > 0, clientFixed: cf, clientPerReq: cp}
 	var in []closedLoopInput
@@ -26,6 +34,13 @@ func synthSweep(t *testing.T, sf, sp, cf, cp, z float64, k, processors int, clie
 		for n := 1; n <= c; n++ {
 			// 20 µs of the loop's own work after its replies: busy, not on the path
 			p.ServerByN = append(p.ServerByN, loops.NCycles{N: n, Cycles: uint64(100 * n), BusyUS: sf + sp*float64(n) + 20, PathUS: sf + sp*float64(n)})
+			if cpu {
+				p.ServerByN[n-1].PathUS = 100 * float64(n)
+			}
+		}
+		if cpu {
+			p.N = 1 + 0.5*float64(i)
+			p.CPUUS = (sf + sp*p.N) / p.N
 		}
 		if cp > 0 {
 			rpc := 0.5 + float64(i) // replies per cycle grow with the clients
@@ -45,20 +60,25 @@ func TestFitClosedLoop(t *testing.T) {
 		wantZDominates      bool
 		wantClientFit       bool
 		wantSideBySideLoops int
+		cpu                 bool
 	}{
+		{name: "server's processor time", sf: 5, sp: 10, cf: 2, cp: 20, z: 30, k: 1, processors: 2, wantZDominates: true, wantClientFit: true, cpu: true},
 		{name: "server and client loops", sf: 5, sp: 10, cf: 2, cp: 20, z: 30, k: 1, processors: 2, wantZDominates: true, wantClientFit: true, wantSideBySideLoops: 1},
 		{name: "server-bound, threaded client", sf: 4, sp: 40, z: 10, k: 1, processors: 2},
 		{name: "four loops on two processors", sf: 3, sp: 16, z: 20, k: 4, processors: 2, wantZDominates: true, wantSideBySideLoops: 2},
 		{name: "overlapping loop tails (negative Z)", sf: 12, sp: 8, cf: 6, cp: 5, z: -10, k: 1, processors: 2, wantClientFit: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := synthSweep(t, tc.sf, tc.sp, tc.cf, tc.cp, tc.z, tc.k, tc.processors, clients)
+			in := synthSweepCPU(t, tc.sf, tc.sp, tc.cf, tc.cp, tc.z, tc.k, tc.processors, clients, tc.cpu)
 			cl, warns, err := fitClosedLoop(in, tc.processors, loops.DefaultConfidence)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if math.Abs(cl.ZUS-tc.z) > 0.01 || math.Abs(cl.ServerFit.TFixedUS-tc.sf) > 1e-3 || math.Abs(cl.ServerFit.TPerReqUS-tc.sp) > 1e-3 {
 				t.Errorf("Z %.3f, server fit %+v; want Z %.1f, T_fixed %.1f, T_per_req %.1f", cl.ZUS, cl.ServerFit, tc.z, tc.sf, tc.sp)
+			}
+			if want := map[bool]string{true: "cpu", false: "path"}[tc.cpu]; cl.ServerFitSource != want {
+				t.Errorf("server fit of %q, want %q", cl.ServerFitSource, want)
 			}
 			if (cl.ClientFit != nil) != tc.wantClientFit || tc.wantClientFit && math.Abs(cl.ClientFit.TPerReqUS-tc.cp) > 1e-3 {
 				t.Errorf("client fit %+v, want T_per_req %.1f (%v)", cl.ClientFit, tc.cp, tc.wantClientFit)

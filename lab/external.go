@@ -480,7 +480,7 @@ func closedLoop(res *ExternalResult) {
 	in := make([]closedLoopInput, 0, len(res.Points))
 	for _, p := range res.Points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS, LoopThreads: p.LoopThreads,
-			ResidenceUS: p.ServerResidenceUS, Client: p.ClientLoop}
+			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, N: p.RequestsPerCycle, Client: p.ClientLoop}
 		for _, t := range p.Loops {
 			q.ServerByN = append(q.ServerByN, t.ByN...)
 		}

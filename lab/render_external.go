@@ -174,8 +174,8 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 	}
 	sf := cl.ServerFit
 	sec.Notes = append(sec.Notes,
-		fmt.Sprintf("server's loop per cycle, from its wake to its last reply out: T_fixed %s µs + T_per_req %s µs·N (R² %s), %s on %s: each request pays T_fixed once and queues for T_per_req behind the requests ahead of it",
-			reports.Num(sf.TFixedUS), reports.Num(sf.TPerReqUS), reports.Num(sf.R2), plural(cl.ServerLoops, "loop thread"), plural(cl.Processors, "processor")))
+		fmt.Sprintf("server's loop per cycle (%s): T_fixed %s µs + T_per_req %s µs·N (R² %s), %s on %s: each request pays T_fixed once and queues for T_per_req behind the requests ahead of it",
+			serverFitSource[cl.ServerFitSource], reports.Num(sf.TFixedUS), reports.Num(sf.TPerReqUS), reports.Num(sf.R2), plural(cl.ServerLoops, "loop thread"), plural(cl.Processors, "processor")))
 	if cf := cl.ClientFit; cf != nil {
 		sec.Notes = append(sec.Notes, fmt.Sprintf("client's own loop busy time per cycle: T_fixed %s µs + T_per_req %s µs per reply (R² %s), a station of its own",
 			reports.Num(cf.TFixedUS), reports.Num(cf.TPerReqUS), reports.Num(cf.R2)))
@@ -189,4 +189,10 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that",
 		"server CPU, run queue: per request of the load, the time the server's threads ran on a processor and waited runnable for one while the point ran (the kernel's schedstat); a run queue wait the model does not see")
 	return sec
+}
+
+// serverFitSource says in words what the closed-loop model's server fit is of.
+var serverFitSource = map[string]string{
+	"cpu":  "its processor time: CPU per request × requests per cycle at each point, the kernel's schedstat",
+	"path": "its clock time from the wait call's return to its last reply out, cycles grouped by N",
 }
