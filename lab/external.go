@@ -18,9 +18,10 @@ import (
 	"github.com/perflab/perflab/protocol"
 )
 
-// ExternalLittleTolerance is how far L/λ may be from the client's mean latency at a point of an
-// external sweep before it warns: 5%. L and W come from different measurements (the trace's
-// round trips and the client's own clock), so their agreement checks both.
+// ExternalLittleTolerance is how far L/λ may be from W at a point of an external sweep before it
+// warns: 5%. L and W come from the trace over the load window and λ from the client's own
+// count and clock, so their agreement checks that the trace saw the client's requests over the
+// window the client timed.
 const ExternalLittleTolerance = 0.05
 
 // ExternalPredictionTolerance is how far the batch model's throughput may be from the client's
