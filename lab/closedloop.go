@@ -103,33 +103,11 @@ var errNoClosedLoop = errors.New("closed-loop model needs a point with a through
 // fitClosedLoop fits the closed-loop model to the points (ordered by clients) and predicts each
 // point's throughput, with the warnings it deserves.
 func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedLoop, []string, error) {
-	var srv, cpu []loops.Point
-	var cli []loops.Point
-	allCPU := true
 	k := 0
 	var cal *closedLoopInput
 	for i := range in {
 		p := &in[i]
-		for _, g := range p.ServerByN {
-			if g.N > 0 && g.Cycles > 0 {
-				t := g.PathUS
-				if t <= 0 {
-					t = g.BusyUS
-				}
-				srv = append(srv, loops.Point{N: float64(g.N), TUS: t, Weight: float64(g.Cycles)})
-			}
-		}
-		if p.LoopThreads > 0 {
-			if p.CPUUS > 0 && p.N > 0 {
-				cpu = append(cpu, loops.Point{N: p.N, TUS: p.CPUUS * p.N, Weight: 1})
-			} else {
-				allCPU = false
-			}
-		}
 		k = max(k, p.LoopThreads)
-		if p.Client != nil && p.Client.Cycles > 0 {
-			cli = append(cli, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.Client.BusyUS, Weight: 1})
-		}
 		if p.ThroughputPerS > 0 && p.Clients > 0 && (cal == nil || p.Clients < cal.Clients) {
 			cal = p
 		}
@@ -137,15 +115,9 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	if cal == nil || k == 0 {
 		return nil, nil, errNoClosedLoop
 	}
-	source := "path"
-	sf, _, err := loops.FitPoints(srv, conf)
-	if allCPU {
-		if f, _, errCPU := loops.FitPoints(cpu, conf); errCPU == nil {
-			source, sf, err = "cpu", f, nil
-		}
-	}
+	sf, source, err := fitServerLoop(in, conf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNoClosedLoop, err)
+		return nil, nil, err
 	}
 	var warns []string
 	for _, w := range sf.Check() {
@@ -157,6 +129,12 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 		side = min(k, processors)
 	}
 	stations := loopStations{serverFixed: math.Max(sf.TFixedUS, 0), serverPerReq: math.Max(sf.TPerReqUS, 0), serverLoops: side}
+	var cli []loops.Point
+	for _, p := range in {
+		if p.Client != nil && p.Client.Cycles > 0 {
+			cli = append(cli, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.Client.BusyUS, Weight: 1})
+		}
+	}
 	if cf, _, err := loops.FitPoints(cli, conf); err == nil && cf.TPerReqUS > 0 {
 		cl.ClientFit = cf
 		stations.client = true
@@ -164,6 +142,51 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	} else if len(cli) > 0 {
 		warns = append(warns, "the client's event loop gives no usable fit of its busy time against its replies per cycle: its time is counted in Z")
 	}
+	warns = append(warns, cl.calibrate(stations, cal)...)
+	warns = append(warns, cl.predict(stations, in)...)
+	return cl, warns, nil
+}
+
+// fitServerLoop fits the server's loop time per cycle against N: its processor time when every
+// point with a loop has it ("cpu"), else the clock time of its cycles up to their last reply
+// ("path").
+func fitServerLoop(in []closedLoopInput, conf float64) (*loops.Fit, string, error) {
+	var path, cpu []loops.Point
+	allCPU := true
+	for _, p := range in {
+		for _, g := range p.ServerByN {
+			if g.N > 0 && g.Cycles > 0 {
+				t := g.PathUS
+				if t <= 0 {
+					t = g.BusyUS
+				}
+				path = append(path, loops.Point{N: float64(g.N), TUS: t, Weight: float64(g.Cycles)})
+			}
+		}
+		if p.LoopThreads > 0 {
+			if p.CPUUS > 0 && p.N > 0 {
+				cpu = append(cpu, loops.Point{N: p.N, TUS: p.CPUUS * p.N, Weight: 1})
+			} else {
+				allCPU = false
+			}
+		}
+	}
+	if allCPU {
+		if f, _, err := loops.FitPoints(cpu, conf); err == nil {
+			return f, "cpu", nil
+		}
+	}
+	f, _, err := loops.FitPoints(path, conf)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", errNoClosedLoop, err)
+	}
+	return f, "path", nil
+}
+
+// calibrate sets cl's Z from the calibration point cal and its share of the request's time
+// outside the server, and returns the warnings they deserve.
+func (cl *ClosedLoop) calibrate(stations loopStations, cal *closedLoopInput) []string {
+	var warns []string
 	cycle := float64(cal.Clients) / cal.ThroughputPerS * 1e6 // µs per request per client
 	z, ok := stations.calibrate(cal.Clients, cycle)
 	if !ok {
@@ -181,8 +204,15 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 		warns = append(warns, fmt.Sprintf("c%d: %.0f%% of each request's %.1f µs passes outside the server's loop (the client's own work and wake-ups, the kernel): the server's model decides little of the client's throughput",
 			cal.Clients, 100*cl.ZShare, cycle))
 	}
+	return warns
+}
+
+// predict adds the model's prediction at every point to cl, with a warning at each point but
+// the calibration one that it misses by more than ExternalPredictionTolerance.
+func (cl *ClosedLoop) predict(stations loopStations, in []closedLoopInput) []string {
+	var warns []string
 	for _, p := range in {
-		r, err := stations.solve(p.Clients, z)
+		r, err := stations.solve(p.Clients, cl.ZUS)
 		if err != nil {
 			continue
 		}
@@ -193,14 +223,14 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 			if p.ResidenceUS > 0 {
 				pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
 			}
-			if p.Clients != cal.Clients && math.Abs(pt.Error) > ExternalPredictionTolerance {
+			if p.Clients != cl.CalibratedAt && math.Abs(pt.Error) > ExternalPredictionTolerance {
 				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",
 					p.Clients, r.throughput, p.ThroughputPerS, 100*pt.Error))
 			}
 		}
 		cl.Points = append(cl.Points, pt)
 	}
-	return cl, warns, nil
+	return warns
 }
 
 // loopStations are the closed loop's loops as MVA stations, µs.
