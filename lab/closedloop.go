@@ -207,11 +207,27 @@ func (cl *ClosedLoop) calibrate(stations loopStations, cal *closedLoopInput) []s
 	return warns
 }
 
+// ThroughputFall is how far a point's throughput may fall below that of fewer clients before
+// the sweep warns that something besides the clients changed between them: 10%. A closed loop
+// whose stations keep their times never loses throughput as clients are added (mean value
+// analysis: X(n) does not decrease with n), so a fall is the machine's other work, or a server
+// that slows with more connections, and no model of the loops predicts it.
+const ThroughputFall = 0.10
+
 // predict adds the model's prediction at every point to cl, with a warning at each point but
-// the calibration one that it misses by more than ExternalPredictionTolerance.
+// the calibration one that it misses by more than ExternalPredictionTolerance, and at each point
+// whose throughput fell by more than ThroughputFall from a point of fewer clients.
 func (cl *ClosedLoop) predict(stations loopStations, in []closedLoopInput) []string {
 	var warns []string
+	best, bestAt := 0.0, 0
 	for _, p := range in {
+		if best > 0 && p.Clients > bestAt && p.ThroughputPerS < (1-ThroughputFall)*best {
+			warns = append(warns, fmt.Sprintf("c%d: the throughput fell to %.0f/s from %.0f/s at c%d (%+.0f%%): a closed loop's throughput does not fall as clients are added unless something else changed (the machine's other work: the run queue column), which the model cannot predict",
+				p.Clients, p.ThroughputPerS, best, bestAt, 100*(p.ThroughputPerS/best-1)))
+		}
+		if p.ThroughputPerS > best {
+			best, bestAt = p.ThroughputPerS, p.Clients
+		}
 		r, err := stations.solve(p.Clients, cl.ZUS)
 		if err != nil {
 			continue

@@ -98,7 +98,7 @@ func TestFitClosedLoop(t *testing.T) {
 			if got := strings.Contains(w, "passes outside the server's loop"); got != tc.wantZDominates {
 				t.Errorf("Z share %.2f, warnings:\n%s\nwant the Z-dominates warning: %v", cl.ZShare, w, tc.wantZDominates)
 			}
-			if strings.Contains(w, "closed-loop model predicts") {
+			if strings.Contains(w, "closed-loop model predicts") || strings.Contains(w, "the throughput fell") {
 				t.Errorf("a prediction warning on exact points:\n%s", w)
 			}
 		})
@@ -106,10 +106,11 @@ func TestFitClosedLoop(t *testing.T) {
 }
 
 // TestFitClosedLoopMiss checks that a point the model misses by more than the tolerance is
-// warned about, and that the calibration point is never judged.
+// warned about, and so is a throughput that fell as clients were added; the calibration point
+// is never judged.
 func TestFitClosedLoopMiss(t *testing.T) {
 	in := synthSweep(t, 5, 10, 0, 0, 30, 1, 2, []int{1, 2, 4, 8})
-	in[2].ThroughputPerS *= 0.7 // c4 measured 30% under the model: its prediction is +43%
+	in[2].ThroughputPerS *= 0.5 // c4 measured half the model's, below c2: its prediction is +100%
 	cl, warns, err := fitClosedLoop(in, 2, loops.DefaultConfidence)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +119,12 @@ func TestFitClosedLoopMiss(t *testing.T) {
 	if strings.Count(w, "closed-loop model predicts") != 1 || !strings.Contains(w, "c4: the closed-loop model predicts") {
 		t.Errorf("warnings:\n%s\nwant one miss, at c4", w)
 	}
-	if e := cl.Points[2].Error; math.Abs(e-(1/0.7-1)) > 1e-3 {
-		t.Errorf("c4 error %.4f, want %.4f", e, 1/0.7-1)
+	// c4 at half the model is below c2's throughput: a fall the model cannot make
+	if strings.Count(w, "the throughput fell") != 1 || !strings.Contains(w, "c4: the throughput fell to") || !strings.Contains(w, "at c2 (") {
+		t.Errorf("warnings:\n%s\nwant one fall, c4 below c2", w)
+	}
+	if e := cl.Points[2].Error; math.Abs(e-1) > 1e-3 {
+		t.Errorf("c4 error %.4f, want +1", e)
 	}
 	if _, _, err := fitClosedLoop([]closedLoopInput{{Clients: 1, ThroughputPerS: 1000, LoopThreads: 1,
 		ServerByN: []loops.NCycles{{N: 1, Cycles: 10, BusyUS: 5}}}}, 2, loops.DefaultConfidence); err == nil {
