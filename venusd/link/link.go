@@ -41,6 +41,7 @@ type Link struct {
 
 	mu      sync.Mutex
 	closed  bool
+	sending sync.WaitGroup // frames between enter and their hand-over to tx; Close waits for them
 	rng     *rand.Rand
 	txPace  pace
 	txErr   error
@@ -163,6 +164,7 @@ func (l *Link) WriteFrame(frame []byte) error {
 	b := l.freeTx.get(len(frame))
 	copy(b, frame)
 	l.tx <- linkItem{b: b, sent: now, release: at}
+	l.sending.Done()
 	return nil
 }
 
@@ -177,10 +179,13 @@ func (l *Link) WriteOwned(frame []byte) ([]byte, error) {
 		return frame[:0], err
 	}
 	l.tx <- linkItem{b: frame, sent: now, release: at}
+	l.sending.Done()
 	return l.freeTx.get(cap(frame))[:0], nil
 }
 
 // enter times a frame of n bytes entering the link now: when it was sent and when it leaves.
+// Without an error, the caller hands the frame to tx and then calls l.sending.Done, so that a
+// Close from another goroutine never closes tx under a frame on its way in.
 func (l *Link) enter(n int) (now, at time.Time, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -191,6 +196,7 @@ func (l *Link) enter(n int) (now, at time.Time, err error) {
 		return now, at, l.txErr
 	}
 	now = l.now()
+	l.sending.Add(1)
 	return now, l.arrival(now, n, &l.txPace), nil
 }
 
@@ -378,6 +384,7 @@ func (l *Link) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	l.sending.Wait() // no frame enters after closed is set; those already in are handed over
 	close(l.tx)
 	<-l.txDone // frames already sent are delivered first
 	close(l.stop)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -310,5 +311,36 @@ func TestWriteOwned(t *testing.T) {
 	}
 	if _, err := l.WriteOwned(buf[:10]); err == nil {
 		t.Error("WriteOwned after Close: no error")
+	}
+}
+
+// TestCloseWhileWriting closes a link while other goroutines write to it: every write either
+// is delivered or returns an error, and none sends on the closed queue (which would panic).
+func TestCloseWhileWriting(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		rec := &recordFrames{closed: make(chan struct{})}
+		l := New(rec, 0, 0, 0, 1)
+		var wg sync.WaitGroup
+		var ok atomic.Int64
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				frame := make([]byte, 64)
+				for i := 0; i < 200; i++ {
+					if l.WriteFrame(frame) != nil {
+						return
+					}
+					ok.Add(1)
+				}
+			}()
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if got := int64(len(rec.got)); got != ok.Load() {
+			t.Fatalf("round %d: %d writes succeeded, the transport got %d frames", round, ok.Load(), got)
+		}
 	}
 }
