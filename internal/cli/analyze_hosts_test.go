@@ -44,7 +44,13 @@ func analyzeTwoHosts(t *testing.T, out string, traces ...string) *breakdown.Repo
 	// The evidence's waiting is split into network and server by the same decomposition.
 	if e := s.Evidence; e != nil && e.Attribution != nil && s.TwoHosts.RoundTrips > 0 {
 		m := s.TwoHosts.Mean
-		if a := e.Attribution; !a.ServerKnown || math.Abs(a.WaitingNetworkUS-(m.NetOut+m.NetBack)) > 0.01 || math.Abs(a.WaitingServerUS-(m.Queue+m.Service)) > 0.01 {
+		if m.NetOut+m.NetBack < 0 || m.Queue+m.Service < 0 {
+			// On a loaded machine the network's mean can come out below zero within the clock
+			// interval; SplitWaiting then leaves the waiting whole rather than print a negative part.
+			if e.Attribution.ServerKnown {
+				t.Errorf("evidence split the waiting by a negative part: two_hosts mean %+v", m)
+			}
+		} else if a := e.Attribution; !a.ServerKnown || math.Abs(a.WaitingNetworkUS-(m.NetOut+m.NetBack)) > 0.01 || math.Abs(a.WaitingServerUS-(m.Queue+m.Service)) > 0.01 {
 			t.Errorf("evidence waiting split %v: network %.3f server %.3f µs, two_hosts mean %+v", a.ServerKnown, a.WaitingNetworkUS, a.WaitingServerUS, m)
 		}
 		t.Logf("evidence: waiting split into network %.2f and server %.2f µs", e.Attribution.WaitingNetworkUS, e.Attribution.WaitingServerUS)
