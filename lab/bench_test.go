@@ -127,8 +127,21 @@ func TestRunConnLoop(t *testing.T) {
 			t.Errorf("%s: %+v", p.Label(), p)
 		}
 	}
-	if res.Points[3].Depth != 4 || res.Points[3].InflightMean < 2 {
-		t.Errorf("depth 4 point: %+v (want more than 2 in flight)", res.Points[3])
+	// Depth 4 pipelines: more in flight than its 2 clients, or at least more than the 2 clients
+	// kept at depth 1 (a loaded machine's scheduling gaps can hold both under 2).
+	var d1, d4 *Point
+	for i := range res.Points {
+		if p := &res.Points[i]; p.Clients == 2 && p.Depth == 1 {
+			d1 = p
+		} else if p.Clients == 2 && p.Depth == 4 {
+			d4 = p
+		}
+	}
+	if d1 == nil || d4 == nil {
+		t.Fatalf("no c2 points at depths 1 and 4: %+v", res.Points)
+	}
+	if d4.InflightMean <= 2 && d4.InflightMean <= d1.InflightMean {
+		t.Errorf("depth 4 point: %.2f in flight, want more than 2 or than depth 1's %.2f", d4.InflightMean, d1.InflightMean)
 	}
 }
 
