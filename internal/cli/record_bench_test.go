@@ -97,7 +97,7 @@ func median(v []float64) float64 {
 
 // BenchmarkRecordOverhead alternates venusd client runs without record, with record attached
 // without kernel evidence, and with record as it runs by default (every evidence part on), in
-// that order, 9 rounds, against an in-process server, and reports for each recorded way the
+// an order that turns every round, 9 rounds, against an in-process server, and reports for each recorded way the
 // median throughput ratio (recorded / plain of the same round), the median ratio of the
 // client's CPU time (recorded / plain: less sensitive to the machine's other load), the events
 // lost at the default ring size, and the kernel time per event as record prints it (the
@@ -147,7 +147,12 @@ func BenchmarkRecordOverhead(b *testing.B) {
 					load = append(load, loadAverage())
 					var rate [3]float64
 					var cpu [3]time.Duration
-					for k, m := range modes {
+					// The order turns every round (plain first, then second, then third), so
+					// that what a run leaves behind (the previous recording's teardown in the
+					// kernel) does not fall on one way only.
+					for j := range modes {
+						k := (j + r) % len(modes)
+						m := modes[k]
 						run := runMaybeRecorded(b, dir, m.record, m.ev, []string{recordMainEnv + "=1"}, args...)
 						var res venusd.Result
 						if err := json.Unmarshal(run.stdout, &res); err != nil {
