@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -110,8 +111,9 @@ type Point struct {
 	ShmSpin *ShmSpin `json:"shm_spin,omitempty"`
 	Trace   string   `json:"trace,omitempty"` // the point's trace, with Config.Dir
 
-	samples []float64         // every RTT, µs
-	loop    *venusd.LoopStats // the batch loop's counters during the point
+	samples  []float64         // every RTT, µs
+	warnings []string          // the clients' warnings (an emulated link that fell behind), each once
+	loop     *venusd.LoopStats // the batch loop's counters during the point
 }
 
 // RTT summarises the round-trip times of a point, µs.
@@ -284,6 +286,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 							res.Points[s.points[k-1]].samples = nil
 							res.Points[s.points[k-1]].loop = nil
 						}
+						for _, w := range p.warnings {
+							res.Warnings = append(res.Warnings, p.Label()+": "+w)
+						}
+						p.warnings = nil
 						res.Points = append(res.Points, *p)
 						s.points = append(s.points, len(res.Points)-1)
 						done++
@@ -390,6 +396,7 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if err := addClientResults(p, results); err != nil {
 		return nil, err
 	}
+	p.warnings = clientWarnings(results)
 	rqNs := int64(-1)
 	if rqOK && rqOK1 {
 		rqNs = rq
@@ -399,6 +406,31 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 		p.RunQueueUS = round3(float64(rq) / 1e3 / float64(p.Requests))
 	}
 	return p, nil
+}
+
+// maxPointWarnings is how many of its clients' warnings a point repeats; the rest are counted.
+const maxPointWarnings = 2
+
+// clientWarnings gathers the warnings of a point's clients, each once, at most maxPointWarnings
+// of them and then a count of the others (16 clients behind one busy link say much the same).
+func clientWarnings(results []*venusd.Result) []string {
+	var out []string
+	more := 0
+	for _, r := range results {
+		for _, w := range r.Warnings {
+			switch {
+			case slices.Contains(out, w):
+			case len(out) < maxPointWarnings:
+				out = append(out, w)
+			default:
+				more++
+			}
+		}
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("and %d more warnings of this point's clients", more))
+	}
+	return out
 }
 
 // pointMode is the client mode that runs m with depth requests in flight: more than one in flight

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,26 @@ func TestShmWinsOrSaysWhy(t *testing.T) {
 		t.Logf("%s: %.0f/s against unix %.0f/s, %.2f cores, %+v", p.Label(), p.ThroughputPerS, unix[p.Clients], p.CPUCores, *sp)
 		if judge && p.ThroughputPerS < unix[p.Clients] && !explained {
 			t.Errorf("%s: shm %.0f/s below unix %.0f/s, and the point does not say why", p.Label(), p.ThroughputPerS, unix[p.Clients])
+		}
+	}
+}
+
+func TestClientWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   [][]string
+		want []string
+	}{
+		{"none", [][]string{nil, nil}, nil},
+		{"once each", [][]string{{"a"}, {"a", "b"}}, []string{"a", "b"}},
+		{"counted beyond two", [][]string{{"a", "b"}, {"c"}, {"d", "a"}}, []string{"a", "b", "and 2 more warnings of this point's clients"}},
+	} {
+		var results []*venusd.Result
+		for _, w := range tc.in {
+			results = append(results, &venusd.Result{Warnings: w})
+		}
+		if got := clientWarnings(results); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
