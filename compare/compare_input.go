@@ -58,16 +58,13 @@ func LoadRuns(in protocol.Input, opt analyzers.Options) ([]Run, bool, error) {
 	n, _ := io.ReadFull(f, head)
 	head = head[:n]
 	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		r, err := LoadTrace(protocol.Opened(path, f), opt)
+		r, err := LoadTrace(protocol.Resumed(path, head, f), opt)
 		if err != nil {
 			return nil, false, err
 		}
 		return []Run{r}, false, nil
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", path, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxInputBytes+1))
+	data, err := io.ReadAll(io.LimitReader(io.MultiReader(bytes.NewReader(head), f), maxInputBytes+1))
 	if err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", path, err)
 	}

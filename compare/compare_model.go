@@ -79,14 +79,32 @@ type LoopFit struct {
 // a negative value means: read venusd's --delay from the trace's command line, else 0), and
 // bandwidth its bytes/s (0: unlimited). The trace is read once.
 func FitLoop(in protocol.Input, opt analyzers.Options, linkRTTUS, bandwidth float64) (*LoopFit, error) {
-	path := in.Name
-	lt := &loopTrace{unit: opt.Unit, byReq: map[[2]uint64]*loopCall{}}
-	if lt.unit == "" {
-		lt.unit = "token"
-	}
-	if err := analyzers.Visit([]protocol.Input{in}, opt, lt); err != nil {
+	lv := NewLoopVisitor(in.Name, opt)
+	if err := analyzers.Visit([]protocol.Input{in}, opt, lv); err != nil {
 		return nil, err
 	}
+	return lv.Fit(linkRTTUS, bandwidth)
+}
+
+// LoopVisitor gathers from one pass over a trace what FitLoop calibrates a token loop from, for
+// a verb that feeds the same pass to other visitors too (protocol.Tee).
+type LoopVisitor struct {
+	loopTrace
+	path string
+}
+
+// NewLoopVisitor returns the LoopVisitor of the trace named path, decoded with opt.
+func NewLoopVisitor(path string, opt analyzers.Options) *LoopVisitor {
+	lv := &LoopVisitor{loopTrace{unit: opt.Unit, byReq: map[[2]uint64]*loopCall{}}, path}
+	if lv.unit == "" {
+		lv.unit = "token"
+	}
+	return lv
+}
+
+// Fit calibrates the token loop from what the pass gathered, as FitLoop does.
+func (lv *LoopVisitor) Fit(linkRTTUS, bandwidth float64) (*LoopFit, error) {
+	path, lt := lv.path, &lv.loopTrace
 	spans := lt.spans
 	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
 	if len(spans) == 0 {

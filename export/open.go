@@ -9,8 +9,9 @@ import (
 )
 
 // holdTraces opens each of ins once and reads its header, so that a bad file is reported
-// before any output is written. It returns Inputs that read the open files from the start
-// (every pass of an export reads the same open file) and done, which closes them. Its errors
+// before any output is written. It returns Inputs that read each open file once, from the
+// start (the header bytes read already come back from memory, not from the file), and done,
+// which closes them. Its errors
 // are *protocol.ReadError naming the trace, with the reader's *trace.FormatError (the offset)
 // or the *os.PathError of opening it inside.
 func holdTraces(ins []protocol.Input) (held []protocol.Input, done func(), err error) {
@@ -33,11 +34,12 @@ func holdTraces(ins []protocol.Input) (held []protocol.Input, done func(), err e
 				return nil, nil, &protocol.ReadError{Path: in.Name, Err: &trace.FormatError{Offset: 0, Msg: "is a directory, not a trace file"}}
 			}
 		}
-		if _, err := trace.NewReader(f); err != nil {
+		head := &protocol.HeadRecorder{R: f}
+		if _, err := trace.NewReader(head); err != nil {
 			done()
 			return nil, nil, &protocol.ReadError{Path: in.Name, Err: err}
 		}
-		held = append(held, protocol.Opened(in.Name, f))
+		held = append(held, protocol.Resumed(in.Name, head.Head, f))
 	}
 	return held, done, nil
 }

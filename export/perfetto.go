@@ -52,9 +52,10 @@ func PerfettoTrace(w io.Writer, in protocol.Input, opt analyzers.Options) (trace
 	return rc[0], err
 }
 
-// perfetto opens each trace once; it reads it twice, the records and then the round trips the
-// decoder pairs, because the timeline lists every trace's records before the round trips (and
-// a merged trace a third time, for the flows between its hosts).
+// perfetto opens each trace once and reads it once. The timeline lists every trace's records
+// first, then the round trips the decoder pairs (and, for a merged trace, the flows between
+// its hosts): the records are written as they are read, and the messages the round trips come
+// from wait in a temporary file (messageLog) until the records are all written.
 func perfetto(w io.Writer, ins []protocol.Input, opt analyzers.Options) ([]trace.Recovery, error) {
 	if len(ins) == 0 {
 		return nil, errors.New("write perfetto: no trace given")
@@ -73,24 +74,25 @@ func perfetto(w io.Writer, ins []protocol.Input, opt analyzers.Options) ([]trace
 		threads: map[uint64]bool{}, lanes: map[uint64][]*lane{}}
 	// No displayTimeUnit: Perfetto ignores it and flags it in the trace's info page.
 	pw.raw(`{"traceEvents":[` + "\n")
-	var other []string
-	var recs []trace.Recovery
-	for i, in := range held {
-		info, rc, err := pw.events(i, in)
-		if err != nil {
-			return recs, err
-		}
-		other = append(other, info)
-		recs = append(recs, rc)
+	pp, err := newPerfettoPass(pw)
+	if err != nil {
+		return nil, fmt.Errorf("write perfetto: %w", err)
 	}
-	if err := pw.roundTrips(held, opt); err != nil {
-		return recs, err
+	defer pp.log.close()
+	if err := analyzers.Visit(held, opt, protocol.Tee(pp, pp.flows)); err != nil {
+		return pp.recs, err
 	}
-	if err := pw.hostFlows(held, opt); err != nil {
-		return recs, fmt.Errorf("write perfetto: %w", err)
+	if pw.err != nil {
+		return pp.recs, fmt.Errorf("write perfetto: %w", pw.err)
+	}
+	if err := pw.roundTrips(pp.log); err != nil {
+		return pp.recs, err
+	}
+	if err := pw.hostFlows(pp.flows); err != nil {
+		return pp.recs, fmt.Errorf("write perfetto: %w", err)
 	}
 	pw.raw("\n],\n" + `"otherData":{`)
-	for i, o := range other {
+	for i, o := range pp.other {
 		if i > 0 {
 			pw.raw(",")
 		}
@@ -99,12 +101,12 @@ func perfetto(w io.Writer, ins []protocol.Input, opt analyzers.Options) ([]trace
 	}
 	pw.raw("}}\n")
 	if pw.err != nil {
-		return recs, fmt.Errorf("write perfetto: %w", pw.err)
+		return pp.recs, fmt.Errorf("write perfetto: %w", pw.err)
 	}
 	if err := pw.w.Flush(); err != nil {
-		return recs, fmt.Errorf("write perfetto: %w", err)
+		return pp.recs, fmt.Errorf("write perfetto: %w", err)
 	}
-	return recs, nil
+	return pp.recs, nil
 }
 
 // perfettoWriter streams trace events. The first write error sticks in err.
@@ -214,72 +216,56 @@ func (pw *perfettoWriter) head(ph, cat, name string, pid, tid uint32, ts int64) 
 
 // traceState is what the writer keeps about one trace while streaming it.
 type traceState struct {
-	index int
-	meta  trace.Meta
-	conns map[uint64]string // id → "tcp 127.0.0.1:40000 → 127.0.0.1:5556"
+	index           int
+	path            string
+	meta            trace.Meta
+	conns           map[uint64]string // id → "tcp 127.0.0.1:40000 → 127.0.0.1:5556"
+	events, markers uint64
+	lost            map[string]uint64 // by source
 }
 
-// events streams the records of trace i: slices, markers, thread names. It returns a one-line
-// description of the trace for otherData.
-func (pw *perfettoWriter) events(i int, in protocol.Input) (string, trace.Recovery, error) {
-	path := in.Name
-	r, err := openHeld(in)
-	if err != nil {
-		return "", trace.Recovery{}, err
+// record writes one record of the trace st: a slice, a marker, thread names; it keeps the
+// trace's connections, counts and losses for its description.
+func (pw *perfettoWriter) record(st *traceState, rec *trace.Record) {
+	switch rec.Kind {
+	case trace.KindConnection:
+		c := rec.Conn
+		st.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
+	case trace.KindEvent:
+		pw.nameHost(st, &rec.Event)
+		pw.name(st, rec.Event.PID, rec.Event.TID)
+		pw.event(st, &rec.Event)
+		st.events++
+	case trace.KindMarker:
+		pw.name(st, rec.Marker.PID, rec.Marker.TID)
+		pw.marker(&rec.Marker)
+		st.markers++
+	case trace.KindLost:
+		st.lost[rec.Lost.Source] = rec.Lost.Count // cumulative: the latest is the total
 	}
-	defer r.Close()
-	st := &traceState{index: i, meta: r.Meta(), conns: map[uint64]string{}}
-	pw.clocks = append(pw.clocks, st.meta.Clocks)
-	var rec trace.Record
-	var events, markers uint64
-	lost := map[string]uint64{}
-	for {
-		err := r.Next(&rec)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", trace.Recovery{}, &protocol.ReadError{Path: path, Err: err}
-		}
-		switch rec.Kind {
-		case trace.KindConnection:
-			c := rec.Conn
-			st.conns[c.ID] = c.Family.String() + " " + c.Local + " → " + c.Remote
-		case trace.KindEvent:
-			pw.nameHost(st, &rec.Event)
-			pw.name(st, rec.Event.PID, rec.Event.TID)
-			pw.event(st, &rec.Event)
-			events++
-		case trace.KindMarker:
-			pw.name(st, rec.Marker.PID, rec.Marker.TID)
-			pw.marker(&rec.Marker)
-			markers++
-		case trace.KindLost:
-			lost[rec.Lost.Source] = rec.Lost.Count // cumulative: the latest is the total
-		}
-		if pw.err != nil {
-			return "", trace.Recovery{}, fmt.Errorf("write perfetto: %w", pw.err)
-		}
-	}
+}
+
+// describeTrace returns a one-line description of the trace st, read as rc says, for otherData.
+func describeTrace(st *traceState, rc trace.Recovery) string {
 	m := st.meta
 	// A strings.Builder: the description grows by one entry per connection, and adding to a
 	// string would copy it each time (quadratic in connections).
 	var info strings.Builder
 	fmt.Fprintf(&info, "%s: %d events, %d markers, %d connections; host %s, kernel %s, source %s, started %s",
-		filepath.Base(path), events, markers, len(st.conns), m.Host, m.Kernel, m.Source, m.Start.UTC().Format("2006-01-02T15:04:05.000Z"))
+		filepath.Base(st.path), st.events, st.markers, len(st.conns), m.Host, m.Kernel, m.Source, m.Start.UTC().Format("2006-01-02T15:04:05.000Z"))
 	if len(m.Command) > 0 {
 		info.WriteString(", command " + strings.Join(m.Command, " "))
 	}
 	if l := labels(m.Labels); l != "" {
 		info.WriteString(", labels " + l)
 	}
-	srcs := make([]string, 0, len(lost))
-	for k := range lost {
+	srcs := make([]string, 0, len(st.lost))
+	for k := range st.lost {
 		srcs = append(srcs, k)
 	}
 	slices.Sort(srcs)
 	for _, k := range srcs {
-		fmt.Fprintf(&info, "; lost %s: %d", k, lost[k])
+		fmt.Fprintf(&info, "; lost %s: %d", k, st.lost[k])
 	}
 	ids := make([]uint64, 0, len(st.conns))
 	for id := range st.conns {
@@ -292,11 +278,10 @@ func (pw *perfettoWriter) events(i int, in protocol.Input) (string, trace.Recove
 		info.WriteString(": ")
 		info.WriteString(st.conns[id])
 	}
-	rc := r.Recovery()
 	if rc.Damaged() {
 		info.WriteString("; recovery: " + rc.String())
 	}
-	return info.String(), rc, nil
+	return info.String()
 }
 
 // labels formats labels as sorted K=V pairs.
@@ -515,70 +500,91 @@ func (pw *perfettoWriter) marker(m *trace.Marker) {
 	pw.raw("}}")
 }
 
-// roundTrips writes the round trips the protocol decoder pairs, and the requests in flight of
-// each process as a counter: up at a request that wants a reply, down at the end of its reply.
-func (pw *perfettoWriter) roundTrips(ins []protocol.Input, opt analyzers.Options) error {
-	counters := map[[2]uint64]*inflight{}
-	var last *inflight
-	err := analyzers.Messages(ins, opt, func(m *protocol.Message) error {
-		pid := m.PID
-		if m.Trace < len(pw.clocks) && len(pw.clocks[m.Trace]) > 1 {
-			pid = hostPID(pid, hostOf(pw.clocks[m.Trace], m.Conn)) // the host's process (merged traces)
-		}
-		k := [2]uint64{uint64(m.Trace), uint64(pid)}
-		c := last
-		if c == nil || c.key != k {
-			c = counters[k]
-			if c == nil {
-				c = &inflight{key: k, pid: pid, name: "in flight"}
-				if m.Trace > 0 {
-					// Traces may reuse pids: keep their counters apart.
-					c.name += " (trace " + strconv.Itoa(m.Trace) + ")"
-				}
-				counters[k] = c
-			}
-			last = c
-		}
-		if m.IsReply && m.RTT > 0 {
-			c.slack = max(c.slack, inflightMinSlack, 4*m.RTT, 4*(m.End-m.TS))
-			c.push(m.ReqTS, +1)
-			c.push(m.ReqTS+m.RTT, -1)
-			name := m.Name
-			if name == "" {
-				name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
-			}
-			pw.async("round_trip", name, pid, m.TID, m.ReqTS, m.RTT, func() {
-				pw.raw(`"conn":`)
-				pw.uint(m.Conn)
-				pw.raw(`,"command":`)
-				pw.uint(m.Command)
-				pw.raw(`,"reply_bytes":`)
-				pw.int(m.Size)
-				if m.ReqID != 0 {
-					pw.raw(`,"req_id":`)
-					pw.uint(m.ReqID)
-				}
-				pw.raw(`,"protocol":`)
-				pw.str(m.Protocol)
-			})
-		}
-		c.flush(pw, m.TS-c.slack)
-		return pw.err
-	})
-	if err != nil {
+// roundTrips writes the round trips the protocol decoder paired, from the messages of the
+// pass (log), and the requests in flight of each process as a counter: up at a request that
+// wants a reply, down at the end of its reply.
+func (pw *perfettoWriter) roundTrips(log *messageLog) error {
+	rt := &roundTripWriter{pw: pw, counters: map[[2]uint64]*inflight{}}
+	if err := log.replay(rt.message); err != nil {
 		return fmt.Errorf("write perfetto: %w", err)
 	}
-	keys := make([][2]uint64, 0, len(counters))
-	for k := range counters {
+	rt.finish()
+	return pw.err
+}
+
+// roundTripWriter writes the round trips and the in-flight counters, message by message.
+type roundTripWriter struct {
+	pw       *perfettoWriter
+	counters map[[2]uint64]*inflight
+	last     *inflight
+}
+
+// message writes the round trip that m, a reply, ends, and the counter changes that m's time
+// lets go.
+func (rt *roundTripWriter) message(m *protocol.Message) error {
+	pw := rt.pw
+	pid := m.PID
+	if m.Trace < len(pw.clocks) && len(pw.clocks[m.Trace]) > 1 {
+		pid = hostPID(pid, hostOf(pw.clocks[m.Trace], m.Conn)) // the host's process (merged traces)
+	}
+	k := [2]uint64{uint64(m.Trace), uint64(pid)}
+	c := rt.last
+	if c == nil || c.key != k {
+		c = rt.counters[k]
+		if c == nil {
+			c = &inflight{key: k, pid: pid, name: "in flight"}
+			if m.Trace > 0 {
+				// Traces may reuse pids: keep their counters apart.
+				c.name += " (trace " + strconv.Itoa(m.Trace) + ")"
+			}
+			rt.counters[k] = c
+		}
+		rt.last = c
+	}
+	if m.IsReply && m.RTT > 0 {
+		c.slack = max(c.slack, inflightMinSlack, 4*m.RTT, 4*(m.End-m.TS))
+		c.push(m.ReqTS, +1)
+		c.push(m.ReqTS+m.RTT, -1)
+		pw.roundTrip(m, pid)
+	}
+	c.flush(pw, m.TS-c.slack)
+	return pw.err
+}
+
+// roundTrip writes the round trip that reply m ends, on process pid.
+func (pw *perfettoWriter) roundTrip(m *protocol.Message, pid uint32) {
+	name := m.Name
+	if name == "" {
+		name = m.Protocol + " command " + strconv.FormatUint(m.Command, 10)
+	}
+	pw.async("round_trip", name, pid, m.TID, m.ReqTS, m.RTT, func() {
+		pw.raw(`"conn":`)
+		pw.uint(m.Conn)
+		pw.raw(`,"command":`)
+		pw.uint(m.Command)
+		pw.raw(`,"reply_bytes":`)
+		pw.int(m.Size)
+		if m.ReqID != 0 {
+			pw.raw(`,"req_id":`)
+			pw.uint(m.ReqID)
+		}
+		pw.raw(`,"protocol":`)
+		pw.str(m.Protocol)
+	})
+}
+
+// finish writes every counter's changes still held, counter by counter.
+func (rt *roundTripWriter) finish() {
+	keys := make([][2]uint64, 0, len(rt.counters))
+	for k := range rt.counters {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
 	})
 	for _, k := range keys {
-		counters[k].flush(pw, math.MaxInt64)
+		rt.counters[k].flush(rt.pw, math.MaxInt64)
 	}
-	return pw.err
 }
 
 // inflightMinSlack is the least time a change of the in-flight counter is held back, ns: 10 ms

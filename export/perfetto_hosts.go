@@ -4,9 +4,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/breakdown"
-	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -58,31 +56,11 @@ func (pw *perfettoWriter) nameHost(st *traceState, e *trace.Event) {
 	pw.procs[e.PID] = true // named: name writes no other process_name for it
 }
 
-// hostFlows draws, for the first merged trace among ins, one flow per round trip seen at both
-// hosts: from the client's request to the server's receipt of it, on to the server's reply and
-// back to the client's receipt of the reply (Chrome trace flow events "s", "t", "f", bound to
-// the slices that carried each end).
-func (pw *perfettoWriter) hostFlows(ins []protocol.Input, opt analyzers.Options) error {
-	merged := -1
-	for i, in := range ins {
-		r, err := openHeld(in)
-		if err != nil {
-			return err
-		}
-		n := len(r.Meta().Clocks)
-		r.Close()
-		if n > 1 {
-			merged = i
-			break
-		}
-	}
-	if merged < 0 {
-		return nil
-	}
-	v := breakdown.NewVisitor(nil)
-	if err := analyzers.Visit(ins[merged:merged+1], opt, v); err != nil {
-		return err
-	}
+// hostFlows draws, for the first merged trace of the pass (v saw it), one flow per round trip
+// seen at both hosts: from the client's request to the server's receipt of it, on to the
+// server's reply and back to the client's receipt of the reply (Chrome trace flow events "s",
+// "t", "f", bound to the slices that carried each end).
+func (pw *perfettoWriter) hostFlows(v *breakdown.Visitor) error {
 	if v.Builder == nil {
 		return nil
 	}

@@ -55,3 +55,38 @@ func (m *Message) UnitName() string {
 type visitSink struct{ Visitor }
 
 func (s visitSink) End(i int, rec trace.Recovery, _ *Decoder) { s.Visitor.End(i, rec) }
+
+// Tee returns a Visitor that hands each call to every one of vs, in order.
+func Tee(vs ...Visitor) Visitor { return tee(vs) }
+
+type tee []Visitor
+
+func (t tee) Begin(i int, path string, meta trace.Meta) {
+	for _, v := range t {
+		v.Begin(i, path, meta)
+	}
+}
+
+func (t tee) Record(rec *trace.Record) {
+	for _, v := range t {
+		v.Record(rec)
+	}
+}
+
+func (t tee) Message(m *Message) {
+	for _, v := range t {
+		v.Message(m)
+	}
+}
+
+func (t tee) Answered(m *Message, req Answered) {
+	for _, v := range t {
+		v.Answered(m, req)
+	}
+}
+
+func (t tee) End(i int, rec trace.Recovery) {
+	for _, v := range t {
+		v.End(i, rec)
+	}
+}

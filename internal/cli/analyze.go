@@ -113,11 +113,12 @@ func analyzeOptions(proto, spec, unit, unitCmd, markers string) (analyzers.Optio
 // are a client's and a server's) and repeats the damaged-trace warnings on stderr.
 func analyzeSummary(env *Env, paths []string, opt analyzers.Options) (*analyzers.Summary, error) {
 	conns := &connRecords{keep: len(paths) >= 2 && len(paths) <= maxHostTraces}
-	s, err := analyzers.AnalyzeVisit(traceInputs(paths), opt, conns)
+	merged := splitVisitor(opt)
+	s, err := analyzers.AnalyzeVisit(traceInputs(paths), opt, protocol.Tee(conns, merged))
 	if err != nil {
 		return nil, analyzeError(err)
 	}
-	if s.TwoHosts, err = twoHosts(paths, opt, s, conns.files); err != nil {
+	if s.TwoHosts, err = twoHosts(paths, opt, s, conns.files, merged); err != nil {
 		return nil, analyzeError(err)
 	}
 	if h := s.TwoHosts; h != nil && s.Evidence != nil && h.RoundTrips > 0 {

@@ -13,22 +13,19 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
-// twoHosts returns the client/network/server split of the first merged trace in s, or of the
-// traces themselves when they are recordings of one system from several hosts (their
-// connections match, by conns: the connection records of each trace, from the analysis's
-// pass); nil otherwise. It adds its warnings to s's, and decodes the traces a second time when
-// they are.
-func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary, conns []*trace.File) (*breakdown.Report, error) {
-	for i, m := range s.Meta {
-		if len(m.Clocks) > 1 {
-			r, err := splitMerged(traceInput(paths[i]), opt)
-			if r != nil {
-				for _, w := range r.Warnings {
-					s.Warnings = append(s.Warnings, "two hosts: "+w)
-				}
-			}
-			return r, err
+// twoHosts returns the client/network/server split of the first merged trace in s (merged: what
+// the analysis's pass gave it, a splitVisitor), or of the traces themselves when they are
+// recordings of one system from several hosts (their connections match, by conns: the
+// connection records of each trace, from the analysis's pass); nil otherwise. It adds its
+// warnings to s's, and reads the traces a second time when they are recordings of several
+// hosts (merging them needs them whole).
+func twoHosts(paths []string, opt analyzers.Options, s *analyzers.Summary, conns []*trace.File, merged *breakdown.Visitor) (*breakdown.Report, error) {
+	if merged.Builder != nil {
+		r := splitReport(merged, opt)
+		for _, w := range r.Warnings {
+			s.Warnings = append(s.Warnings, "two hosts: "+w)
 		}
+		return r, nil
 	}
 	if len(paths) < 2 || len(paths) > maxHostTraces {
 		return nil, nil
@@ -134,38 +131,31 @@ func splitHosts(paths []string, opt analyzers.Options, conns []*trace.File) (*br
 	return r, err
 }
 
-// mergedSplit returns the split of the trace in when it is a merged trace (its metadata
-// has clocks of several hosts), else nil.
-func mergedSplit(in protocol.Input, opt analyzers.Options) (*breakdown.Report, error) {
-	f, err := in.Open()
-	if err != nil {
-		return nil, &protocol.ReadError{Path: in.Name, Err: err}
-	}
-	r, err := trace.NewReader(f)
-	f.Close()
-	if err != nil {
-		return nil, &protocol.ReadError{Path: in.Name, Err: err}
-	}
-	if len(r.Meta().Clocks) < 2 {
-		return nil, nil
-	}
-	return splitMerged(in, opt)
-}
-
-// splitMerged decodes the merged trace in and splits its round trips.
-func splitMerged(in protocol.Input, opt analyzers.Options) (*breakdown.Report, error) {
+// splitVisitor returns the visitor that splits the round trips of the first merged trace of a
+// pass (its metadata has clocks of several hosts), with opt's unit commands.
+func splitVisitor(opt analyzers.Options) *breakdown.Visitor {
 	units := map[string]bool{}
 	for _, n := range strings.Split(opt.UnitCommands, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			units[n] = true
 		}
 	}
-	v := breakdown.NewVisitor(units)
+	return breakdown.NewVisitor(units)
+}
+
+// splitReport returns the split v made, nil when its pass held no merged trace.
+func splitReport(v *breakdown.Visitor, opt analyzers.Options) *breakdown.Report {
+	if v.Builder == nil {
+		return nil
+	}
+	return v.Builder.Report(opt.Unit)
+}
+
+// splitMerged decodes the merged trace in and splits its round trips.
+func splitMerged(in protocol.Input, opt analyzers.Options) (*breakdown.Report, error) {
+	v := splitVisitor(opt)
 	if err := analyzers.Visit([]protocol.Input{in}, opt, v); err != nil {
 		return nil, err
 	}
-	if v.Builder == nil {
-		return nil, nil
-	}
-	return v.Builder.Report(opt.Unit), nil
+	return splitReport(v, opt), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/perflab/perflab/breakdown"
 	"github.com/perflab/perflab/compare"
 	"github.com/perflab/perflab/models"
+	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/reports"
 	"github.com/perflab/perflab/units"
 )
@@ -128,27 +129,24 @@ func whatIfLink(link string, rtt time.Duration, bandwidth string) (*models.Link,
 	return wl, nil
 }
 
-// modelFromTrace fits the token loop of the trace from (decoded with protocol) and predicts
-// scenarios on the what-if link wl; measured is the link RTT during the recording, negative when
-// not given.
-func modelFromTrace(from, protocol string, measured time.Duration, scenarios []compare.Scenario, wl *models.Link) (*compare.ModelReport, error) {
+// modelFromTrace fits the token loop of the trace from (decoded with proto) and predicts
+// scenarios on the what-if link wl, in one pass over the trace (which also splits a merged
+// trace's round trips); measured is the link RTT during the recording, negative when not given.
+func modelFromTrace(from, proto string, measured time.Duration, scenarios []compare.Scenario, wl *models.Link) (*compare.ModelReport, error) {
 	m := -1.0
 	if measured >= 0 {
 		m = float64(measured) / 1e3
 	}
-	in, done, err := holdInput(from)
-	if err != nil {
+	opt := analyzers.Options{Protocol: proto}
+	lv, merged := compare.NewLoopVisitor(from, opt), splitVisitor(opt)
+	if err := analyzers.Visit(traceInputs([]string{from}), opt, protocol.Tee(lv, merged)); err != nil {
 		return nil, BadInput("%v", err)
 	}
-	defer done()
-	split, err := mergedSplit(in, analyzers.Options{Protocol: protocol})
-	if err != nil {
-		return nil, BadInput("%v", err)
-	}
+	split := splitReport(merged, opt)
 	if split != nil && m < 0 && split.RoundTrips > 0 {
 		m = split.NetRTT.P50 // the link as measured at both hosts: only this part changes
 	}
-	lf, err := compare.FitLoop(in, analyzers.Options{Protocol: protocol}, m, 0)
+	lf, err := lv.Fit(m, 0)
 	if err != nil {
 		return nil, BadInput("%v", err)
 	}
