@@ -376,7 +376,6 @@ func gateRule(rule Rule, base, cur []Run, cfg *GateConfig) (rr RuleResult, pt *p
 	if rule.Direction == "zero" {
 		return zeroRule(rr, rule, cv), nil
 	}
-	higher := rule.Direction == "higher"
 	if len(bv) == 0 || len(cv) == 0 {
 		side := "baseline"
 		if len(bv) > 0 {
@@ -385,78 +384,116 @@ func gateRule(rule Rule, base, cur []Run, cfg *GateConfig) (rr RuleResult, pt *p
 		rr.Verdict, rr.Detail = "inconclusive", fmt.Sprintf("%s missing in the %s", rule.Metric, side)
 		return rr, nil
 	}
+	j := measureRule(&rr, rule, base, cur, bv, cv, cfg)
+	switch {
+	case j.mi.Count && Exact(bv, j.mi.Whole) && Exact(cv, j.mi.Whole):
+		countRule(&rr, rule, j)
+	case j.few && len(j.xs) >= bootstrapMinN(j.q) && len(j.ys) >= bootstrapMinN(j.q):
+		// Too few runs for a test of run values, but the runs hold samples (traces): test
+		// the samples, and ask for a change beyond run-to-run drift as well.
+		pt = sampleTest(&rr, rule, cfg, j.xs, j.ys, j.q, j.nb, j.nc, j.higher, j.bad, j.minEff, j.alpha, j.summary)
+	case j.few:
+		fewRunsRule(&rr, cfg, j)
+	case j.cvb > j.maxCV || j.cvc > j.maxCV:
+		rr.Verdict = "inconclusive"
+		rr.Detail = fmt.Sprintf("%s; too noisy: robust CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", j.summary, 100*j.cvb, 100*j.cvc, 100*j.maxCV)
+	default:
+		pt = runTest(&rr, rule, bv, cv, j)
+	}
+	return rr, pt
+}
+
+// ruleMeasure is what gateRule measured of one rule's runs before judging it.
+type ruleMeasure struct {
+	mi            MetricInfo
+	nb, nc        int     // baseline and current runs with the metric
+	higher        bool    // higher is better
+	bad           float64 // the change in the bad direction, > 0 is worse
+	beyond        bool    // worse than allowed and than the minimum effect
+	minEff, maxCV float64
+	alpha         float64
+	cvb, cvc      float64 // robust CVs of the baseline and current values
+	summary       string  // "before → after (change, allowed)"
+	few           bool    // fewer runs than a test of run values needs
+	xs, ys        []float64
+	q             float64 // the statistic of the samples, as bootstrapRatios takes it
+}
+
+// measureRule fills rr's medians, change and CVs from the run values bv and cv, and returns
+// what judging the rule needs.
+func measureRule(rr *RuleResult, rule Rule, base, cur []Run, bv, cv []float64, cfg *GateConfig) *ruleMeasure {
+	j := &ruleMeasure{nb: len(bv), nc: len(cv), higher: rule.Direction == "higher"}
 	mb, mc := median(bv), median(cv)
 	rr.Baseline, rr.Current = fptr(mb), fptr(mc)
 	ch := ratio(mc, mb) - 1
 	rr.Change = fptr(ch)
-	cvb, cvc := robustCV(bv), robustCV(cv)
-	rr.CV = [2]float64{cvb, cvc}
-	bad := ch // change in the bad direction, > 0 is worse
-	if higher {
-		bad = -ch
+	j.cvb, j.cvc = robustCV(bv), robustCV(cv)
+	rr.CV = [2]float64{j.cvb, j.cvc}
+	j.bad = ch
+	if j.higher {
+		j.bad = -ch
 	}
-	minEff := pick(rule.MinEffect, cfg.MinEffect)
-	beyond := bad > rule.Allowed && bad > minEff
-	maxCV := pick(rule.MaxCV, cfg.MaxCV)
-	alpha := pick(rule.Alpha, cfg.Alpha)
-	summary := fmt.Sprintf("%s → %s (%s, allowed %s)", num(mb), num(mc), pct(ch), allowed(rule.Allowed, higher))
+	j.minEff = pick(rule.MinEffect, cfg.MinEffect)
+	j.beyond = j.bad > rule.Allowed && j.bad > j.minEff
+	j.maxCV = pick(rule.MaxCV, cfg.MaxCV)
+	j.alpha = pick(rule.Alpha, cfg.Alpha)
+	j.summary = fmt.Sprintf("%s → %s (%s, allowed %s)", num(mb), num(mc), pct(ch), allowed(rule.Allowed, j.higher))
 	rr.Basis = "runs"
-	mi := Info(rule.Metric)
-	few := len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples
-	var xs, ys []float64 // samples within the runs, for a rule with too few runs
-	if few && mi.Sample != "" {
-		xs, ys = pooled(base, mi.Sample), pooled(cur, mi.Sample)
+	j.mi = Info(rule.Metric)
+	j.few = len(bv) < cfg.MinSamples || len(cv) < cfg.MinSamples
+	if j.few && j.mi.Sample != "" { // samples within the runs, for a rule with too few runs
+		j.xs, j.ys = pooled(base, j.mi.Sample), pooled(cur, j.mi.Sample)
 	}
-	q := mi.Quantile
+	j.q = j.mi.Quantile
 	if rule.Metric == MetricTokensPerS {
-		q = -1 // mean token time
+		j.q = -1 // mean token time
 	}
-	switch {
-	case mi.Count && Exact(bv, mi.Whole) && Exact(cv, mi.Whole):
-		// An exact count: no noise, so no test and no minimum effect; the allowance decides.
-		rr.Basis = "counts"
-		how := fmt.Sprintf("exact count (one value in all %d baseline and %d current runs): no test needed", len(bv), len(cv))
-		if len(bv) == 1 || len(cv) == 1 {
-			how = fmt.Sprintf("exact count (a whole number per unit; %d baseline, %d current runs): no test needed", len(bv), len(cv))
-		}
-		if bad > rule.Allowed+1e-12 {
-			rr.Verdict, rr.Detail = "regression", summary+"; "+how
+	return j
+}
+
+// countRule judges an exact count: no noise, so no test and no minimum effect; the allowance
+// decides.
+func countRule(rr *RuleResult, rule Rule, j *ruleMeasure) {
+	rr.Basis = "counts"
+	how := fmt.Sprintf("exact count (one value in all %d baseline and %d current runs): no test needed", j.nb, j.nc)
+	if j.nb == 1 || j.nc == 1 {
+		how = fmt.Sprintf("exact count (a whole number per unit; %d baseline, %d current runs): no test needed", j.nb, j.nc)
+	}
+	if j.bad > rule.Allowed+1e-12 {
+		rr.Verdict, rr.Detail = "regression", j.summary+"; "+how
+	} else {
+		rr.Verdict, rr.Detail = "pass", j.summary+"; "+how
+	}
+}
+
+// fewRunsRule leaves a rule with too few runs, and too few samples in them, inconclusive,
+// saying how many samples the traces hold when they hold some.
+func fewRunsRule(rr *RuleResult, cfg *GateConfig, j *ruleMeasure) {
+	rr.Verdict = "inconclusive"
+	rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", j.summary, cfg.MinSamples, j.nb, j.nc, MinPValue(j.nb, j.nc, TwoSided))
+	if j.mi.Sample != "" && (len(j.xs) > 0 || len(j.ys) > 0) {
+		rr.Detail += fmt.Sprintf("; the traces hold %d/%d samples, a bootstrap needs ≥ %d per side", len(j.xs), len(j.ys), bootstrapMinN(j.q))
+	}
+}
+
+// runTest tests the run values: is the current median worse than the baseline's moved by the
+// allowance (Mann-Whitney)? The verdict waits for decideTested.
+func runTest(rr *RuleResult, rule Rule, bv, cv []float64, j *ruleMeasure) *pendingTest {
+	moved := make([]float64, len(bv))
+	alt := Greater
+	for k, v := range bv {
+		if j.higher {
+			moved[k] = v * (1 - rule.Allowed)
 		} else {
-			rr.Verdict, rr.Detail = "pass", summary+"; "+how
+			moved[k] = v * (1 + rule.Allowed)
 		}
-	case few && len(xs) >= bootstrapMinN(q) && len(ys) >= bootstrapMinN(q):
-		// Too few runs for a test of run values, but the runs hold samples (traces): test
-		// the samples, and ask for a change beyond run-to-run drift as well.
-		pt = sampleTest(&rr, rule, cfg, xs, ys, q, len(bv), len(cv), higher, bad, minEff, alpha, summary)
-	case few:
-		rr.Verdict = "inconclusive"
-		rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
-		if mi.Sample != "" && (len(xs) > 0 || len(ys) > 0) {
-			rr.Detail += fmt.Sprintf("; the traces hold %d/%d samples, a bootstrap needs ≥ %d per side", len(xs), len(ys), bootstrapMinN(q))
-		}
-		rr.Verdict = "inconclusive"
-		rr.Detail = fmt.Sprintf("%s; need ≥ %d runs per side, have %d baseline and %d current (with these n no test can reach p < %.2g)", summary, cfg.MinSamples, len(bv), len(cv), MinPValue(len(bv), len(cv), TwoSided))
-	case cvb > maxCV || cvc > maxCV:
-		rr.Verdict = "inconclusive"
-		rr.Detail = fmt.Sprintf("%s; too noisy: robust CV baseline %.1f%%, current %.1f%% (ceiling %.1f%%)", summary, 100*cvb, 100*cvc, 100*maxCV)
-	default:
-		moved := make([]float64, len(bv))
-		alt := Greater
-		for j, v := range bv {
-			if higher {
-				moved[j] = v * (1 - rule.Allowed)
-			} else {
-				moved[j] = v * (1 + rule.Allowed)
-			}
-		}
-		if higher {
-			alt = Less
-		}
-		_, p := MannWhitney(cv, moved, alt)
-		rr.PValue = fptr(p)
-		pt = &pendingTest{p: p, alpha: alpha, beyond: beyond, unsure: beyond, summary: summary}
 	}
-	return rr, pt
+	if j.higher {
+		alt = Less
+	}
+	_, p := MannWhitney(cv, moved, alt)
+	rr.PValue = fptr(p)
+	return &pendingTest{p: p, alpha: j.alpha, beyond: j.beyond, unsure: j.beyond, summary: j.summary}
 }
 
 // sampleTest tests a rule with too few runs on the samples within them (xs before, ys after;
