@@ -116,83 +116,90 @@ func ParseGateConfig(r io.Reader, name string) (*GateConfig, error) {
 
 // set applies one line of a gate config, split into fields (f[0] names the setting).
 func (c *GateConfig) set(f []string) error {
-	bad := func(format string, a ...any) error { return fmt.Errorf(format, a...) }
-	one := func() (string, error) {
-		if len(f) != 2 {
-			return "", bad("%s takes one value", f[0])
-		}
-		return f[1], nil
-	}
-	switch f[0] {
-	case "few_runs_margin":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		x, err := parseFrac(v)
-		if err != nil || x < 0 || x > 100 {
-			return bad("few_runs_margin must be ≥ 0, got %q", v)
-		}
-		c.FewRunsMargin = x
-	case "alpha", "max_cv", "min_effect":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		x, err := parseFrac(v)
-		if err != nil || x <= 0 || x >= 1 {
-			return bad("%s must be in (0, 1), got %q", f[0], v)
-		}
-		switch f[0] {
-		case "alpha":
-			c.Alpha = x
-		case "max_cv":
-			c.MaxCV = x
-		default:
-			c.MinEffect = x
-		}
-	case "min_samples":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < DefaultMinSamples || n > 100000 {
-			return bad("min_samples must be an integer ≥ %d, got %q", DefaultMinSamples, v)
-		}
-		c.MinSamples = n
-	case "allow_lost", "allow_damaged":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		b, err := parseYes(v)
-		if err != nil {
-			return bad("%s: %v", f[0], err)
-		}
-		if f[0] == "allow_lost" {
-			c.AllowLost = b
-		} else {
-			c.AllowDamaged = b
-		}
-	case "on_inconclusive":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if v != "pass" && v != "fail" {
-			return bad("on_inconclusive must be pass or fail, got %q", v)
-		}
-		c.OnInconclusive = v
-	case "rule":
+	if f[0] == "rule" {
 		rl, err := parseRule(f[1:])
 		if err != nil {
-			return bad("%v", err)
+			return err
 		}
 		c.Rules = append(c.Rules, rl)
-	default:
-		return bad("unknown setting %q", f[0])
+		return nil
 	}
+	setting, ok := gateSettings[f[0]]
+	if !ok {
+		return fmt.Errorf("unknown setting %q", f[0])
+	}
+	if len(f) != 2 {
+		return fmt.Errorf("%s takes one value", f[0])
+	}
+	return setting(c, f[0], f[1])
+}
+
+// gateSettings sets, by name, the gate config settings that take one value (v).
+var gateSettings = map[string]func(c *GateConfig, name, v string) error{
+	"few_runs_margin": setFewRunsMargin,
+	"alpha":           setFraction,
+	"max_cv":          setFraction,
+	"min_effect":      setFraction,
+	"min_samples":     setMinSamples,
+	"allow_lost":      setAllow,
+	"allow_damaged":   setAllow,
+	"on_inconclusive": setOnInconclusive,
+}
+
+func setFewRunsMargin(c *GateConfig, _, v string) error {
+	x, err := parseFrac(v)
+	if err != nil || x < 0 || x > 100 {
+		return fmt.Errorf("few_runs_margin must be ≥ 0, got %q", v)
+	}
+	c.FewRunsMargin = x
+	return nil
+}
+
+// setFraction sets alpha, max_cv or min_effect (name): a fraction in (0, 1).
+func setFraction(c *GateConfig, name, v string) error {
+	x, err := parseFrac(v)
+	if err != nil || x <= 0 || x >= 1 {
+		return fmt.Errorf("%s must be in (0, 1), got %q", name, v)
+	}
+	switch name {
+	case "alpha":
+		c.Alpha = x
+	case "max_cv":
+		c.MaxCV = x
+	default:
+		c.MinEffect = x
+	}
+	return nil
+}
+
+func setMinSamples(c *GateConfig, _, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < DefaultMinSamples || n > 100000 {
+		return fmt.Errorf("min_samples must be an integer ≥ %d, got %q", DefaultMinSamples, v)
+	}
+	c.MinSamples = n
+	return nil
+}
+
+// setAllow sets allow_lost or allow_damaged (name): yes or no.
+func setAllow(c *GateConfig, name, v string) error {
+	b, err := parseYes(v)
+	if err != nil {
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	if name == "allow_lost" {
+		c.AllowLost = b
+	} else {
+		c.AllowDamaged = b
+	}
+	return nil
+}
+
+func setOnInconclusive(c *GateConfig, _, v string) error {
+	if v != "pass" && v != "fail" {
+		return fmt.Errorf("on_inconclusive must be pass or fail, got %q", v)
+	}
+	c.OnInconclusive = v
 	return nil
 }
 

@@ -386,3 +386,26 @@ func TestGateFewRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestGateFewRunsSampleHint: a rule with too few runs whose traces hold too few samples for a
+// bootstrap says how many they hold and how many it needs.
+func TestGateFewRunsSampleHint(t *testing.T) {
+	base, cur := synthRuns(1, 2, 0.01, centre), synthRuns(3, 2, 0.01, scaled(centre, 2))
+	for _, rs := range [][]Run{base, cur} {
+		for i := range rs {
+			rs[i].Samples = map[string][]float64{Info(MetricRTTP50).Sample: {100, 101}}
+		}
+	}
+	r := Gate(base, cur, DefaultGateConfig())
+	for _, rr := range r.Rules {
+		if rr.Metric != MetricRTTP50 {
+			continue
+		}
+		want := "; the traces hold 4/4 samples, a bootstrap needs ≥ 6 per side"
+		if rr.Verdict != "inconclusive" || !strings.HasSuffix(rr.Detail, want) {
+			t.Errorf("%s %s: %q, want inconclusive ending %q", rr.Metric, rr.Verdict, rr.Detail, want)
+		}
+		return
+	}
+	t.Fatalf("no %s rule in %+v", MetricRTTP50, r.Rules)
+}
