@@ -388,7 +388,9 @@ func thin(v []float64) []float64 {
 }
 
 // quantileSorted returns the q-quantile of sorted values by linear interpolation between
-// order statistics (type 7); NaN for an empty slice.
+// order statistics (type 7); NaN for an empty slice. compare's statistics across runs are the
+// one exception to perflab's nearest-rank quantile (models.Quantile, docs/analyze.md): their
+// figures are in every compare and gate report, and nearest rank would move them.
 func quantileSorted(s []float64, q float64) float64 {
 	if len(s) == 0 {
 		return math.NaN()
