@@ -389,48 +389,63 @@ func (s *Server) serveConn(sc *serverConn, c transport.Conn) error {
 		s.activity(sc)
 		s.frames.Add(1)
 		if timed {
-			dur := time.Duration(Monotonic() - ts)
-			frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
-			frame = append(frame, fr.Header()...)
-			frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
-			tr.FrameSized(trace.DirRecv, ts, dur, frame, wire.HeaderSize+len(payload))
+			traceRequest(tr, fr.Header(), payload, ts)
 		}
 		rep.Reset()
 		// A reply is bounded by the frame cap and by what is left of the memory budget; once
 		// built it is counted in the budget until it is written.
 		wantAny, fatal := execCommands(dev, payload, &rep, &deferred, min(s.cfg.MaxFrameBytes, max(1, s.live.Room())))
 		if wantAny {
-			frame := rep.Finish()
-			var ts int64
-			if timed {
-				ts = Monotonic()
-			}
-			// Only a reply with memory of its own counts, as a frame does (above
-			// transport.KeepFrameBytes): a small one lives in the buffer the connection keeps anyway,
-			// and counting it would let a client that already has its reply find the budget
-			// still held for a moment.
-			held := int64(0)
-			if rep.Cap() > transport.KeepFrameBytes {
-				held = int64(rep.Cap())
-			}
-			s.live.Bytes.Add(held)
-			s.setWriteDeadline(c)
-			_, err := c.Write(frame)
-			s.live.Bytes.Add(-held)
-			if timed {
-				tr.Frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
-			}
-			if err != nil {
+			if err := s.writeReply(c, &rep, tr, timed); err != nil {
 				return err
-			}
-			if rep.Cap() > transport.KeepFrameBytes {
-				rep.Free() // an idle connection keeps no large reply buffer
 			}
 		}
 		if fatal != nil {
 			return s.protocolError(fatal)
 		}
 	}
+}
+
+// traceRequest records a request frame read in full at ts (its header, and its payload's head
+// up to 512 bytes of frame) in the connection's trace.
+func traceRequest(tr *tracer.Tracer, header, payload []byte, ts int64) {
+	dur := time.Duration(Monotonic() - ts)
+	frame := make([]byte, 0, min(wire.HeaderSize+len(payload), 512))
+	frame = append(frame, header...)
+	frame = append(frame, payload[:min(len(payload), 512-wire.HeaderSize)]...)
+	tr.FrameSized(trace.DirRecv, ts, dur, frame, wire.HeaderSize+len(payload))
+}
+
+// writeReply writes the reply frame rep holds to c, counted in the memory budget while it is
+// written, and in the trace when timed.
+func (s *Server) writeReply(c transport.Conn, rep *wire.Encoder, tr *tracer.Tracer, timed bool) error {
+	frame := rep.Finish()
+	var ts int64
+	if timed {
+		ts = Monotonic()
+	}
+	// Only a reply with memory of its own counts, as a frame does (above
+	// transport.KeepFrameBytes): a small one lives in the buffer the connection keeps anyway,
+	// and counting it would let a client that already has its reply find the budget
+	// still held for a moment.
+	held := int64(0)
+	if rep.Cap() > transport.KeepFrameBytes {
+		held = int64(rep.Cap())
+	}
+	s.live.Bytes.Add(held)
+	s.setWriteDeadline(c)
+	_, err := c.Write(frame)
+	s.live.Bytes.Add(-held)
+	if timed {
+		tr.Frame(trace.DirSend, ts, time.Duration(Monotonic()-ts), frame)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Cap() > transport.KeepFrameBytes {
+		rep.Free() // an idle connection keeps no large reply buffer
+	}
+	return nil
 }
 
 // execCommands executes the commands of one request payload on dev, writing the reply records
