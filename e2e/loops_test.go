@@ -115,8 +115,13 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 		}
 	}
 	cl := s.ClosedLoop
-	if cl == nil || len(cl.Points) != len(s.Points) {
-		t.Fatalf("closed-loop model %+v, want a prediction at each of the %d points", cl, len(s.Points))
+	if cl == nil {
+		t.Fatalf("no closed-loop model; warnings %q", s.Warnings)
+	}
+	if len(cl.Points) != len(s.Points) {
+		// a point the model gives no throughput (a fit with no time at all) is a miss, not a
+		// broken sweep
+		missed = append(missed, fmt.Sprintf("the closed-loop model predicts %d of the %d points", len(cl.Points), len(s.Points)))
 	}
 	t.Logf("closed loop: calibrated at c%d, Z %.1f µs, %.0f%% of a request's time outside the server", cl.CalibratedAt, cl.ZUS, 100*cl.ZShare)
 	worstPred := 0.0
