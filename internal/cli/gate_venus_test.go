@@ -180,18 +180,31 @@ func TestGateOneRunPerSide(t *testing.T) {
 		}
 		return path
 	}
-	a1, a2 := run("a1"), run("a2")
+	a1 := run("a1")
 	slow := run("slow", "--delay", "1ms")
 	fast := run("fast", "--mode", "coalesce+pipeline")
-	code, out, _ := gateCLI(t, "gate", "--format", "json", "--baseline", a1, a2)
-	var res compare.GateResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
 	// A/A stays quiet: pass, or inconclusive when a loaded machine makes one side's token times
-	// drift (both exit 0); never a regression.
-	if code != 0 || (res.Verdict != "pass" && res.Verdict != "inconclusive") {
-		t.Errorf("A/A: exit %d, verdict %s, want 0 and pass (or inconclusive); rules %+v", code, res.Verdict, res.Rules)
+	// drift (both exit 0). A machine whose load changes between two runs can make the second
+	// truly slower, so a regression is retried with a fresh second run, up to three times; a
+	// gate that flags every A/A fails all three.
+	var code int
+	var out string
+	var res compare.GateResult
+	for try := 1; ; try++ {
+		a2 := run(fmt.Sprintf("a2-%d", try))
+		code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", a1, a2)
+		res = compare.GateResult{}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if code == 0 && (res.Verdict == "pass" || res.Verdict == "inconclusive") {
+			break
+		}
+		if try == 3 {
+			t.Errorf("A/A: exit %d, verdict %s in 3 tries, want 0 and pass (or inconclusive); rules %+v", code, res.Verdict, res.Rules)
+			break
+		}
+		t.Logf("A/A try %d: exit %d, verdict %s (the machine's load may have changed); again", try, code, res.Verdict)
 	}
 	code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", a1, slow)
 	res = compare.GateResult{}
