@@ -14,6 +14,9 @@ func (d *Decoder) Fixed() *Spec { return d.fixed }
 func (d *Decoder) Protocols() []string {
 	out := make([]string, 0, len(d.protos))
 	for p := range d.protos {
+		if p == "venus" && d.protos["venus-mesa"] && !d.venusdStayed() {
+			continue // every venus connection turned out to be real Venus (venusVariant)
+		}
 		out = append(out, p)
 	}
 	slices.Sort(out)
@@ -84,3 +87,18 @@ func (c *connDecoder) info(ci *ConnInfo, rc *[3]RESPCount) {
 
 // Spec returns the spec of the decoder that produced m; nil for a Message made elsewhere.
 func (m *Message) Spec() *Spec { return m.spec }
+
+// venusdStayed reports whether a connection detected as venus is still decoded as venusd's
+// framing or was retired as such. venusVariant switches connections to venus-mesa one at a
+// time; asking once here keeps that linear in connections.
+func (d *Decoder) venusdStayed() bool {
+	if d.retired.venus > 0 {
+		return true
+	}
+	for _, o := range d.conns {
+		if o.spec != nil && o.spec.Name == "venus" {
+			return true
+		}
+	}
+	return false
+}

@@ -43,16 +43,7 @@ func (c *connDecoder) venusVariant(fi *frameInfo) {
 			f.peekEnd = max(f.peekEnd, framePeek)
 		}
 	}
-	c.d.protos["venus-mesa"] = true
-	still := c.d.retired.venus > 0
-	for _, o := range c.d.conns {
-		if o.spec != nil && o.spec.Name == "venus" {
-			still = true
-		}
-	}
-	if !still {
-		delete(c.d.protos, "venus")
-	}
+	c.d.protos["venus-mesa"] = true // Protocols drops venus if no connection stayed venusd's
 }
 
 // looksVenusd reports whether a frame (header included) starts with a venusd record: known
