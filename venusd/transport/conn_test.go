@@ -220,3 +220,26 @@ func TestParseAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestSocketIONoAllocs: a socket transport's Read and Write allocate nothing per call (their
+// raw-I/O callbacks are made once per connection), so a ping-pong's garbage is the frames' own.
+func TestSocketIONoAllocs(t *testing.T) {
+	for _, tr := range []string{"tcp", "unix"} {
+		c, s := pair(t, tr, DialOptions{})
+		out, in := []byte("ping-pong"), make([]byte, 64)
+		allocs := testing.AllocsPerRun(200, func() {
+			if _, err := c.Write(out); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(s, in[:len(out)]); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %.1f allocations per write and read, want 0", tr, allocs)
+		}
+		if !bytes.Equal(in[:len(out)], out) {
+			t.Errorf("%s: read %q, want %q", tr, in[:len(out)], out)
+		}
+	}
+}

@@ -47,10 +47,21 @@ type Conn interface {
 // sockConn is a tcp or unix socket whose reads and writes are made one system call at a time,
 // so that every call is counted exactly.
 type sockConn struct {
-	nc  net.Conn
-	rc  syscall.RawConn
-	fam trace.Family
-	ctr Counters
+	nc     net.Conn
+	rc     syscall.RawConn
+	fam    trace.Family
+	ctr    Counters
+	rd, wr rawIO // the one Read and the one Write in progress
+}
+
+// rawIO is one direction's system call through the runtime's poller: the buffer, the result,
+// and the callback given to syscall.RawConn, made once per connection so that a call
+// allocates nothing.
+type rawIO struct {
+	p   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
 }
 
 var _ Conn = (*sockConn)(nil)
@@ -64,28 +75,20 @@ func newSockConn(nc net.Conn, fam trace.Family) (*sockConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wrap socket: %w", err)
 	}
-	return &sockConn{nc: nc, rc: rc, fam: fam}, nil
+	s := &sockConn{nc: nc, rc: rc, fam: fam}
+	s.rd.fn = s.once(&s.rd, syscall.Read)
+	s.wr.fn = s.once(&s.wr, syscall.Write)
+	return s, nil
 }
 
 func (s *sockConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var err error
-	rerr := s.rc.Read(func(fd uintptr) bool {
-		for {
-			n, err = syscall.Read(int(fd), p)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err == syscall.EAGAIN {
-				s.ctr.EAGAIN.Add(1)
-				return false
-			}
-			return true
-		}
-	})
+	s.rd.p = p
+	rerr := s.rc.Read(s.rd.fn)
+	n, err := s.rd.n, s.rd.err
+	s.rd.p = nil
 	if rerr != nil {
 		return 0, rerr
 	}
@@ -99,24 +102,32 @@ func (s *sockConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// once returns the callback of st's raw read or write: it makes the system call op on st.p
+// once (again on EINTR), stores its result in st, and on EAGAIN counts it and asks the
+// runtime's poller to wait for the socket.
+func (s *sockConn) once(st *rawIO, op func(fd int, p []byte) (int, error)) func(fd uintptr) bool {
+	return func(fd uintptr) bool {
+		for {
+			st.n, st.err = op(int(fd), st.p)
+			if st.err == syscall.EINTR {
+				continue
+			}
+			if st.err == syscall.EAGAIN {
+				s.ctr.EAGAIN.Add(1)
+				return false
+			}
+			return true
+		}
+	}
+}
+
 func (s *sockConn) Write(p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
-		var n int
-		var err error
-		werr := s.rc.Write(func(fd uintptr) bool {
-			for {
-				n, err = syscall.Write(int(fd), p[done:])
-				if err == syscall.EINTR {
-					continue
-				}
-				if err == syscall.EAGAIN {
-					s.ctr.EAGAIN.Add(1)
-					return false
-				}
-				return true
-			}
-		})
+		s.wr.p = p[done:]
+		werr := s.rc.Write(s.wr.fn)
+		n, err := s.wr.n, s.wr.err
+		s.wr.p = nil
 		if werr != nil {
 			return done, werr
 		}
