@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/reports"
 )
 
@@ -114,20 +115,24 @@ func loopPhasesSection(s *Series, name string) reports.Section {
 
 // histogramSection is the series' RTT histogram at its highest client count, with its populations.
 func histogramSection(s *Series, name string) reports.Section {
-	h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (%s)", s.HistogramClients, name),
-		Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
+	return rttHistogram(fmt.Sprintf("RTT histogram at %d clients (%s)", s.HistogramClients, name), s.Histogram, s.Modes)
+}
+
+// rttHistogram is a section of RTT buckets drawn as bars, with the populations found in them.
+func rttHistogram(title string, hist []analyzers.HistBucket, modes []analyzers.Mode) reports.Section {
+	h := reports.Section{Title: title, Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
 	var peak uint64
-	for _, b := range s.Histogram {
+	for _, b := range hist {
 		peak = max(peak, b.Count)
 	}
-	for _, b := range s.Histogram {
+	for _, b := range hist {
 		if b.Count == 0 {
 			continue
 		}
 		bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
 		h.Rows = append(h.Rows, []string{reports.Interval(b.LowUS, b.HighUS), reports.Count(b.Count), bar})
 	}
-	for i, m := range s.Modes {
+	for i, m := range modes {
 		h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
 	}
 	return h

@@ -129,23 +129,7 @@ func externalBatch(res *ExternalResult) reports.Section {
 
 // externalHistogram is the RTT histogram at the largest client count, with its populations.
 func externalHistogram(res *ExternalResult) reports.Section {
-	h := reports.Section{Title: fmt.Sprintf("RTT histogram at %d clients (the client's round trips in the trace)", res.HistogramClients),
-		Header: []string{"RTT µs", "count", ""}, Align: "rrl"}
-	var peak uint64
-	for _, b := range res.Histogram {
-		peak = max(peak, b.Count)
-	}
-	for _, b := range res.Histogram {
-		if b.Count == 0 {
-			continue
-		}
-		bar := strings.Repeat("#", int(math.Ceil(30*float64(b.Count)/float64(peak))))
-		h.Rows = append(h.Rows, []string{reports.Interval(b.LowUS, b.HighUS), reports.Count(b.Count), bar})
-	}
-	for i, m := range res.Modes {
-		h.Notes = append(h.Notes, fmt.Sprintf("population %d: centre %s µs, %s of round trips, %s µs", i+1, reports.Num(m.CenterUS), reports.Share(m.Share), reports.Interval(m.LowUS, m.HighUS)))
-	}
-	return h
+	return rttHistogram(fmt.Sprintf("RTT histogram at %d clients (the client's round trips in the trace)", res.HistogramClients), res.Histogram, res.Modes)
 }
 
 // externalClosedLoop is the closed-loop model's prediction of the client's throughput at every

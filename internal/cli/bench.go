@@ -139,22 +139,31 @@ func benchProgressBar(env *Env) func(done, total int, p *lab.Point) {
 	}
 }
 
-// writeBenchResult writes bench.json into dir (when set) and prints res as JSON or as tables in
-// format; duration is the measured time per point.
-func writeBenchResult(env *Env, res *lab.Result, duration time.Duration, dir, format string, asJSON bool) error {
+// writeBenchJSON writes a sweep's result res as bench.json into dir (when set), and to stdout
+// when asJSON, which is then all there is to print (done).
+func writeBenchJSON(env *Env, res any, dir string, asJSON bool) (done bool, err error) {
 	if dir != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, "bench.json"), append(b, '\n'), 0o644)
 		}
 		if err != nil {
-			return Failed("write bench.json: %v", err)
+			return false, Failed("write bench.json: %v", err)
 		}
 	}
-	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	if !asJSON {
+		return false, nil
+	}
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	return true, enc.Encode(res)
+}
+
+// writeBenchResult writes bench.json into dir (when set) and prints res as JSON or as tables in
+// format; duration is the measured time per point.
+func writeBenchResult(env *Env, res *lab.Result, duration time.Duration, dir, format string, asJSON bool) error {
+	if done, err := writeBenchJSON(env, res, dir, asJSON); done || err != nil {
+		return err
 	}
 	fmt.Fprintf(env.Stdout, "perflab bench: %d points, %s per point, %s loop, on %s (%d CPUs, Linux %s, %s)\n\n",
 		len(res.Points), duration, res.Loop, res.Machine.Host, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go)

@@ -5,10 +5,8 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -176,19 +174,8 @@ func startBenchServer(ctx context.Context, env *Env, cmdline string, wait time.D
 // writeBenchExternalResult writes bench.json into dir (when set) and prints res as JSON or as
 // tables in format.
 func writeBenchExternalResult(env *Env, res *lab.ExternalResult, dir, format string, asJSON bool) error {
-	if dir != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "bench.json"), append(b, '\n'), 0o644)
-		}
-		if err != nil {
-			return Failed("write bench.json: %v", err)
-		}
-	}
-	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	if done, err := writeBenchJSON(env, res, dir, asJSON); done || err != nil {
+		return err
 	}
 	fmt.Fprintf(env.Stdout, "perflab bench: %d points of %s, client %q\n\n", len(res.Points), res.Server, res.Client)
 	if err := lab.RenderExternal(env.Stdout, res, format); err != nil {
