@@ -1,9 +1,8 @@
 package analyzers
 
 import (
-	"github.com/perflab/perflab/trace"
-
 	"github.com/perflab/perflab/protocol"
+	"github.com/perflab/perflab/trace"
 )
 
 // rawPair is an exchange inferred from bursts, kept until the trace's end says whether its

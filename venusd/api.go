@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
 	"github.com/perflab/perflab/venusd/transport"
 )
 

@@ -15,14 +15,10 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/device"
-
 	"github.com/perflab/perflab/venusd/tracer"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // The batch loop: a single-threaded event loop modelled on the benchkv daemon of seed 003. Each

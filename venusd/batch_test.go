@@ -14,12 +14,9 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/device"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // startBatch runs a batch server until the test ends.

@@ -11,13 +11,10 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
 	"github.com/perflab/perflab/venusd/link"
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/tracer"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // callKind says how a call relates to the application's sync points.

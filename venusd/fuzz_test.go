@@ -7,14 +7,10 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/device"
-
 	"github.com/perflab/perflab/venusd/tracer"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // memConn is a transport.Conn over a byte slice: reads come from it, writes are counted and dropped.

@@ -21,9 +21,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // The attacks of a hostile user (docs/reliability.md, rows H1-H5).

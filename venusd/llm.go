@@ -11,10 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/perflab/perflab/units"
-
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/device"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // icd is what the llm workload needs from the ICD: build a command, carry it out as its kind

@@ -15,11 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/device"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // rawClient speaks VPLS by hand, for hostile-input tests.

@@ -12,9 +12,8 @@ import (
 
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/venusd/link"
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // ErrChecksum is returned (wrapped) with the Result when the llm workload's checksum differs

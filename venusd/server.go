@@ -12,14 +12,10 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/device"
-
 	"github.com/perflab/perflab/venusd/tracer"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // Server is a running venusd server: it accepts clients and runs each one's commands on its own

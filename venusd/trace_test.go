@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
-	"github.com/perflab/perflab/venusd/wire"
-
 	"github.com/perflab/perflab/venusd/transport"
+	"github.com/perflab/perflab/venusd/wire"
 )
 
 // TestTraceMatchesCounters writes a client trace in every transport and checks that the trace

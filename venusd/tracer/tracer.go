@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/trace"
-
 	"github.com/perflab/perflab/venusd/wire"
 )
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/units"
-
 	"github.com/perflab/perflab/venusd/wire"
 )
 
