@@ -67,7 +67,8 @@ func newMessageLog() (*messageLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keep the round trips: %w", err)
 	}
-	os.Remove(f.Name()) // the open file stays until closed
+	// Unix keeps the open file until it is closed; Windows refuses, and close removes it.
+	os.Remove(f.Name())
 	return &messageLog{f: f, w: bufio.NewWriterSize(f, 64<<10)}, nil
 }
 
@@ -140,7 +141,10 @@ func (l *messageLog) replay(fn func(*protocol.Message) error) error {
 	}
 }
 
-func (l *messageLog) close() { l.f.Close() }
+func (l *messageLog) close() {
+	l.f.Close()
+	os.Remove(l.f.Name())
+}
 
 // logReader decodes messageLog entries.
 type logReader struct {
