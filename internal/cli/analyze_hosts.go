@@ -105,7 +105,7 @@ func splitHosts(paths []string, opt analyzers.Options, conns []*trace.File) (*br
 	}
 	inputs := make([]merge.Input, len(paths))
 	for i, p := range paths {
-		f, err := trace.ReadFile(p)
+		f, err := readTraceFile(p)
 		if err != nil {
 			return nil, nil
 		}

@@ -43,7 +43,7 @@ func runMerge(env *Env, c *Command, args []string) error {
 				return BadInput("-o %s: is also an input", *out)
 			}
 		}
-		f, err := trace.ReadFile(p)
+		f, err := readTraceFile(p)
 		if err != nil {
 			return exportReadError(p, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // countedFile is a trace opened by openInputFile under a test: it counts the bytes read from it.
@@ -112,6 +113,45 @@ func TestOneOpenPerTrace(t *testing.T) {
 			}
 			if len(opens) != len(tc.files) {
 				t.Errorf("perflab %v opened %v, want only %v", tc.args, opens, tc.files)
+			}
+		})
+	}
+}
+
+// TestOneReadHosts: merge reads each recording once; analyze of recordings of one system from
+// several hosts reads them twice, once for the analysis and once, whole, to merge them (the one
+// verb that does, docs/design.md).
+func TestOneReadHosts(t *testing.T) {
+	paths := recordHosts(t, 1, 300*time.Millisecond)
+	size := map[string]int64{}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size[p] = fi.Size()
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		times int
+	}{
+		{"merge", append([]string{"merge", "-o", filepath.Join(t.TempDir(), "m.plt")}, paths...), 1},
+		{"analyze", append([]string{"analyze", "--format", "json"}, paths...), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opens, read := countOpens(t)
+			if code, _, errs := runCLI(t, tc.args...); code != 0 {
+				t.Fatalf("perflab %v: exit %d: %s", tc.args, code, errs)
+			}
+			for _, p := range paths {
+				var n int64
+				if read[p] != nil {
+					n = *read[p]
+				}
+				if opens[p] != tc.times || n != int64(tc.times)*size[p] {
+					t.Errorf("perflab %s: %s opened %d times, %d of its %d bytes read; want %d times each", tc.name, filepath.Base(p), opens[p], n, size[p], tc.times)
+				}
 			}
 		})
 	}
