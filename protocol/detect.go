@@ -32,6 +32,15 @@ type trial struct {
 	seen   map[uint64]int
 	chosen map[uint64]*Spec // decided and not yet taken by the decoder (Decoder.chosen)
 	order  []uint64         // connections on trial, oldest first (some may be decided already)
+
+	// bare holds the connections on trial whose data events so far carried no captured byte
+	// (a trace recorded without payload heads): the candidates have not seen them yet, since
+	// no decoder can explain a byte it never saw. The first event with bytes hands the
+	// candidates the connection's earlier events (replay) and then its own; a connection
+	// decided while bare is raw, as the candidates would have found it, without their state.
+	bare   map[uint64]bool
+	replay func(key uint64, fn func(*trace.Event)) // the connection's data events held so far, in order
+	eager  bool                                    // feed bare connections too (tests compare both)
 }
 
 // seen values besides the number of data events tried.
@@ -43,7 +52,7 @@ const (
 func newTrial(i int, meta trace.Meta, chosen map[uint64]*Spec) (*trial, error) {
 	sink := &msgSink{fn: func(*Message) error { return nil }}
 	t := &trial{decs: make([]*Decoder, len(candidates)), cf: NewCipherFilter(meta),
-		seen: map[uint64]int{}, chosen: chosen}
+		seen: map[uint64]int{}, chosen: chosen, bare: map[uint64]bool{}}
 	for k, n := range candidates {
 		s, err := BuiltinSpec(n)
 		if err != nil {
@@ -61,7 +70,7 @@ func newTrial(i int, meta trace.Meta, chosen map[uint64]*Spec) (*trial, error) {
 // record tries the candidates on rec, when it is a data event of a connection on trial.
 func (t *trial) record(rec *trace.Record) {
 	ev := &rec.Event
-	if rec.Kind != trace.KindEvent || ev.Errno != 0 || ev.Bytes <= 0 || ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv || t.cf.Cipher(ev) {
+	if rec.Kind != trace.KindEvent || !trialData(ev) || t.cf.Cipher(ev) {
 		return
 	}
 	key := connKey(ev)
@@ -81,12 +90,48 @@ func (t *trial) record(rec *trace.Record) {
 		t.begin(key)
 	}
 	t.seen[key] = k + 1
-	for _, d := range t.decs {
-		d.Event(ev)
-	}
+	t.feed(key, k, ev)
 	if k+1 == trialEvents {
 		t.decide(key)
 	}
+}
+
+// feed hands ev, the k-th data event of connection key on trial, to the candidates, unless the
+// connection is bare (no captured byte yet); its first event with bytes first hands them the
+// events they were spared, so that they see each connection's events exactly as if fed all
+// along.
+func (t *trial) feed(key uint64, k int, ev *trace.Event) {
+	switch {
+	case !hasBytes(ev) && (k == 0 || t.bare[key]) && !t.eager:
+		t.bare[key] = true
+		return
+	case t.bare[key]:
+		delete(t.bare, key)
+		t.replay(key, func(e *trace.Event) {
+			if trialData(e) && !hasBytes(e) && !t.cf.Cipher(e) {
+				t.all(e)
+			}
+		})
+	}
+	t.all(ev)
+}
+
+// all hands ev to every candidate.
+func (t *trial) all(ev *trace.Event) {
+	for _, d := range t.decs {
+		d.Event(ev)
+	}
+}
+
+// hasBytes reports whether a candidate could explain any of ev's bytes: it carries a captured
+// head, or it is a tracer's frame (a whole message by itself).
+func hasBytes(ev *trace.Event) bool {
+	return len(ev.Payload) > 0 || ev.Op == trace.OpFrameSend || ev.Op == trace.OpFrameRecv
+}
+
+// trialData reports whether ev is a data event the trial counts (before the cipher filter).
+func trialData(ev *trace.Event) bool {
+	return ev.Errno == 0 && ev.Bytes > 0 && (ev.Dir == trace.DirSend || ev.Dir == trace.DirRecv)
 }
 
 // begin puts connection key on trial, and decides the oldest on trial when there are too many.
@@ -103,7 +148,12 @@ func (t *trial) begin(key uint64) {
 
 // decide chooses the protocol of connection key on what the candidates have seen of it.
 func (t *trial) decide(key uint64) {
-	t.chosen[key] = best(t.decs, key)
+	if t.bare[key] {
+		delete(t.bare, key)
+		t.chosen[key], _ = BuiltinSpec("raw")
+	} else {
+		t.chosen[key] = best(t.decs, key)
+	}
 	t.seen[key] = trialEvents
 }
 

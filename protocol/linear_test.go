@@ -1,9 +1,12 @@
 package protocol
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
@@ -54,6 +57,7 @@ func TestTrialEarlyDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr}
+	tr.replay = p.heldEvents
 	held := 0
 	var rec trace.Record
 	for r.Next(&rec) == nil {
@@ -165,4 +169,127 @@ func TestRetiredConnections(t *testing.T) {
 			t.Errorf("paired %d, unpaired %d", paired, unpaired)
 		}
 	}
+}
+
+// bareTrace writes, in dir, connections whose first data events carry no captured byte and
+// whose later ones carry heads of Venus, RESP and HTTP messages (and ones bare throughout),
+// interleaved, more of them than maxTrialConns so that some are decided early.
+func bareTrace(tb testing.TB, dir string) string {
+	tb.Helper()
+	path := filepath.Join(dir, "bare.plt")
+	w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), fixtures.Options())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	type call struct {
+		dir  trace.Dir
+		n    int64
+		head []byte
+	}
+	venusReq, venusRep := fixtures.Frame(16, fixtures.CmdWaitForFences, fixtures.FlagReplyWanted, 16), fixtures.Frame(16, fixtures.CmdWaitForFences, 0, 16)
+	kinds := [][]call{
+		{{trace.DirSend, 40, nil}, {trace.DirRecv, 40, nil}},
+		{{trace.DirSend, 24, nil}, {trace.DirSend, 24, venusReq}, {trace.DirRecv, 24, venusRep}, {trace.DirSend, 24, venusReq}, {trace.DirRecv, 24, venusRep}},
+		{{trace.DirRecv, 10, nil}, {trace.DirSend, 14, []byte("*1\r\n$4\r\nPING\r\n")}, {trace.DirRecv, 7, []byte("+PONG\r\n")}},
+		{{trace.DirSend, 18, nil}, {trace.DirSend, 18, []byte("GET / HTTP/1.1\r\n\r\n")}, {trace.DirRecv, 38, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")}},
+		{{trace.DirSend, 14, []byte("*1\r\n$4\r\nPING\r\n")}, {trace.DirRecv, 7, nil}, {trace.DirRecv, 7, []byte("+PONG\r\n")}},
+	}
+	const n = maxTrialConns + 500
+	ts := fixtures.Base
+	for round := 0; round < 6; round++ { // each connection's calls spread over rounds, interleaved
+		for i := 0; i < n; i++ {
+			calls := kinds[i%len(kinds)]
+			if round >= len(calls) {
+				continue
+			}
+			c := calls[round]
+			ev := trace.Event{TS: ts, Dur: 1000, PID: uint32(100 + i%7), TID: 1, Conn: uint64(i + 1), Dir: c.dir,
+				Op: trace.OpSendto, Source: trace.SourceEBPF, Bytes: c.n, Payload: c.head}
+			if c.dir == trace.DirRecv {
+				ev.Op = trace.OpRecvfrom
+			}
+			if err := w.WriteEvent(&ev); err != nil {
+				tb.Fatal(err)
+			}
+			ts += 1000
+		}
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// TestTrialBare: a connection whose data events carry no captured byte is not fed to the
+// candidates until one does (then its earlier events are, first), and one that never does is
+// raw; the messages, protocols and counts are exactly those of feeding every event at once.
+func TestTrialBare(t *testing.T) {
+	path := bareTrace(t, t.TempDir())
+	run := func(eager bool) (string, *trial) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := trace.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		sink := &msgSink{fn: func(m *Message) error {
+			fmt.Fprintf(&out, "%d %d %d %d %s %d %d %v %v %s\n", m.Conn, m.Dir, m.TS, m.End, m.Protocol, m.Size, m.Calls, m.LostSync, m.Truncated, m.Name)
+			return nil
+		}}
+		d, err := NewDecoder(0, nil, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.chosen = map[uint64]*Spec{}
+		tr, err := newTrial(0, r.Meta(), d.chosen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.eager = eager
+		p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, last: map[uint64]uint64{}}
+		tr.replay = p.heldEvents
+		var rec trace.Record
+		for r.Next(&rec) == nil {
+			p.record(&rec)
+		}
+		p.finish()
+		p.end()
+		var conns []string // Conns gives the retired ones summed by protocol in no set order
+		d.Conns(func(ci *ConnInfo) {
+			conns = append(conns, fmt.Sprintf("conns %s %d %d %d %d\n", ci.Spec.Name, ci.ID, ci.Count, ci.Data, ci.Decoded))
+		})
+		slices.Sort(conns)
+		out.WriteString(strings.Join(conns, ""))
+		lost, dropped, waiting := d.Stats()
+		fmt.Fprintf(&out, "stats %d %d %d\n", lost, dropped, waiting)
+		return out.String(), tr
+	}
+	want, _ := run(true)
+	got, tr := run(false)
+	if got != want {
+		t.Errorf("fed only once bytes come, the decoding differs from feeding every event:\n%s", firstDiff(got, want))
+	}
+	if len(tr.bare) != 0 {
+		t.Errorf("%d connections left bare after the trace", len(tr.bare))
+	}
+	for _, p := range []string{"venus", "resp", "http", "raw"} {
+		if !strings.Contains(got, "conns "+p+" ") {
+			t.Errorf("no %s connection: the trace does not test what it should\n%s", p, got[max(0, len(got)-400):])
+		}
+	}
+}
+
+// firstDiff returns the first line where a and b differ.
+func firstDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d: %q, want %q", i+1, la[i], lb[i])
+		}
+	}
+	return fmt.Sprintf("%d lines, want %d", len(la), len(lb))
 }

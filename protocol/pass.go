@@ -65,6 +65,7 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 		if p.trial, err = newTrial(i, r.Meta(), d.chosen); err != nil {
 			return err
 		}
+		p.trial.replay = p.heldEvents
 	}
 	out.Begin(i, in.Name, r.Meta())
 	for {
@@ -122,6 +123,17 @@ func (p *pass) hold(rec *trace.Record) {
 	p.held = append(p.held, *rec)
 	if payload != nil {
 		p.held[len(p.held)-1].Event.Payload = append(buf, payload...)
+	}
+}
+
+// heldEvents calls fn with each held event of connection key, in order. A connection on trial
+// and not decided has every record from its first data event on held (it waits), so these are
+// all its events since then.
+func (p *pass) heldEvents(key uint64, fn func(*trace.Event)) {
+	for i := p.head; i < len(p.held); i++ {
+		if rec := &p.held[i]; rec.Kind == trace.KindEvent && connKey(&rec.Event) == key {
+			fn(&rec.Event)
+		}
 	}
 }
 
