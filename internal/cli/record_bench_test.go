@@ -3,15 +3,19 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,8 +101,8 @@ func median(v []float64) float64 {
 
 // BenchmarkRecordOverhead alternates venusd client runs without record, with record attached
 // without kernel evidence, and with record as it runs by default (every evidence part on), in
-// an order that turns every round, 9 rounds, against an in-process server, and reports for each recorded way the
-// median throughput ratio (recorded / plain of the same round), the median ratio of the
+// an order that turns every round, 9 rounds, against a venusd server in a process of its own
+// (not recorded), and reports for each recorded way the median throughput ratio (recorded / plain of the same round), the median ratio of the
 // client's CPU time (recorded / plain: less sensitive to the machine's other load), the events
 // lost at the default ring size, and the kernel time per event as record prints it (the
 // socket probe's; the evidence programs' time per run apart, evidence_ns/run_ev). Metrics of
@@ -121,15 +125,8 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	const rounds = 9
 	for _, wl := range workloads {
 		b.Run(wl.name, func(b *testing.B) {
-			srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ctx) }()
-			defer func() { cancel(); <-done }()
-			args := append([]string{"venus", "run", "--connect", srv.Addr(), "--json", "--no-verify"}, wl.args...)
+			addr := startServerProcess(b)
+			args := append([]string{"venus", "run", "--connect", addr, "--json", "--no-verify"}, wl.args...)
 			dir := b.TempDir()
 			for i := 0; i < b.N; i++ {
 				// The three ways of running it, alternated in every round: plain, recorded
@@ -191,6 +188,38 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startServerProcess starts a venusd server in a process of its own (the test binary as perflab:
+// perflab venus serve), as a recorded client's server would be, so that the recorder's own work
+// (draining the ring, writing the trace) does not share a process with it, and returns its
+// address; the server is stopped when the benchmark ends.
+func startServerProcess(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "venus", "serve", "--listen", "tcp://127.0.0.1:0")
+	cmd.Env = append(os.Environ(), recordMainEnv+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		// "venusd: listening on tcp://127.0.0.1:PORT (stop with ...)"
+		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			addr, _, _ := strings.Cut(rest, " ")
+			go io.Copy(io.Discard, stderr)
+			return addr
+		}
+	}
+	b.Fatalf("venus serve gave no address: %v", sc.Err())
+	return ""
 }
 
 // BenchmarkRecordDrain drives events as fast as 1 or 2 processes of blocking socket-pair
