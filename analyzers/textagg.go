@@ -3,6 +3,7 @@ package analyzers
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/perflab/perflab/protocol"
@@ -16,7 +17,7 @@ type textAgg struct {
 	blind    uint64
 	rejected uint64
 	shares   map[string]*ProtocolShare // by protocol
-	atLeast  []string                  // resp: connections with pipelined commands past the head
+	atLeast  []lowerBound              // resp: connections with pipelined commands past the head, the first maxLowerBounds by id
 }
 
 type statusKey struct {
@@ -50,14 +51,14 @@ func (t *textAgg) end(d *protocol.Decoder) {
 			p.Bytes += uint64(c.Data)
 			p.DecodedBytes += uint64(c.Decoded)
 		}
-		if c.RESP != nil && len(t.atLeast) < 16 {
+		if c.RESP != nil {
 			for dir := range c.RESP {
 				if st := &c.RESP[dir]; st.AtLeast > 0 {
 					what := "commands"
 					if trace.Dir(dir) != c.ReqDir {
 						what = "replies"
 					}
-					t.atLeast = append(t.atLeast, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; record with --payload-bytes 256 to see more)",
+					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; record with --payload-bytes 256 to see more)",
 						c.ID, c.PID, trace.Dir(dir), what, st.Count+st.AtLeast, st.Count, st.AtLeast, what))
 				}
 			}
@@ -65,6 +66,28 @@ func (t *textAgg) end(d *protocol.Decoder) {
 		t.blind += c.Blind
 		t.rejected += c.Rejected
 	})
+}
+
+// maxLowerBounds is how many connections' "at least" warnings a trace gives.
+const maxLowerBounds = 16
+
+// lowerBound is the warning of a connection whose counts are lower bounds.
+type lowerBound struct {
+	conn uint64
+	text string
+}
+
+// addLowerBound keeps the warning text of connection conn if it is among the maxLowerBounds
+// lowest connection ids seen (the decoder gives connections in no fixed order), in id order.
+func (t *textAgg) addLowerBound(conn uint64, text string) {
+	i := sort.Search(len(t.atLeast), func(i int) bool { return t.atLeast[i].conn > conn })
+	if i >= maxLowerBounds {
+		return
+	}
+	t.atLeast = slices.Insert(t.atLeast, i, lowerBound{conn, text})
+	if len(t.atLeast) > maxLowerBounds {
+		t.atLeast = t.atLeast[:maxLowerBounds]
+	}
 }
 
 func (t *textAgg) finish(a *analyzer) {
@@ -80,7 +103,7 @@ func (t *textAgg) finish(a *analyzer) {
 	})
 	t.decoding(a)
 	for _, w := range t.atLeast {
-		a.warnf("%s", w)
+		a.warnf("%s", w.text)
 	}
 	if t.blind > 0 {
 		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call (pipelining) are not counted: counts are lower bounds (a trace keeps at most 256 bytes of each call: record with --payload-bytes 256)", t.blind)
