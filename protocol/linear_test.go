@@ -293,3 +293,75 @@ func firstDiff(a, b string) string {
 	}
 	return fmt.Sprintf("%d lines, want %d", len(la), len(lb))
 }
+
+// TestHeldBounded: a connection on trial that goes quiet after one event while another talks
+// holds back no more than maxHeld records: it is decided early, and every message still comes
+// out.
+func TestHeldBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "quiet.plt")
+	w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), fixtures.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	ev := trace.Event{TS: fixtures.Base, Dur: 1000, PID: 7, TID: 7, Conn: 1, Dir: trace.DirSend, Op: trace.OpSendto,
+		Source: trace.SourceEBPF, Bytes: int64(len(req)), Payload: req}
+	if err := w.WriteEvent(&ev); err != nil {
+		t.Fatal(err)
+	}
+	const pairs = maxHeld // two events each: twice as many as may wait
+	for i := 0; i < pairs; i++ {
+		ts := fixtures.Base + int64(i+1)*10_000
+		rq := trace.Event{TS: ts, Dur: 1000, PID: 8, TID: 8, Conn: 2, Dir: trace.DirSend, Op: trace.OpSendto, Source: trace.SourceEBPF,
+			Bytes: fixtures.FrameHeaderSize + 16, Payload: fixtures.Frame(16, fixtures.CmdWaitForFences, fixtures.FlagReplyWanted, 16)}
+		rp := trace.Event{TS: ts + 5000, Dur: 1000, PID: 8, TID: 8, Conn: 2, Dir: trace.DirRecv, Op: trace.OpRecvfrom, Source: trace.SourceEBPF,
+			Bytes: fixtures.FrameHeaderSize + 16, Payload: fixtures.Frame(16, fixtures.CmdWaitForFences, 0, 16)}
+		if err := w.WriteEvent(&rq); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteEvent(&rp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := 0
+	sink := &msgSink{fn: func(*Message) error { msgs++; return nil }}
+	d, err := NewDecoder(0, nil, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.chosen = map[uint64]*Spec{}
+	tr, err := newTrial(0, r.Meta(), d.chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, last: map[uint64]uint64{}}
+	held := 0
+	var rec trace.Record
+	for r.Next(&rec) == nil {
+		p.record(&rec)
+		held = max(held, len(p.held)-p.head)
+	}
+	if held > maxHeld {
+		t.Errorf("%d records held at once, want at most %d", held, maxHeld)
+	}
+	if tr.waiting(1) {
+		t.Error("the quiet connection is still on trial after the trace")
+	}
+	p.finish()
+	p.end()
+	if want := 2*pairs + 1; msgs != want {
+		t.Errorf("%d messages, want %d", msgs, want)
+	}
+}

@@ -16,7 +16,7 @@ import (
 // until the trial has decided that connection, so that every message comes out exactly where
 // it would had the choice been known from the start. The queue holds at most the records read
 // while the oldest connection on trial shows its first trialEvents data events or
-// maxTrialConns newer connections come to trial.
+// maxTrialConns newer connections come to trial, and never more than maxHeld.
 type pass struct {
 	path  string
 	d     *Decoder
@@ -98,7 +98,17 @@ func (p *pass) record(rec *trace.Record) {
 	}
 	p.hold(rec)
 	p.drain()
+	for len(p.held)-p.head > maxHeld {
+		// The oldest connection on trial has kept too many records waiting: it is decided on
+		// what it has shown (a connection quiet after a few events while others talk).
+		p.trial.decide(connKey(&p.held[p.head].Event))
+		p.drain()
+	}
 }
+
+// maxHeld bounds the records that wait for the trial (each at most some 500 bytes with its
+// payload head): beyond, the connection that holds them back is decided early.
+const maxHeld = 1 << 17
 
 // waits reports whether rec must wait for the trial: an event of a connection on trial and
 // not decided yet.
