@@ -41,8 +41,14 @@ type lruEntry struct{ key, stamp uint64 }
 // maxLiveConns is how many connections that carried data auto detection keeps decoding state
 // for; beyond, the one whose data is oldest is retired: what it holds in progress is delivered
 // and its counts kept (Decoder.retire). A trace of many short connections then holds the state
-// of this many at most. A retired connection that carries data again is decoded afresh.
+// of this many at most, besides those in the middle of an exchange (midExchange), which stay.
+// A retired connection that carries data again is decoded afresh.
 const maxLiveConns = 4096
+
+// retireLooks is how many live connections a data event looks at, at most, for one to retire
+// (pass.touch): one more than each event can add, so that the live connections come back down
+// to maxLiveConns once the exchanges in progress end.
+const retireLooks = 4
 
 // scanOne reads trace i from in in one pass, decoding it with spec (nil: auto detection).
 func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
@@ -188,13 +194,22 @@ func (p *pass) touch(key uint64) {
 	p.stamp++
 	p.last[key] = p.stamp
 	p.lru = append(p.lru, lruEntry{key, p.stamp})
-	for len(p.last) > maxLiveConns {
+	// Connections in the middle of an exchange stay live past maxLiveConns and go to the back
+	// of the queue; each data event looks at a few entries at most, so that a trace of very
+	// many connections waiting at once costs no more per event.
+	for look := 0; len(p.last) > maxLiveConns && look < retireLooks && p.lruAt < len(p.lru); look++ {
 		e := p.lru[p.lruAt]
 		p.lruAt++
-		if p.last[e.key] == e.stamp {
-			delete(p.last, e.key)
-			p.d.retire(e.key)
+		if p.last[e.key] != e.stamp {
+			look--
+			continue
 		}
+		if c := p.d.conns[e.key]; c != nil && c.midExchange() {
+			p.lru = append(p.lru, e)
+			continue
+		}
+		delete(p.last, e.key)
+		p.d.retire(e.key)
 	}
 	if len(p.lru) > 2*len(p.last)+1024 {
 		p.compactLRU()

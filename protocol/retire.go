@@ -23,6 +23,27 @@ func countsForRetire(ev *trace.Event, cipher bool) bool {
 	return !cipher && ev.Errno == 0 && ev.Bytes > 0 && (ev.Dir == trace.DirSend || ev.Dir == trace.DirRecv)
 }
 
+// midExchange reports whether c is in the middle of an exchange: a request that may want a
+// reply awaits it, a frame is partly read, or a raw burst of requests is open. Retiring it would cut the
+// exchange in two (the reply's side, speaking first on a fresh decoder, would pass for the
+// requests), so the pass keeps such a connection live however many others carried data since.
+func (c *connDecoder) midExchange() bool {
+	if c.raw != nil { // a raw exchange's reply is paired when its burst ends: look at the burst
+		return c.raw.active && c.raw.dir == c.reqDir // a request burst, unanswered so far
+	}
+	for i := range c.pairs.q {
+		if q := &c.pairs.q[i]; !q.done && q.hint != hintNo {
+			return true
+		}
+	}
+	for _, f := range c.framers {
+		if f != nil && !f.idle() {
+			return true
+		}
+	}
+	return false
+}
+
 // retire ends connection key: what it holds in progress is delivered (as Flush would at the
 // end of the trace), its counts are added to the decoder's, and its state is dropped.
 func (d *Decoder) retire(key uint64) {
