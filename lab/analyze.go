@@ -107,17 +107,25 @@ func fitSeries(res *Result, s *Series) {
 	}
 }
 
+// rttShape returns the histogram of RTT samples (µs) and the populations found in it.
+func rttShape(samples []float64) ([]analyzers.HistBucket, []analyzers.Mode) {
+	h := histogram(samples, histogramBuckets, histogramTop)
+	var modes []analyzers.Mode
+	vs, cs := fineBuckets(samples)
+	for _, m := range analyzers.FindModes(vs, cs) {
+		modes = append(modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
+			LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
+	}
+	return h, modes
+}
+
 // seriesLatency sets the series' RTT histogram, populations and loop phase times from its last
 // point (the most clients), then drops that point's samples and loop counters.
 func seriesLatency(res *Result, s *Series) {
 	last := &res.Points[s.points[len(s.points)-1]]
 	s.HistogramClients = last.Clients
-	s.Histogram = histogram(last.samples, histogramBuckets, histogramTop)
-	vs, cs := fineBuckets(last.samples)
-	for _, m := range analyzers.FindModes(vs, cs) {
-		s.Modes = append(s.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
-			LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
-	}
+	h, modes := rttShape(last.samples)
+	s.Histogram, s.Modes = h, append(s.Modes, modes...)
 	last.samples = nil
 	if d := last.loop; d != nil && d.Cycle.N() > 0 {
 		for _, ph := range []struct {

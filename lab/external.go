@@ -466,12 +466,8 @@ func latencyShape(res *ExternalResult) {
 	if k := len(res.Points); k > 0 {
 		last := &res.Points[k-1]
 		res.HistogramClients = last.Clients
-		res.Histogram = histogram(last.samples, histogramBuckets, histogramTop)
-		vs, cs := fineBuckets(last.samples)
-		for _, m := range analyzers.FindModes(vs, cs) {
-			res.Modes = append(res.Modes, analyzers.Mode{CenterUS: round3(m.CenterUS), Share: round3(m.Share),
-				LowUS: round3(m.LowUS), HighUS: round3(m.HighUS)})
-		}
+		h, modes := rttShape(last.samples)
+		res.Histogram, res.Modes = h, append(res.Modes, modes...)
 		last.samples = nil
 	}
 }
