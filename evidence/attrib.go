@@ -144,10 +144,7 @@ func (a *Analyzer) addCauses(rt RoundTrip, c causeSums) {
 		}
 		at.nSmall++
 	}
-	name := rt.Command
-	if name == "" {
-		name = "(unknown)"
-	}
+	name := cmdName(rt.Command)
 	ca := at.byCmd[name]
 	if ca == nil {
 		if len(at.byCmd) >= maxCmdAttr {

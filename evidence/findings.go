@@ -53,10 +53,7 @@ func (a *Analyzer) Request(r Request) {
 	if c := a.conns[r.Conn]; c != nil {
 		c.requests++
 	}
-	name := r.Command
-	if name == "" {
-		name = "(unknown)"
-	}
+	name := cmdName(r.Command)
 	wa := w.byCmd[name]
 	if wa == nil {
 		if len(w.byCmd) >= maxCmdAttr {
@@ -335,4 +332,13 @@ func joinSemi(parts []string) string {
 		s += p
 	}
 	return s
+}
+
+// cmdName is the name a command is counted under: "(unknown)" for a message the decoder could
+// not name.
+func cmdName(name string) string {
+	if name == "" {
+		return "(unknown)"
+	}
+	return name
 }
