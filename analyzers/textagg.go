@@ -53,7 +53,7 @@ func (t *textAgg) end(d *protocol.Decoder) {
 		}
 		if c.RESP != nil {
 			for dir := range c.RESP {
-				if st := &c.RESP[dir]; st.AtLeast > 0 {
+				if st := &c.RESP[dir]; st.AtLeast > 0 && t.keepsLowerBound(c.ID) {
 					what := "commands"
 					if trace.Dir(dir) != c.ReqDir {
 						what = "replies"
@@ -80,7 +80,7 @@ type lowerBound struct {
 // addLowerBound keeps the warning text of connection conn if it is among the maxLowerBounds
 // lowest connection ids seen (the decoder gives connections in no fixed order), in id order.
 func (t *textAgg) addLowerBound(conn uint64, text string) {
-	i := sort.Search(len(t.atLeast), func(i int) bool { return t.atLeast[i].conn > conn })
+	i := t.lowerBoundAt(conn)
 	if i >= maxLowerBounds {
 		return
 	}
@@ -89,6 +89,15 @@ func (t *textAgg) addLowerBound(conn uint64, text string) {
 		t.atLeast = t.atLeast[:maxLowerBounds]
 	}
 }
+
+// lowerBoundAt is where connection conn's warning goes among those kept, in id order.
+func (t *textAgg) lowerBoundAt(conn uint64) int {
+	return sort.Search(len(t.atLeast), func(i int) bool { return t.atLeast[i].conn > conn })
+}
+
+// keepsLowerBound reports whether a warning of connection conn would be kept (addLowerBound),
+// so that the others are not written at all.
+func (t *textAgg) keepsLowerBound(conn uint64) bool { return t.lowerBoundAt(conn) < maxLowerBounds }
 
 func (t *textAgg) finish(a *analyzer) {
 	for k, n := range t.status {
