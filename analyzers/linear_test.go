@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/perflab/perflab/fixtures"
@@ -71,16 +70,7 @@ func BenchmarkAnalyzeConnections(b *testing.B) {
 			b.ResetTimer()
 			var peak uint64
 			for i := 0; i < b.N; i++ {
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				wg.Add(1)
-				go peakHeap(stop, &peak, &wg)
-				_, err := Analyze(protocol.Files([]string{path}, nil), Options{})
-				close(stop)
-				wg.Wait()
-				if err != nil {
-					b.Fatal(err)
-				}
+				analyzeWatchingHeap(b, path, &peak)
 			}
 			b.ReportMetric(float64(peak), "peak-heap-B")
 		})
