@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,10 @@ import (
 
 // helperEnv makes the test binary run as a server process for the benchmarks (servePeer).
 const helperEnv = "PERFLAB_VENUSD_TEST_PEER"
+
+// peerProfileEnv names a file for the server process's CPU profile (go tool pprof), written
+// when the benchmark ends; -cpuprofile profiles the client's side.
+const peerProfileEnv = "PERFLAB_PEER_CPUPROFILE"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
@@ -32,6 +37,19 @@ func TestMain(m *testing.M) {
 // servePeer runs venusd servers on tcp, unix and shm and a bare TCP echo server, prints their
 // addresses, one per line, and serves until its standard input closes.
 func servePeer(dir string) int {
+	if prof := os.Getenv(peerProfileEnv); prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var addrs []string

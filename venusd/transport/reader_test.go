@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +30,14 @@ func (m *memConn) LocalAddr() string                  { return "mem" }
 func (m *memConn) RemoteAddr() string                 { return "mem" }
 
 // countBudget is a Budget of max bytes that never waits.
-type countBudget struct{ used, max int64 }
+type countBudget struct {
+	mu        sync.Mutex
+	used, max int64
+}
 
 func (b *countBudget) Reserve(n int64, deadline time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.used+n > b.max {
 		return false
 	}
@@ -39,15 +45,26 @@ func (b *countBudget) Reserve(n int64, deadline time.Time) bool {
 	return true
 }
 
-func (b *countBudget) Free(n int64) { b.used -= n }
+func (b *countBudget) Free(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// held returns the bytes reserved.
+func (b *countBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
 
 func header(size uint32) []byte {
 	return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, wire.Magic), size)
 }
 
 // Frames up to KeepFrameBytes use the reader's buffer; larger ones memory of their own, counted
-// in the budget until the next read or, once taken, until freed; a frame that does not fit the
-// budget is refused; a frame above the cap is a protocol error.
+// in the budget until the next large frame that cannot reuse it, or, once taken, until freed;
+// a frame that does not fit the budget is refused; a frame above the cap is a protocol error.
 func TestFrameReaderBudget(t *testing.T) {
 	small, large, mapped := make([]byte, 100), make([]byte, KeepFrameBytes+1), make([]byte, mapFrameBytes+1)
 	var in []byte
@@ -57,7 +74,9 @@ func TestFrameReaderBudget(t *testing.T) {
 	b := &countBudget{max: 4 << 20}
 	fr := NewFrameReader(&memConn{r: bytes.NewReader(in)}, 2<<20)
 	fr.Budget = b
-	want := []int64{0, int64(len(large)), int64(len(mapped)), int64(len(large)), 0}
+	// The mapped frame's memory is more than twice the next large frame's: freed, not reused.
+	// The last large frame's memory is kept (and counted) for a next one.
+	want := []int64{0, int64(len(large)), int64(len(mapped)), int64(len(large)), int64(len(large))}
 	var free func()
 	for i, w := range want {
 		p, err := fr.Read()
@@ -67,7 +86,7 @@ func TestFrameReaderBudget(t *testing.T) {
 		if int(binary.LittleEndian.Uint32(fr.Header()[4:])) != len(p) {
 			t.Fatalf("frame %d: header says %x, payload %d bytes", i, fr.Header(), len(p))
 		}
-		held := b.used
+		held := b.held()
 		if free != nil {
 			held -= int64(len(large)) // the frame taken before is still held
 		}
@@ -80,8 +99,8 @@ func TestFrameReaderBudget(t *testing.T) {
 	}
 	free()
 	fr.Release()
-	if b.used != 0 {
-		t.Errorf("budget holds %d bytes after every frame was freed", b.used)
+	if u := b.held(); u != 0 {
+		t.Errorf("budget holds %d bytes after every frame was freed", u)
 	}
 
 	fr = NewFrameReader(&memConn{r: bytes.NewReader(append(header(uint32(len(mapped))), mapped...))}, 2<<20)
@@ -133,8 +152,52 @@ func FuzzFrameReader(f *testing.F) {
 		for _, free := range frees {
 			free()
 		}
-		if b.used != 0 {
-			t.Fatalf("budget holds %d bytes after every frame was freed", b.used)
+		if u := b.held(); u != 0 {
+			t.Fatalf("budget holds %d bytes after every frame was freed", u)
 		}
 	})
+}
+
+// A connection's large frames reuse one buffer while they come (no fresh memory per frame), a
+// frame of less than half of it or more than it gets its own, taken frames give theirs back
+// when freed, and an idle connection's kept memory leaves the budget within 2·spareKeep.
+func TestFrameReaderReuse(t *testing.T) {
+	sizes := []int{mapFrameBytes, mapFrameBytes - 5, mapFrameBytes, KeepFrameBytes + 1, 3 * mapFrameBytes, 3 * mapFrameBytes}
+	var in []byte
+	for _, n := range sizes {
+		in = append(append(in, header(uint32(n))...), make([]byte, n)...)
+	}
+	b := &countBudget{max: 16 << 20}
+	fr := NewFrameReader(&memConn{r: bytes.NewReader(in)}, 4<<20)
+	fr.Budget = b
+	var prev *byte
+	for i, n := range sizes {
+		p, err := fr.Read()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		reused := &p[:1][0] == prev
+		if want := i == 1 || i == 2 || i == 5; reused != want {
+			t.Errorf("frame %d of %d bytes: reused the last frame's memory %v, want %v", i, n, reused, want)
+		}
+		if i == 2 { // taken and freed: given back for the next frame
+			var free func()
+			p, free = fr.Take(p)
+			free()
+		}
+		prev = &p[:1][0]
+		if h, want := b.held(), int64(cap(p)); h != want {
+			t.Errorf("frame %d: budget holds %d bytes, want %d (this frame's memory)", i, h, want)
+		}
+	}
+	// Idle: the kept memory is freed within 2·spareKeep.
+	deadline := time.Now().Add(5 * time.Second)
+	fr.recycle()
+	for b.held() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h := b.held(); h != 0 {
+		t.Errorf("idle reader: budget holds %d bytes 5s after its last frame", h)
+	}
+	fr.Release()
 }
