@@ -32,6 +32,8 @@ type attribution struct {
 	noWake    uint64 // round trips whose thread was never runnable-and-waiting inside them
 	byCmd     map[string]*cmdAttr
 	cmdOrder  []string
+	lastName  string    // the command of the latest round trip,
+	last      *cmdAttr  // and its aggregate in byCmd
 	small     causeSums // round trips under smallRTT
 	nSmall    uint64
 }
@@ -144,23 +146,34 @@ func (a *Analyzer) addCauses(rt RoundTrip, c causeSums) {
 		}
 		at.nSmall++
 	}
-	name := cmdName(rt.Command)
-	ca := at.byCmd[name]
-	if ca == nil {
-		if len(at.byCmd) >= maxCmdAttr {
-			name = "(other)"
-			ca = at.byCmd[name]
-		}
-		if ca == nil {
-			ca = &cmdAttr{}
-			at.byCmd[name] = ca
-			at.cmdOrder = append(at.cmdOrder, name)
-		}
-	}
+	ca := at.cmd(cmdName(rt.Command))
 	for i := range c {
 		ca.sums[i] += c[i]
 	}
 	ca.n++
+}
+
+// cmd returns the aggregate of command name (past maxCmdAttr commands, "(other)"'s); the
+// latest one's without a look-up, since round trips come in runs of one command.
+func (at *attribution) cmd(name string) *cmdAttr {
+	if at.last != nil && name == at.lastName {
+		return at.last
+	}
+	key := name
+	ca := at.byCmd[key]
+	if ca == nil {
+		if len(at.byCmd) >= maxCmdAttr {
+			key = "(other)"
+			ca = at.byCmd[key]
+		}
+		if ca == nil {
+			ca = &cmdAttr{}
+			at.byCmd[key] = ca
+			at.cmdOrder = append(at.cmdOrder, key)
+		}
+	}
+	at.lastName, at.last = name, ca
+	return ca
 }
 
 func absI(v int64) int64 {

@@ -11,6 +11,8 @@ type writeStats struct {
 	requests, multi, extra uint64
 	byCmd                  map[string]*writeAgg
 	order                  []string
+	lastName               string    // the command of the latest request,
+	last                   *writeAgg // and its aggregate: requests come in runs of one command
 }
 
 type writeAgg struct {
@@ -54,14 +56,17 @@ func (a *Analyzer) Request(r Request) {
 		c.requests++
 	}
 	name := cmdName(r.Command)
-	wa := w.byCmd[name]
-	if wa == nil {
-		if len(w.byCmd) >= maxCmdAttr {
-			return
+	wa := w.last
+	if wa == nil || name != w.lastName {
+		if wa = w.byCmd[name]; wa == nil {
+			if len(w.byCmd) >= maxCmdAttr {
+				return
+			}
+			wa = &writeAgg{}
+			w.byCmd[name] = wa
+			w.order = append(w.order, name)
 		}
-		wa = &writeAgg{}
-		w.byCmd[name] = wa
-		w.order = append(w.order, name)
+		w.lastName, w.last = name, wa
 	}
 	wa.requests++
 	if r.Calls > 1 {
