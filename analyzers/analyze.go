@@ -241,11 +241,12 @@ type analyzer struct {
 	specs             map[string]*protocol.Spec // by name: the built-ins and the chosen spec
 	cipher            *protocol.CipherFilter    // the current trace's TLS ciphertext connections
 	tlsConns          map[[3]uint64]bool        // trace, connection and pid with TLS plaintext
-	recs              chunked[msgRec]           // this trace's messages, for units and phases
+	budget            recBudget                 // the memory recs, blocks and srvRecv may hold
+	recs              spillList[msgRec]         // this trace's messages, for units and phases
 	lastRecP          *msgRec                   // the last message's record
 	marks             []trace.Marker            // this trace's phase and unit markers
-	blocks            chunked[interval]         // this trace's intervals with a client blocked on a reply
-	srvRecv           chunked[interval]         // this trace's time a traced server spent in receive calls for requests (waiting included)
+	blocks            spillList[interval]       // this trace's intervals with a client blocked on a reply
+	srvRecv           spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
 	unitSpec          string                    // unit name of the spec unit commands seen
 	sides             map[[2]uint64]uint16      // this trace's (pid, connection) pairs, numbered for msgRec.proc
 	sidePID           []uint32                  // the pid of each side
@@ -287,6 +288,15 @@ func Analyze(ins []protocol.Input, opt Options) (*Summary, error) {
 // message of the same pass, after the analysis has seen it: a verb that needs more than the
 // Summary reads each trace once.
 func AnalyzeVisit(ins []protocol.Input, opt Options, also protocol.Visitor) (*Summary, error) {
+	a, err := analyze(ins, opt, also)
+	if err != nil {
+		return nil, err
+	}
+	return a.s, nil
+}
+
+// analyze is AnalyzeVisit, returning the analyzer that made the Summary.
+func analyze(ins []protocol.Input, opt Options, also protocol.Visitor) (*analyzer, error) {
 	a, err := newAnalyzer(opt)
 	if err != nil {
 		return nil, err
@@ -301,7 +311,7 @@ func AnalyzeVisit(ins []protocol.Input, opt Options, also protocol.Visitor) (*Su
 	}
 	a.finish()
 	a.loopFinish()
-	return a.s, nil
+	return a, nil
 }
 
 // loadMarkers reads the markers of the trace at path, for every trace analysed.
@@ -340,6 +350,11 @@ func newAnalyzer(opt Options) (*analyzer, error) {
 		a.opt.WindowCalls = DefaultWindowCalls
 	}
 	a.infl.useMax = true
+	a.budget.limit = opt.RecordMemory
+	if a.budget.limit == 0 {
+		a.budget.limit = DefaultRecordMemory
+	}
+	a.recs.budget, a.blocks.budget, a.srvRecv.budget = &a.budget, &a.budget, &a.budget
 	a.svcInfl.useMax = true
 	a.ev = evidence.New()
 	a.specs = map[string]*protocol.Spec{}
@@ -944,6 +959,13 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 		}
 	}
 	a.phasesAndUnits(i)
+	if err := a.budget.err; err != nil {
+		a.warnf("%s: %v: the per-unit and per-phase figures may be incomplete (set TMPDIR to a directory with room)", a.s.Traces[i], err)
+		a.budget.err = nil
+	}
+	a.recs.reset() // and their temporary files closed
+	a.blocks.reset()
+	a.srvRecv.reset()
 	protos := d.Protocols()
 	if a.s.Protocol == "" {
 		a.s.Protocol = strings.Join(protos, ",")

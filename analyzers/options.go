@@ -37,6 +37,10 @@ type Options struct {
 	Confidence float64
 	// WindowCalls is the size of the per-window summaries in calls (0 means DefaultWindowCalls).
 	WindowCalls int
+	// RecordMemory is how many bytes of per-message records analyze holds in memory before it
+	// moves the older ones to an unlinked temporary file (in $TMPDIR) and reads them back at
+	// each trace's end: 0 means DefaultRecordMemory, < 0 no limit. The results do not depend on it.
+	RecordMemory int64
 }
 
 // ResolveSpec returns the protocol spec that o asks for: o.Spec, else the one in o.SpecFile,

@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"sort"
 	"strconv"
@@ -11,10 +12,10 @@ import (
 // cmdUnit is one unit of work opened by a unit command (a decode step): from the message
 // after the previous unit's end through the first reply after its unit command.
 type cmdUnit struct {
-	first, last int   // positions in the unit side's records
-	from, to    int64 // ns: the previous unit's end (or the unit's first message), the unit's end
-	acc         unitAcc
-	sig         string // its requests' commands, in order
+	from, to int64 // ns: the previous unit's end (or the unit's first message), the unit's end
+	wait     int64 // ns blocked on round trips within [from, to) (analyzer.unitWaits)
+	acc      unitAcc
+	sig      string // its requests' commands, in order
 }
 
 // unitAcc sums the messages of some units.
@@ -46,64 +47,71 @@ func (u *unitAcc) add(r msgRec) {
 // completes reports whether record r completes a round trip (a reply, or a tracer's event).
 func completes(r msgRec) bool { return r.rts > 0 || r.kind&recRTEvent != 0 }
 
-// commandUnits cuts the records of the sides that open units into units: unit k runs from
-// the message after unit k-1's end through the first reply (completed round trip) after its
-// unit command; the first unit starts after the last reply before its unit command. A unit
-// command with no reply after it before the next one ends its unit just before the next; the
-// last unit command with no reply after it opens no complete unit and is not counted.
-func commandUnits(rs []msgRec, opener uint8, cmdSig func(uint32) string) []cmdUnit {
-	var openers []int
-	for i, r := range rs {
-		if r.kind&opener != 0 {
-			openers = append(openers, i)
+// commandUnits cuts the records of the sides in procs (in the order of recs) into units, one
+// pass, holding only the unit being cut: unit k runs from the message after unit k-1's end
+// through the first reply (completed round trip) after its unit command (a record with
+// opener); the first unit starts after the last reply before its unit command. A unit command
+// with no reply after it before the next one ends its unit just before the next; the last unit
+// command with no reply after it opens no complete unit and is not counted.
+func commandUnits(recs iter.Seq[*msgRec], procs []bool, opener uint8, cmdSig func(uint32) string) []cmdUnit {
+	const (
+		before = iota // no unit command yet: the unit starts after the last reply
+		open          // a unit command seen, its reply not yet
+		closed        // the unit ended; the next one starts with the next message
+	)
+	var (
+		units  []cmdUnit
+		cur    cmdUnit
+		sig    strings.Builder
+		state  = before
+		prevTS int64
+		seen   bool
+		shapes = map[string]string{} // one copy of each command sequence
+	)
+	add := func(r *msgRec) {
+		cur.acc.add(*r)
+		if r.kind&(recReply|recRTEvent) == 0 {
+			sig.WriteString(cmdSig(r.cmd))
+			sig.WriteByte(0)
 		}
 	}
-	if len(openers) == 0 {
-		return nil
-	}
-	start := 0
-	for j := openers[0] - 1; j >= 0; j-- {
-		if completes(rs[j]) {
-			start = j + 1
-			break
-		}
-	}
-	var units []cmdUnit
-	for k, o := range openers {
-		next := len(rs)
-		if k+1 < len(openers) {
-			next = openers[k+1]
-		}
-		end := -1
-		for j := o + 1; j < next; j++ {
-			if completes(rs[j]) {
-				end = j
-				break
-			}
-		}
-		if end < 0 {
-			if k+1 == len(openers) {
-				break // the last unit never completed
-			}
-			end = next - 1
-		}
-		u := cmdUnit{first: start, last: end, to: rs[end].ts}
-		if start > 0 {
-			u.from = rs[start-1].ts
+	emit := func(to int64) {
+		cur.to = to
+		s := sig.String()
+		if sh, ok := shapes[s]; ok {
+			s = sh
 		} else {
-			u.from = rs[start].ts - 1
+			shapes[s] = s
 		}
-		var sig strings.Builder
-		for j := start; j <= end; j++ {
-			u.acc.add(rs[j])
-			if rs[j].kind&(recReply|recRTEvent) == 0 {
-				sig.WriteString(cmdSig(rs[j].cmd))
-				sig.WriteByte(0)
-			}
+		cur.sig = s
+		units = append(units, cur)
+		cur, sig = cmdUnit{from: to}, strings.Builder{}
+	}
+	for r := range recs {
+		if !procs[r.proc] {
+			continue
 		}
-		u.sig = sig.String()
-		units = append(units, u)
-		start = end + 1
+		if !seen {
+			cur.from, seen = r.ts-1, true
+		}
+		isOpener := r.kind&opener != 0
+		switch {
+		case isOpener && state == open: // the previous unit never completed: it ends here
+			emit(prevTS)
+			add(r)
+		case isOpener:
+			add(r)
+			state = open
+		case state == before && completes(*r):
+			cur, sig = cmdUnit{from: r.ts}, strings.Builder{}
+		case state == open && completes(*r):
+			add(r)
+			emit(r.ts)
+			state = closed
+		default:
+			add(r)
+		}
+		prevTS = r.ts
 	}
 	return units
 }
@@ -296,7 +304,7 @@ func (a *analyzer) addUnit(t *unitTotals, u cmdUnit) {
 	t.acc.recv += u.acc.recv
 	t.acc.busyRecv += u.acc.busyRecv
 	t.dur += u.to - u.from
-	t.wait += a.blockedIn(u.from, u.to)
+	t.wait += u.wait
 	t.svc += a.serverTimeIn(u.from, u.to)
 }
 
@@ -312,16 +320,14 @@ func (t *unitTotals) figures(name string, server bool) UnitStats {
 // call waiting for (or reading) a request: the server at work while the client waited. 0 when
 // no server is traced.
 func (a *analyzer) serverTimeIn(from, to int64) int64 {
-	if a.srvRecv.n == 0 || to <= from {
+	if a.srvRecv.len() == 0 || to <= from {
 		return 0
 	}
-	clip := func(c *chunked[interval]) []interval {
+	clip := func(c *spillList[interval]) []interval {
 		var out []interval
-		for _, blk := range c.blocks {
-			for _, iv := range blk {
-				if lo, hi := max(iv.from, from), min(iv.to, to); hi > lo {
-					out = append(out, interval{lo, hi})
-				}
+		for iv := range c.all() {
+			if lo, hi := max(iv.from, from), min(iv.to, to); hi > lo {
+				out = append(out, interval{lo, hi})
 			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })

@@ -2,7 +2,6 @@ package analyzers
 
 import (
 	"math"
-	"slices"
 	"sort"
 
 	"github.com/perflab/perflab/trace"
@@ -24,21 +23,18 @@ func (a *analyzer) phasesAndUnits(i int) {
 	phases, tokens := a.markerSpans(unitName)
 	// Units opened by commands: the sending side's (a client), or the receiving side's when
 	// only a server is traced. Only the messages of the connections that open units count.
-	unitTS, procs, anyProc, opener := a.unitOpeners()
+	nOpen, uFirst, procs, anyProc, opener := a.unitOpeners()
 	var units []cmdUnit
-	if len(tokens) == 0 && len(unitTS) > 0 {
-		units = commandUnits(a.recsOf(procs), opener, a.cmdName)
+	if len(tokens) == 0 && nOpen > 0 {
+		units = commandUnits(a.recs.all(), procs, opener, a.cmdName)
+		a.unitWaits(units)
 	}
 	steadySig, steadyN := steadyShape(units)
 	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
 		anyProc = a.markerProcs(tokens, procs)
 	}
 	unitPhase := a.unitPhase(phases, tokens, unitName)
-	var uFirst int64
-	if len(unitTS) > 0 {
-		uFirst = slices.Min(unitTS)
-	}
-	phases, detected := a.detectPhases(phases, tokens, units, unitTS, uFirst, steadySig, steadyN)
+	phases, detected := a.detectPhases(phases, tokens, units, nOpen, uFirst, steadySig, steadyN)
 	pacc, unitAcc := a.countPhases(phases, unitPhase, procs, anyProc)
 	a.addPhases(i, phases, pacc)
 	if detected {
@@ -49,8 +45,8 @@ func (a *analyzer) phasesAndUnits(i int) {
 		a.s.Units = append(a.s.Units, a.markerUnits(i, unitName, tokens, unitPhase, unitAcc))
 	case len(units) > 0:
 		a.cmdUnitStats(i, units, steadySig, steadyN, opener == recUnitRecv)
-	case len(unitTS) >= 1:
-		a.warnf("%s: %d %s command(s) but no complete %s (none was followed by a reply); no per-%s figures", a.s.Traces[i], len(unitTS), a.unitSpec, a.unitSpec, a.unitSpec)
+	case nOpen >= 1:
+		a.warnf("%s: %d %s command(s) but no complete %s (none was followed by a reply); no per-%s figures", a.s.Traces[i], nOpen, a.unitSpec, a.unitSpec, a.unitSpec)
 	}
 }
 
@@ -91,38 +87,34 @@ func (a *analyzer) markerSpans(unitName string) ([]span, []trace.Marker) {
 	return phases, tokens
 }
 
-// unitOpeners returns the times of the messages that open a unit of work, the sides (msgRec.proc)
-// that sent them, and which of recUnit (sent) and recUnitRecv (received) they are: the sent
-// ones when there are any.
-func (a *analyzer) unitOpeners() (unitTS []int64, procs []bool, anyProc bool, opener uint8) {
-	procs = make([]bool, maxProcs+1) // by msgRec.proc
-	for _, bit := range []uint8{recUnit, recUnitRecv} {
-		for _, blk := range a.recs.blocks {
-			for _, r := range blk {
-				if r.kind&bit != 0 {
-					unitTS = append(unitTS, r.ts)
-					procs[r.proc], anyProc = true, true
-				}
+// unitOpeners returns how many messages open a unit of work and the earliest one's time, the
+// sides (msgRec.proc) that sent them, and which of recUnit (sent) and recUnitRecv (received)
+// they are: the sent ones when there are any.
+func (a *analyzer) unitOpeners() (n int, first int64, procs []bool, anyProc bool, opener uint8) {
+	var count [2]int
+	var from [2]int64
+	var sides [2][]bool // by msgRec.proc
+	for r := range a.recs.all() {
+		for b, bit := range []uint8{recUnit, recUnitRecv} {
+			if r.kind&bit == 0 {
+				continue
 			}
-		}
-		if len(unitTS) > 0 {
-			return unitTS, procs, anyProc, bit
+			if count[b] == 0 || r.ts < from[b] {
+				from[b] = r.ts
+			}
+			count[b]++
+			if sides[b] == nil {
+				sides[b] = make([]bool, maxProcs+1)
+			}
+			sides[b][r.proc] = true
 		}
 	}
-	return unitTS, procs, anyProc, 0
-}
-
-// recsOf returns the message records of the sides in procs, in trace order.
-func (a *analyzer) recsOf(procs []bool) []msgRec {
-	var rs []msgRec
-	for _, blk := range a.recs.blocks {
-		for _, r := range blk {
-			if procs[r.proc] {
-				rs = append(rs, r)
-			}
+	for b, bit := range []uint8{recUnit, recUnitRecv} {
+		if count[b] > 0 {
+			return count[b], from[b], sides[b], true, bit
 		}
 	}
-	return rs
+	return 0, 0, make([]bool, maxProcs+1), false, 0
 }
 
 // markerProcs sets procs to the sides of the processes that wrote the unit markers, and
@@ -167,7 +159,7 @@ func (a *analyzer) unitPhase(phases []span, tokens []trace.Marker, unitName stri
 
 // detectPhases returns phases, or, without phase markers, the phases detected: what comes
 // before the first unit of work is loading, the rest the steady state; detected says which.
-func (a *analyzer) detectPhases(phases []span, tokens []trace.Marker, units []cmdUnit, unitTS []int64, uFirst int64, steadySig string, steadyN int) ([]span, bool) {
+func (a *analyzer) detectPhases(phases []span, tokens []trace.Marker, units []cmdUnit, nOpen int, uFirst int64, steadySig string, steadyN int) ([]span, bool) {
 	if len(phases) > 0 {
 		return phases, false
 	}
@@ -180,7 +172,7 @@ func (a *analyzer) detectPhases(phases []span, tokens []trace.Marker, units []cm
 		}
 	case len(units) > 0:
 		phases = a.unitPhases(units, steadySig, steadyN)
-	case len(unitTS) > 0:
+	case nOpen > 0:
 		start = uFirst
 	}
 	if len(phases) > 0 {
@@ -222,22 +214,20 @@ func (c *phaseAcc) add(r msgRec) {
 func (a *analyzer) countPhases(phases, unitPhase []span, procs []bool, anyProc bool) ([]phaseAcc, phaseAcc) {
 	pacc := make([]phaseAcc, len(phases))
 	var unitAcc phaseAcc
-	for _, blk := range a.recs.blocks {
-		for _, r := range blk {
-			for k := range phases {
-				if r.ts >= phases[k].from && r.ts < phases[k].to {
-					pacc[k].add(r)
-					break
-				}
+	for r := range a.recs.all() {
+		for k := range phases {
+			if r.ts >= phases[k].from && r.ts < phases[k].to {
+				pacc[k].add(*r)
+				break
 			}
-			if anyProc && !procs[r.proc] {
-				continue
-			}
-			for _, p := range unitPhase {
-				if r.ts >= p.from && r.ts <= p.to {
-					unitAcc.add(r)
-					break
-				}
+		}
+		if anyProc && !procs[r.proc] {
+			continue
+		}
+		for _, p := range unitPhase {
+			if r.ts >= p.from && r.ts <= p.to {
+				unitAcc.add(*r)
+				break
 			}
 		}
 	}
@@ -320,13 +310,33 @@ func allInstants(ms []trace.Marker) bool {
 // between from and to (the overlap of their blocked intervals with [from, to)).
 func (a *analyzer) blockedIn(from, to int64) int64 {
 	var w int64
-	for _, blk := range a.blocks.blocks {
-		for _, b := range blk {
-			lo, hi := max(b.from, from), min(b.to, to)
-			if hi > lo {
-				w += hi - lo
-			}
+	for b := range a.blocks.all() {
+		lo, hi := max(b.from, from), min(b.to, to)
+		if hi > lo {
+			w += hi - lo
 		}
 	}
 	return w
+}
+
+// unitWaits sets each unit's wait to blockedIn(from, to), in one pass over the blocked
+// intervals when the units come in time order (each block then finds the units it overlaps by
+// binary search), else unit by unit.
+func (a *analyzer) unitWaits(units []cmdUnit) {
+	for k := 1; k < len(units); k++ {
+		if units[k].from < units[k-1].from || units[k].to < units[k-1].to {
+			for j := range units {
+				units[j].wait = a.blockedIn(units[j].from, units[j].to)
+			}
+			return
+		}
+	}
+	for b := range a.blocks.all() {
+		k := sort.Search(len(units), func(k int) bool { return units[k].to > b.from })
+		for ; k < len(units) && units[k].from < b.to; k++ {
+			if lo, hi := max(b.from, units[k].from), min(b.to, units[k].to); hi > lo {
+				units[k].wait += hi - lo
+			}
+		}
+	}
 }

@@ -1,0 +1,158 @@
+package analyzers
+
+import (
+	"fmt"
+	"iter"
+	"os"
+	"unsafe"
+)
+
+// DefaultRecordMemory is how many bytes of per-message records (and blocked and receive
+// intervals) analyze holds in memory by default before it moves the older ones to a temporary
+// file: 64 MiB, the records of about 2.8 million messages, so that a trace of up to a few
+// million events never touches the disk and a longer one runs in bounded memory.
+const DefaultRecordMemory = 64 << 20
+
+// recBudget is the memory the spill lists of one analysis share, in bytes.
+type recBudget struct {
+	limit   int64 // bytes of entries held in memory before the older ones are spilled; < 0: no limit
+	used    int64 // bytes of entries' blocks in memory
+	peak    int64 // the most used has been
+	spilled int64 // bytes written to temporary files, in all
+	err     error // the first error of a temporary file; the lists then stay in memory
+}
+
+// spillList is an append-only list of fixed-size entries without pointers, kept in blocks
+// (chunked) while its budget allows, its oldest blocks moved to an unlinked temporary file
+// beyond that and read back, in order, by each pass over it. The newest two blocks always stay
+// in memory, so a pointer to the last entry added stays valid until the next one.
+type spillList[T any] struct {
+	mem    chunked[T] // the newest entries
+	budget *recBudget
+	file   *os.File // the oldest entries, in order (nil until the first spill)
+	nFile  int      // entries in file
+	buf    []T      // read buffer of a pass over the file
+}
+
+// add appends v and returns a pointer to the stored copy, valid until the next add or reset.
+// Blocks grow as chunked's do, but to no more than an eighth of the budget, so that a small
+// budget holds.
+func (l *spillList[T]) add(v T) *T {
+	c := &l.mem
+	if len(c.blocks) == 0 || len(c.blocks[len(c.blocks)-1]) == cap(c.blocks[len(c.blocks)-1]) {
+		esize := int64(unsafe.Sizeof(v))
+		n := int64(min(chunkLen, max(64, c.n)))
+		if b := l.budget; b != nil {
+			if b.limit >= 0 {
+				n = min(n, max(64, b.limit/8/esize))
+				if b.used+n*esize > b.limit && len(c.blocks) >= 2 && b.err == nil {
+					l.spill()
+				}
+			}
+			b.used += n * esize
+			b.peak = max(b.peak, b.used)
+		}
+		c.blocks = append(c.blocks, make([]T, 0, n))
+	}
+	blk := &c.blocks[len(c.blocks)-1]
+	*blk = append(*blk, v)
+	c.n++
+	return &(*blk)[len(*blk)-1]
+}
+
+// spill writes every block in memory but the newest to the file and lets them go.
+func (l *spillList[T]) spill() {
+	c := &l.mem
+	if l.file == nil {
+		f, err := os.CreateTemp("", "perflab-analyze-*")
+		if err != nil {
+			l.budget.err = fmt.Errorf("create spill file: %w", err)
+			return
+		}
+		os.Remove(f.Name()) // unlinked: the space is freed when it is closed, whatever happens
+		l.file = f
+	}
+	keep := len(c.blocks) - 1
+	var size T
+	for i, blk := range c.blocks[:keep] {
+		if len(blk) == 0 {
+			continue
+		}
+		if _, err := l.file.Write(asBytes(blk)); err != nil {
+			l.budget.err = fmt.Errorf("write spill file: %w", err)
+			c.blocks = c.blocks[i:]
+			return
+		}
+		n := int64(unsafe.Sizeof(size))
+		l.budget.used -= n * int64(cap(blk))
+		l.budget.spilled += n * int64(len(blk))
+		l.nFile += len(blk)
+		c.blocks[i] = nil
+	}
+	c.blocks = append(c.blocks[:0], c.blocks[keep])
+}
+
+// asBytes returns the memory of s as bytes.
+func asBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var v T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(v)))
+}
+
+// len returns the number of entries.
+func (l *spillList[T]) len() int { return l.mem.n }
+
+// all yields every entry in the order added: those of the file (read back a block at a
+// time), then those in memory. An error reading the file ends the pass early and is kept in
+// the budget, to be reported.
+func (l *spillList[T]) all() iter.Seq[*T] {
+	return func(yield func(*T) bool) {
+		if l.nFile > 0 {
+			if l.buf == nil {
+				l.buf = make([]T, chunkLen)
+			}
+			var v T
+			size := int64(unsafe.Sizeof(v))
+			for off := 0; off < l.nFile; {
+				n := min(len(l.buf), l.nFile-off)
+				if _, err := l.file.ReadAt(asBytes(l.buf[:n]), int64(off)*size); err != nil {
+					if l.budget.err == nil {
+						l.budget.err = fmt.Errorf("read spill file: %w", err)
+					}
+					return
+				}
+				for k := range l.buf[:n] {
+					if !yield(&l.buf[k]) {
+						return
+					}
+				}
+				off += n
+			}
+		}
+		for _, blk := range l.mem.blocks {
+			for k := range blk {
+				if !yield(&blk[k]) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// reset empties the list, gives its blocks' memory back to the budget and closes its file.
+func (l *spillList[T]) reset() {
+	if l.budget != nil {
+		var v T
+		for _, blk := range l.mem.blocks {
+			l.budget.used -= int64(unsafe.Sizeof(v)) * int64(cap(blk))
+		}
+	}
+	l.mem.reset()
+	if l.file != nil {
+		l.file.Close()
+		l.file = nil
+	}
+	l.nFile, l.buf = 0, nil
+}
