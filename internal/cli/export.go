@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -32,14 +33,24 @@ func registerExport(name string, fn exportFunc) {
 	exportFormats[name] = fn
 }
 
-// streamExport adapts a streaming exporter of the reports package to an exportFunc.
+// streamExport adapts a streaming exporter of the export package to an exportFunc. The trace is
+// opened once, through openInputFile.
 func streamExport(fn func(w io.Writer, tr *trace.Reader) error) exportFunc {
 	return func(w io.Writer, path string) (trace.Recovery, error) {
-		tr, err := trace.Open(path)
+		f, err := openInputFile(path)
 		if err != nil {
 			return trace.Recovery{}, err
 		}
-		defer tr.Close()
+		defer f.Close()
+		if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+			if fi, err := st.Stat(); err == nil && fi.IsDir() {
+				return trace.Recovery{}, &trace.FormatError{Offset: 0, Msg: "is a directory, not a trace file"}
+			}
+		}
+		tr, err := trace.NewReader(f)
+		if err != nil {
+			return trace.Recovery{}, err
+		}
 		if err := fn(w, tr); err != nil {
 			return tr.Recovery(), err
 		}

@@ -56,7 +56,7 @@ func countOpens(t *testing.T) (opens map[string]int, read map[string]*int64) {
 // TestOneOpenPerTrace: every verb that reads traces opens each of them once and reads it once
 // (no byte of it twice), and the layers below take the open file, not its path: analyze
 // (auto-detected and with a protocol given, and its pprof and perfetto formats), compare,
-// gate, model, and the exports that decode (pprof, perfetto, perfetto-proto, parquet), with
+// gate, model, and every export (jsonl, csv, pprof, perfetto, perfetto-proto, parquet), with
 // --protocol auto and with a protocol given.
 func TestOneOpenPerTrace(t *testing.T) {
 	dir := t.TempDir()
@@ -87,6 +87,8 @@ func TestOneOpenPerTrace(t *testing.T) {
 		{"analyze pprof", []string{"analyze", "--format", "pprof", "-o", filepath.Join(dir, "a.pb.gz"), base, co}, []string{base, co}},
 		{"analyze perfetto", []string{"analyze", "--format", "perfetto", "-o", filepath.Join(dir, "a.json"), base, co}, []string{base, co}},
 		{"analyze perfetto venus", []string{"analyze", "--format", "perfetto", "--protocol", "venus", "-o", filepath.Join(dir, "a.json"), base, co}, []string{base, co}},
+		{"export jsonl", []string{"export", "--format", "jsonl", "-o", filepath.Join(dir, "e.jsonl"), base}, []string{base}},
+		{"export csv", []string{"export", "--format", "csv", "-o", filepath.Join(dir, "e.csv"), base}, []string{base}},
 		{"export pprof", []string{"export", "--format", "pprof", "-o", filepath.Join(dir, "e.pb.gz"), base}, []string{base}},
 		{"export perfetto", []string{"export", "--format", "perfetto", "-o", filepath.Join(dir, "e.json"), base}, []string{base}},
 		{"export perfetto-proto", []string{"export", "--format", "perfetto-proto", "-o", filepath.Join(dir, "e.pftrace"), base}, []string{base}},
