@@ -178,3 +178,70 @@ func TestModes(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMVAMultiServer checks the multi-server station against the closed form of the finite-source
+// queue M/M/m//N (the machine-repairman model): N clients thinking Z each, one station of m
+// servers with demand D. p_k ∝ N!/(N−k)!·(D/Z)^k/β(k), β(k) = k! up to m and m!·m^(k−m) past it,
+// and X = Σ p_k·min(k, m)/D.
+func TestMVAMultiServer(t *testing.T) {
+	closedForm := func(n, m int, z, d float64) float64 {
+		w := make([]float64, n+1)
+		sum := 0.0
+		for k := 0; k <= n; k++ {
+			v := 1.0
+			for i := 0; i < k; i++ {
+				v *= float64(n-i) * d / z / math.Min(float64(i+1), float64(m))
+			}
+			w[k] = v
+			sum += v
+		}
+		x := 0.0
+		for k := 1; k <= n; k++ {
+			x += w[k] / sum * math.Min(float64(k), float64(m)) / d
+		}
+		return x * 1e6
+	}
+	for _, tc := range []struct {
+		n, m  int
+		z, d  float64
+		multi bool
+	}{
+		{n: 1, m: 2, z: 30, d: 20},
+		{n: 2, m: 2, z: 30, d: 20},
+		{n: 4, m: 2, z: 30, d: 20},
+		{n: 16, m: 2, z: 30, d: 20},
+		{n: 16, m: 4, z: 5, d: 40},
+		{n: 8, m: 1, z: 10, d: 10},
+		{n: 3, m: 8, z: 10, d: 10},
+	} {
+		r, err := MVA(ClosedLoop{Clients: tc.n, ThinkUS: tc.z, DemandsUS: []float64{tc.d}, Servers: []float64{float64(tc.m)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := closedForm(tc.n, tc.m, tc.z, tc.d); !near(r.ThroughputPerS, want, 1e-9) {
+			t.Errorf("N=%d m=%d Z=%g D=%g: X %.6g, closed form %.6g", tc.n, tc.m, tc.z, tc.d, r.ThroughputPerS, want)
+		}
+		if n := InFlight(r.ThroughputPerS, tc.z+r.ResponseUS); !near(n, float64(tc.n), 1e-9) {
+			t.Errorf("N=%d m=%d: Little's law gives %g clients", tc.n, tc.m, n)
+		}
+		if b := 1e6 * float64(tc.m) / tc.d; r.ThroughputPerS > b*(1+1e-12) || r.BottleneckPerS != b {
+			t.Errorf("N=%d m=%d: X %.6g over the bound m/D %.6g (reported %.6g)", tc.n, tc.m, r.ThroughputPerS, b, r.BottleneckPerS)
+		}
+	}
+	// As many servers as clients: no queueing, the station is a delay of D.
+	r, _ := MVA(ClosedLoop{Clients: 3, ThinkUS: 10, DemandsUS: []float64{20}, Servers: []float64{3}})
+	if !near(r.ThroughputPerS, 3e6/30, 1e-12) {
+		t.Errorf("3 clients on 3 servers: X %g, want %g", r.ThroughputPerS, 3e6/30)
+	}
+	// Half a server is one server at half speed: demand 2D.
+	a, _ := MVA(ClosedLoop{Clients: 5, ThinkUS: 10, DemandsUS: []float64{4}, Servers: []float64{0.5}})
+	b, _ := MVA(ClosedLoop{Clients: 5, ThinkUS: 10, DemandsUS: []float64{8}})
+	if !near(a.ThroughputPerS, b.ThroughputPerS, 1e-12) {
+		t.Errorf("half a server: X %g, want %g", a.ThroughputPerS, b.ThroughputPerS)
+	}
+	for _, bad := range [][]float64{{-1}, {math.NaN()}, {1, 2}} {
+		if _, err := MVA(ClosedLoop{Clients: 2, DemandsUS: []float64{1}, Servers: bad}); err == nil {
+			t.Errorf("servers %v: want an error", bad)
+		}
+	}
+}
