@@ -64,8 +64,22 @@ type ClosedLoop struct {
 	Processors      int        `json:"processors"`
 	// ClientFit is the client loop's mean busy time per cycle against its replies per cycle
 	// over the points, when the client has one event loop (nil: its time is part of Z).
-	ClientFit *loops.Fit        `json:"client_busy_fit,omitempty"`
-	Points    []ClosedLoopPoint `json:"points"`
+	ClientFit *loops.Fit `json:"client_busy_fit,omitempty"`
+	// ProcessorFit is the processor station's demand: the processor time of the point's own
+	// processes (server, client, perflab; WindowCPU.OwnUS) per server cycle against N over
+	// the points, so that D_cpu at a point is its T_fixed/N + T_per_req; nil when the points
+	// lack their processor times (no processor station) or when N does not vary enough for a
+	// fit (each point's own D_cpu is then used: ProcessorDemand "point").
+	ProcessorFit    *loops.Fit `json:"processor_fit,omitempty"`
+	ProcessorDemand string     `json:"processor_demand,omitempty"` // "fit" or "point"
+	// ProcessorZUS is the processor network's delay (the round's time off the processors),
+	// calibrated at CalibratedAt as Z is.
+	// ProcessorNetwork is "mva" (ProcessorZUS and the station) or "bound" (P/D_cpu alone, when
+	// the calibration point's processor time per request is longer than its round: part of it
+	// runs beside the requests' path, the recorder's reading of its ring buffer for one).
+	ProcessorZUS     float64           `json:"processor_z_us,omitempty"`
+	ProcessorNetwork string            `json:"processor_network,omitempty"`
+	Points           []ClosedLoopPoint `json:"points"`
 }
 
 // ClosedLoopPoint is the closed-loop model at one client count against the measurement.
@@ -83,6 +97,15 @@ type ClosedLoopPoint struct {
 	// OutsideMeasuredUS is the time per request outside the server at this point, as measured:
 	// clients/throughput − the measured server residence, µs.
 	OutsideMeasuredUS float64 `json:"outside_measured_us"`
+	// LoopsPerS is the loops' network alone (Z, the server's and the client's loops);
+	// ProcessorsPerS the processor network alone (its delay and a station of
+	// AvailableProcessors servers with demand CPUUSPerReq, µs); the prediction is the lower,
+	// and LimitedBy says which ("loops" or "processors").
+	LoopsPerS           float64 `json:"loops_per_s"`
+	ProcessorsPerS      float64 `json:"processors_per_s,omitempty"`
+	CPUUSPerReq         float64 `json:"cpu_us_per_req,omitempty"`
+	AvailableProcessors float64 `json:"available_processors,omitempty"`
+	LimitedBy           string  `json:"limited_by"`
 }
 
 // closedLoopInput is what the closed-loop model needs of one sweep point.
@@ -95,6 +118,7 @@ type closedLoopInput struct {
 	CPUUS          float64     // the server's processor time per request (0: unknown)
 	N              float64     // requests per cycle of each server loop thread
 	Client         *ClientLoop // nil when the client has no event loop of its own
+	CPU            *WindowCPU  // the processors over the load window (nil: unknown)
 }
 
 // errNoClosedLoop is returned when the points do not give the model what it needs.
@@ -143,8 +167,89 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 		warns = append(warns, "the client's event loop gives no usable fit of its busy time against its replies per cycle: its time is counted in Z")
 	}
 	warns = append(warns, cl.calibrate(stations, cal)...)
-	warns = append(warns, cl.predict(stations, in)...)
+	procs := cl.processors(in, cal, conf)
+	warns = append(warns, cl.predict(stations, procs, in)...)
 	return cl, warns, nil
+}
+
+// processorNet is the machine's processors as the closed loop's other network: a request's
+// processor time D_cpu (all of the point's own processes') served by the processors its
+// processes had (WindowCPU.AvailableProcessors), with the rest of its round a delay.
+type processorNet struct {
+	fit   *loops.Fit // D_cpu·N against N (nil: each point's own D_cpu)
+	zUS   float64    // the delay off the processors, µs
+	bound bool       // no delay known: the bound P/D_cpu alone
+	on    bool       // the points have their processor times
+}
+
+// processors fits the processor station's demand over the points and calibrates its delay at
+// cal, into cl.
+func (cl *ClosedLoop) processors(in []closedLoopInput, cal *closedLoopInput, conf float64) processorNet {
+	var pts []loops.Point
+	for _, p := range in {
+		if p.CPU != nil && p.CPU.OwnUS > 0 && p.N > 0 {
+			pts = append(pts, loops.Point{N: p.N, TUS: p.CPU.OwnUS * p.N, Weight: 1})
+		}
+	}
+	if len(pts) == 0 {
+		return processorNet{}
+	}
+	n := processorNet{on: true}
+	cl.ProcessorDemand = "point"
+	if f, _, err := loops.FitPoints(pts, conf); err == nil {
+		n.fit, cl.ProcessorFit, cl.ProcessorDemand = f, f, "fit"
+	}
+	d, m := n.demand(cal), 0.0
+	if cal.CPU != nil {
+		m = cal.CPU.AvailableProcessors
+	}
+	cycle := float64(cal.Clients) / cal.ThroughputPerS * 1e6
+	n.bound = true
+	cl.ProcessorNetwork = "bound"
+	if d > 0 && m > 0 {
+		// The cycle at the calibration point with no delay: its clients' demands on m servers.
+		r, err := models.MVA(models.ClosedLoop{Clients: cal.Clients, DemandsUS: []float64{d}, Servers: []float64{m}})
+		if err == nil && r.ThroughputPerS > 0 {
+			if z := cycle - float64(cal.Clients)/r.ThroughputPerS*1e6; z >= 0 {
+				n.zUS, n.bound = z, false
+				cl.ProcessorZUS, cl.ProcessorNetwork = round3(z), "mva"
+			}
+		}
+	}
+	return n
+}
+
+// demand is the processor time per request at p, µs (0: unknown).
+func (n processorNet) demand(p *closedLoopInput) float64 {
+	if n.fit != nil && p.N > 0 {
+		if d := n.fit.TFixedUS/p.N + n.fit.TPerReqUS; d > 0 {
+			return d
+		}
+	}
+	if p.CPU != nil {
+		return p.CPU.OwnUS
+	}
+	return 0
+}
+
+// solve is the processor network's throughput at p (requests/s), the demand and the servers
+// it used; ok is false where p's processors are unknown.
+func (n processorNet) solve(p *closedLoopInput) (x, d, m float64, ok bool) {
+	if !n.on || p.CPU == nil {
+		return 0, 0, 0, false
+	}
+	d, m = n.demand(p), p.CPU.AvailableProcessors
+	if d <= 0 || m <= 0 {
+		return 0, 0, 0, false
+	}
+	if n.bound {
+		return m / d * 1e6, d, m, true
+	}
+	r, err := models.MVA(models.ClosedLoop{Clients: p.Clients, DelayUS: n.zUS, DemandsUS: []float64{d}, Servers: []float64{m}})
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	return r.ThroughputPerS, d, m, true
 }
 
 // fitServerLoop fits the server's loop time per cycle against N: its processor time when every
@@ -217,10 +322,11 @@ const ThroughputFall = 0.10
 // predict adds the model's prediction at every point to cl, with a warning at each point but
 // the calibration one that it misses by more than ExternalPredictionTolerance, and at each point
 // whose throughput fell by more than ThroughputFall from a point of fewer clients.
-func (cl *ClosedLoop) predict(stations loopStations, in []closedLoopInput) []string {
+func (cl *ClosedLoop) predict(stations loopStations, procs processorNet, in []closedLoopInput) []string {
 	var warns []string
 	best, bestAt := 0.0, 0
-	for _, p := range in {
+	for i := range in {
+		p := &in[i]
 		if best > 0 && p.Clients > bestAt && p.ThroughputPerS < (1-ThroughputFall)*best {
 			warns = append(warns, fmt.Sprintf("c%d: the throughput fell to %.0f/s from %.0f/s at c%d (%+.0f%%): a closed loop's throughput does not fall as clients are added unless something else changed (the machine's other work: the run queue column), which the model cannot predict",
 				p.Clients, p.ThroughputPerS, best, bestAt, 100*(p.ThroughputPerS/best-1)))
@@ -232,16 +338,26 @@ func (cl *ClosedLoop) predict(stations loopStations, in []closedLoopInput) []str
 		if err != nil {
 			continue
 		}
-		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputPredictedPerS: math.Round(r.throughput), ThroughputMeasuredPerS: p.ThroughputPerS,
+		x := r.throughput
+		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputMeasuredPerS: p.ThroughputPerS, LoopsPerS: math.Round(r.throughput), LimitedBy: "loops",
 			ServerResidencePredictedUS: round3(r.serverUS), ServerResidenceMeasuredUS: round3(p.ResidenceUS)}
+		if xp, d, m, ok := procs.solve(p); ok {
+			pt.ProcessorsPerS, pt.CPUUSPerReq, pt.AvailableProcessors = math.Round(xp), round3(d), round3(m)
+			if xp < x {
+				x, pt.LimitedBy = xp, "processors"
+			}
+		}
+		pt.ThroughputPredictedPerS = math.Round(x)
 		if p.ThroughputPerS > 0 {
-			pt.Error = math.Round((r.throughput/p.ThroughputPerS-1)*1e4) / 1e4
+			pt.Error = math.Round((x/p.ThroughputPerS-1)*1e4) / 1e4
 			if p.ResidenceUS > 0 {
 				pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
 			}
-			if p.Clients != cl.CalibratedAt && math.Abs(pt.Error) > ExternalPredictionTolerance {
-				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)",
-					p.Clients, r.throughput, p.ThroughputPerS, 100*pt.Error))
+			// Every point is judged, the calibration one too: the loops give it its measured
+			// throughput, the processors may not.
+			if math.Abs(pt.Error) > ExternalPredictionTolerance {
+				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s (limited by the %s), the client measured %.0f/s (%+.0f%%)",
+					p.Clients, x, pt.LimitedBy, p.ThroughputPerS, 100*pt.Error))
 			}
 		}
 		cl.Points = append(cl.Points, pt)

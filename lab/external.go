@@ -103,6 +103,10 @@ type ExternalPoint struct {
 	// (the kernel's schedstat), µs; 0 where the kernel does not say.
 	ServerCPUUS      float64 `json:"server_cpu_us,omitempty"`
 	ServerRunDelayUS float64 `json:"server_run_delay_us,omitempty"`
+	// CPU is the processor time over the load window: the whole machine's and the point's own
+	// processes' (server, client, perflab), per round trip, and the processors they had; nil
+	// where /proc does not say.
+	CPU *WindowCPU `json:"cpu,omitempty"`
 	// ClientLoop is the client's own event loop, when it has one.
 	ClientLoop *ClientLoop `json:"client_loop,omitempty"`
 	// Requests is the requests the server's loop threads received in complete cycles;
@@ -124,6 +128,7 @@ type ExternalPoint struct {
 	Trace string         `json:"trace,omitempty"`
 
 	samples  []float64 // the client's RTTs from the trace, µs, sorted
+	loadSpan [2]int64  // the load window's ends on the trace clock, ns
 	traceP50 float64   // their median, µs
 	summary  *analyzers.Summary
 }
@@ -213,7 +218,9 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 		Trace: filepath.Join(dir, fmt.Sprintf("c%d.plt", n))}
 	argv := []string{"sh", "-c", strings.ReplaceAll(cfg.Client, ClientsPlaceholder, strconv.Itoa(n))}
 	before, timed := processTimes(cfg.Server)
+	sampler := startMachineSampler(ctx, cfg.Server)
 	out, err := cfg.Record(ctx, cfg.Server, argv, p.Trace)
+	samples := sampler.finish()
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +254,9 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	if s.Loops != nil {
 		addServerLoops(p, s.Loops, servers)
 	}
+	if w, ok := windowCPU(samples, p.loadSpan[0], p.loadSpan[1], p.LoadWindow.RoundTrips, numCPU()); ok {
+		p.CPU = &w
+	}
 	if k := p.LoadWindow.RoundTrips; k > 0 && server.onCPU > 0 {
 		p.ServerCPUUS = round3(float64(server.onCPU) / float64(k) / 1e3)
 		p.ServerRunDelayUS = round3(float64(server.runDelay) / float64(k) / 1e3)
@@ -276,7 +286,7 @@ func clientRoundTrips(p *ExternalPoint, spec *protocol.Spec, server map[uint32]b
 	}
 	p.TraceRoundTrips = int64(len(sc.trips))
 	load := loadConns(sc.trips, p.Clients)
-	p.LoadWindow, _ = loadWindow(sc.trips, load)
+	p.LoadWindow, p.loadSpan = loadWindow(sc.trips, load)
 	p.SetupRoundTrips = p.TraceRoundTrips - p.LoadWindow.RoundTrips
 	p.InflightMean = p.LoadWindow.InflightMean
 	p.TraceThroughputPerS = p.LoadWindow.ThroughputPerS
@@ -477,7 +487,7 @@ func closedLoop(res *ExternalResult) {
 	in := make([]closedLoopInput, 0, len(res.Points))
 	for _, p := range res.Points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS, LoopThreads: p.LoopThreads,
-			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, N: p.RequestsPerCycle, Client: p.ClientLoop}
+			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, N: p.RequestsPerCycle, Client: p.ClientLoop, CPU: p.CPU}
 		for _, t := range p.Loops {
 			q.ServerByN = append(q.ServerByN, t.ByN...)
 		}
