@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/perflab/perflab/loops"
+	"github.com/perflab/perflab/models"
 )
 
 // synthSweep builds sweep points that follow the closed-loop model exactly: the server's loop
@@ -197,4 +198,139 @@ func TestProcessTimes(t *testing.T) {
 	if got != (cpuTimes{onCPU: 9, runDelay: 5}) {
 		t.Errorf("since %+v, want a thread's growth plus a new thread whole, {9 5}", got)
 	}
+}
+
+// TestClosedLoopProcessors checks the processor station on a synthetic sweep of four loops on
+// two processors whose throughput follows the lower of the loops' network and the processor
+// network (D_cpu 80% of the one-client round on 2 processors): the model finds the processor
+// network's delay, predicts every point, says which points the processors limit, and warns at
+// a point moved by 30%, the calibration point included.
+func TestClosedLoopProcessors(t *testing.T) {
+	clients := []int{1, 2, 4, 8, 16}
+	in := synthSweepCPU(t, 3, 16, 0, 0, 20, 4, 2, clients, true)
+	cycle := 1e6 / in[0].ThroughputPerS
+	d := 0.8 * cycle
+	for i := range in {
+		p := &in[i]
+		r, err := models.MVA(models.ClosedLoop{Clients: p.Clients, DelayUS: cycle - d, DemandsUS: []float64{d}, Servers: []float64{2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ThroughputPerS = math.Min(p.ThroughputPerS, r.ThroughputPerS)
+		p.CPU = &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: d}
+	}
+	cl, warns, err := fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ProcessorNetwork != "mva" || math.Abs(cl.ProcessorZUS-(cycle-d)) > 0.01 || cl.ProcessorFit == nil || math.Abs(cl.ProcessorFit.TPerReqUS-d) > 1e-3 {
+		t.Fatalf("processor network %q, delay %.3f µs, fit %+v; want mva, %.3f, T_per_req %.3f", cl.ProcessorNetwork, cl.ProcessorZUS, cl.ProcessorFit, cycle-d, d)
+	}
+	limited := 0
+	for _, p := range cl.Points {
+		if math.Abs(p.Error) > 1e-3 {
+			t.Errorf("c%d: predicted %.0f, measured %.0f", p.Clients, p.ThroughputPredictedPerS, p.ThroughputMeasuredPerS)
+		}
+		if p.ThroughputPredictedPerS != math.Min(p.LoopsPerS, p.ProcessorsPerS) || p.AvailableProcessors != 2 {
+			t.Errorf("c%d: %+v: the prediction is not the lower network's", p.Clients, p)
+		}
+		if p.LimitedBy == "processors" {
+			limited++
+		}
+	}
+	if last := cl.Points[len(cl.Points)-1]; limited == 0 || last.LimitedBy != "processors" || last.ProcessorsPerS > 2/d*1e6+1 {
+		t.Errorf("%d points limited by the processors, the last %+v; want the largest ones, under 2/D_cpu", limited, last)
+	}
+	if w := strings.Join(warns, "\n"); strings.Contains(w, "closed-loop model predicts") {
+		t.Errorf("a prediction warning on exact points:\n%s", w)
+	}
+
+	// Fewer processors left at the largest point than at the others: the model follows them.
+	in[len(in)-1].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 1, OwnUS: d}
+	in[len(in)-1].ThroughputPerS *= 1.3
+	cl, warns, err = fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := cl.Points[len(cl.Points)-1]
+	if last.AvailableProcessors != 1 || last.ProcessorsPerS > 1/d*1e6+1 {
+		t.Errorf("one processor left: %+v, want at most %.0f/s", last, 1/d*1e6)
+	}
+	if w := strings.Join(warns, "\n"); !strings.Contains(w, "c16: the closed-loop model predicts") {
+		t.Errorf("c16 missed by far, no warning:\n%s", w)
+	}
+
+	// D_cpu longer than the one-client round (work beside the requests' path): the bound alone.
+	for i := range in {
+		in[i].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: 3 * cycle}
+	}
+	cl, warns, err = fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ProcessorNetwork != "bound" || cl.Points[0].ProcessorsPerS != math.Round(2/(3*cycle)*1e6) {
+		t.Errorf("network %q, c1 %+v; want the bound 2/D_cpu", cl.ProcessorNetwork, cl.Points[0])
+	}
+	// The bound is under the calibration point's throughput: c1 is judged too, and warned.
+	if w := strings.Join(warns, "\n"); cl.Points[0].LimitedBy != "processors" || !strings.Contains(w, "c1: the closed-loop model predicts") {
+		t.Errorf("c1 %+v under the processors' bound, warnings:\n%s", cl.Points[0], w)
+	}
+}
+
+// TestWindowCPU checks the processor times over a load window: samples interpolated at its
+// ends, the others' time taken off the processors, and no figure where the samples stop short.
+func TestWindowCPU(t *testing.T) {
+	// 2 processors, 1.5 busy (1 of it the point's own), sampled every 20 ms from 0 to 1 s.
+	var s []cpuSample
+	for at := int64(0); at <= 1e9; at += 20e6 {
+		s = append(s, cpuSample{at: at, busy: at * 3 / 2, own: at})
+	}
+	w, ok := windowCPU(s, 105e6, 605e6, 10000, 2)
+	if !ok {
+		t.Fatal("window inside the samples: no figures")
+	}
+	// 0.5 s: 0.5 s own for 10,000 requests = 50 µs; 0.75 s busy = 75 µs; others 0.5 processor.
+	if w.OwnUS != 50 || w.MachineUS != 75 || w.AvailableProcessors != 1.5 || w.BusyShare != 0.75 || w.BoundPerS != 30000 || w.Samples != 25 {
+		t.Errorf("%+v", w)
+	}
+	for _, win := range [][2]int64{{-1, 5e8}, {5e8, 2e9}, {5e8, 5e8}} {
+		if _, ok := windowCPU(s, win[0], win[1], 100, 2); ok {
+			t.Errorf("window %v beyond the samples: figures", win)
+		}
+	}
+}
+
+func TestProcParsers(t *testing.T) {
+	busy, ok := parseStatBusy([]byte("cpu  100 2 50 1000 7 3 4 5 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	if !ok || busy != (100+2+50+3+4+5)*int64(clockTick) {
+		t.Errorf("busy %d %v", busy, ok)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3 4 5 6 7 x", "cpu 1 2 3"} {
+		if _, ok := parseStatBusy([]byte(bad)); ok {
+			t.Errorf("%q: parsed", bad)
+		}
+	}
+	// A command name with spaces and parentheses: the fields count from its last ')'.
+	line := "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 12 0 0 20 0 3 0 100 0 0"
+	if v, ok := parsePIDStat([]byte(line)); !ok || v != 49*int64(clockTick) {
+		t.Errorf("utime+stime %d %v, want 49 ticks", v, ok)
+	}
+	for _, bad := range []string{"", "4242 comm S 1", "4242 (x) S 1 2 3 4 5 6 7 8 9 10 x 1"} {
+		if _, ok := parsePIDStat([]byte(bad)); ok {
+			t.Errorf("%q: parsed", bad)
+		}
+	}
+}
+
+func FuzzProcStat(f *testing.F) {
+	f.Add([]byte("cpu  2904052 6813 1680089 1486843 4835 0 117698 15083 0 0\n"))
+	f.Add([]byte("12101 (redis-server) S 1 12101 12101 0 -1 4194624 300 0 0 0 61 102 0 0 20 0 5 0 3122 0 0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if v, ok := parseStatBusy(b); ok && v < 0 {
+			t.Errorf("negative busy time %d", v)
+		}
+		if v, ok := parsePIDStat(b); ok && v < 0 {
+			t.Errorf("negative process time %d", v)
+		}
+	})
 }
