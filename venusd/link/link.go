@@ -5,6 +5,7 @@
 package link
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -264,13 +265,25 @@ func putTimer(t *preciseTimer) {
 }
 
 // sleep waits d on the timer; it reports false when the timer failed.
+//
+// The read also has a deadline d away, which is a Go timer: whichever comes first ends the
+// sleep. A timerfd is read through the runtime's poller, which a busy process polls only when
+// a processor runs out of goroutines, or from sysmon every 10 ms: while goroutines yield in a
+// loop on every processor (an shm ring polling, another link's spin), the timerfd's wake-up
+// waited up to 10 ms. The runtime checks its timers at every scheduling instead, so the
+// deadline fires on time in a busy process; in an idle one the timerfd does, where the Go
+// timer would wait for epoll_wait's millisecond.
 func (t *preciseTimer) sleep(d time.Duration) bool {
 	its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
 	if unix.TimerfdSettime(t.fd, 0, &its, nil) != nil {
 		return false
 	}
+	deadline := t.f.SetReadDeadline(time.Now().Add(d)) == nil
 	var b [8]byte
 	_, err := t.f.Read(b[:])
+	if deadline && errors.Is(err, os.ErrDeadlineExceeded) {
+		return true // the timerfd, rearmed by the next sleep, forgets this expiry
+	}
 	return err == nil
 }
 
