@@ -30,6 +30,8 @@ type pendingReq struct {
 // carries requests (the side that speaks first), rebuilds frames, and pairs replies.
 type connDecoder struct {
 	d       *Decoder
+	key     uint64 // in Decoder.conns (connKey)
+	stamp   uint64 // auto detection: the latest data event's number while live (pass.touch), else 0
 	id      uint64
 	pid     uint32
 	spec    *Spec

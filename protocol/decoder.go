@@ -30,6 +30,7 @@ type Decoder struct {
 	fixed    *Spec // the spec chosen by Options; nil for auto
 	builtins map[string]*Spec
 	conns    map[uint64]*connDecoder
+	recent   [recentConns]*connDecoder // conns' entries looked up lately, by key modulo recentConns
 	versions map[uint64][3]int
 	m        Message
 	out      Sink
@@ -108,26 +109,51 @@ func (d *Decoder) choice(ev *trace.Event) *Spec {
 	return d.detect(ev)
 }
 
+// recentConns is how many connections the decoder finds without a map look-up (a power of 2).
+const recentConns = 64
+
 func (d *Decoder) conn(ev *trace.Event) *connDecoder {
 	key := connKey(ev)
+	slot := &d.recent[key%recentConns]
+	if c := *slot; c != nil && c.key == key {
+		return c
+	}
 	c := d.conns[key]
 	if c == nil {
-		c = &connDecoder{d: d, id: ev.Conn, pid: ev.PID}
+		c = &connDecoder{d: d, key: key, id: ev.Conn, pid: ev.PID}
 		if d.fixed != nil {
 			c.spec = d.fixed
 			c.version = d.fixed.defVer
 		}
 		d.conns[key] = c
 	}
+	*slot = c
 	return c
 }
 
-// Event decodes one event of the trace; failed calls and calls that moved no bytes are skipped.
-func (d *Decoder) Event(ev *trace.Event) {
-	if ev.Errno != 0 || ev.Bytes <= 0 {
-		return
+// forget drops connection key's decoding state.
+func (d *Decoder) forget(key uint64) {
+	if slot := &d.recent[key%recentConns]; *slot != nil && (*slot).key == key {
+		*slot = nil
 	}
-	d.conn(ev).event(ev)
+	delete(d.conns, key)
+}
+
+// Event decodes one event of the trace; failed calls and calls that moved no bytes are skipped.
+func (d *Decoder) Event(ev *trace.Event) { d.event(ev) }
+
+// event is Event; it returns the connection when ev is a data event it took (one that moved
+// bytes, in a direction), else nil.
+func (d *Decoder) event(ev *trace.Event) *connDecoder {
+	if ev.Errno != 0 || ev.Bytes <= 0 {
+		return nil
+	}
+	c := d.conn(ev)
+	if ev.Dir != trace.DirSend && ev.Dir != trace.DirRecv {
+		return nil // the connection is known, with nothing to decode
+	}
+	c.event(ev)
+	return c
 }
 
 // msg returns the decoder's Message, reset and filled from ev.

@@ -41,6 +41,10 @@ type trial struct {
 	bare   map[uint64]bool
 	replay func(key uint64, fn func(*trace.Event)) // the connection's data events held so far, in order
 	eager  bool                                    // feed bare connections too (tests compare both)
+
+	// over holds connections lately found off trial for good (seen firstBytes or
+	// trialEvents, which never changes again), by key modulo recentConns, plus one: 0 is none.
+	over [recentConns]uint64
 }
 
 // seen values besides the number of data events tried.
@@ -74,16 +78,21 @@ func (t *trial) record(rec *trace.Record) {
 		return
 	}
 	key := connKey(ev)
+	if t.over[key%recentConns] == key+1 {
+		return
+	}
 	k, ok := t.seen[key]
 	if !ok {
 		// A tracer's frames, the Venus magic and a ggml-rpc HELLO say what the connection
 		// speaks; the others are tried.
 		if sp := t.first.detect(ev); sp.Name == "venus" || sp.Name == "ggml-rpc" {
 			t.seen[key] = firstBytes
+			t.over[key%recentConns] = key + 1
 			return
 		}
 	}
 	if k < 0 || k >= trialEvents {
+		t.over[key%recentConns] = key + 1
 		return
 	}
 	if k == 0 {
@@ -160,6 +169,9 @@ func (t *trial) decide(key uint64) {
 // waiting reports whether connection key is on trial and not decided yet: the decoder must not
 // take its data events yet.
 func (t *trial) waiting(key uint64) bool {
+	if t.over[key%recentConns] == key+1 {
+		return false
+	}
 	n := t.seen[key]
 	return n > 0 && n < trialEvents
 }
@@ -196,7 +208,7 @@ func best(decs []*Decoder, key uint64) *Spec {
 		if x := c.decoded(); x > most {
 			sp, most = c.spec, x
 		}
-		delete(d.conns, key)
+		d.forget(key)
 	}
 	if sp == nil || float64(most) < minTrialShare*float64(data) {
 		sp, _ = BuiltinSpec("raw")

@@ -250,7 +250,7 @@ func TestTrialBare(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr.eager = eager
-		p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, last: map[uint64]uint64{}}
+		p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, retires: true}
 		tr.replay = p.heldEvents
 		var rec trace.Record
 		for r.Next(&rec) == nil {
@@ -346,7 +346,7 @@ func TestHeldBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, last: map[uint64]uint64{}}
+	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, retires: true}
 	held := 0
 	var rec trace.Record
 	for r.Next(&rec) == nil {

@@ -27,16 +27,21 @@ type pass struct {
 	head  int
 
 	// Auto detection retires the connections that have carried data least recently once more
-	// than maxLiveConns have: stamp numbers the data events, last holds each live
-	// connection's latest stamp, and lru the (connection, stamp) pairs in stamp order, stale
-	// ones among them (a later stamp of the same connection).
-	stamp uint64
-	last  map[uint64]uint64
-	lru   []lruEntry
-	lruAt int
+	// than maxLiveConns have: stamp numbers the data events, each live connection holds its
+	// latest (connDecoder.stamp, 0 once retired), live counts them, and lru has the
+	// (connection, stamp) pairs in stamp order, stale ones among them (a later stamp of the
+	// same connection, or a retired connection).
+	retires bool
+	stamp   uint64
+	live    int
+	lru     []lruEntry
+	lruAt   int
 }
 
-type lruEntry struct{ key, stamp uint64 }
+type lruEntry struct {
+	c     *connDecoder
+	stamp uint64
+}
 
 // maxLiveConns is how many connections that carried data auto detection keeps decoding state
 // for; beyond, the one whose data is oldest is retired: what it holds in progress is delivered
@@ -67,7 +72,7 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 	}
 	p := &pass{path: in.Name, d: d, out: out, cf: NewCipherFilter(r.Meta())}
 	if spec == nil {
-		d.chosen, p.last = map[uint64]*Spec{}, map[uint64]uint64{}
+		d.chosen, p.retires = map[uint64]*Spec{}, true
 		if p.trial, err = newTrial(i, r.Meta(), d.chosen); err != nil {
 			return err
 		}
@@ -179,39 +184,44 @@ func (p *pass) decode(rec *trace.Record) {
 		return
 	}
 	ev := &rec.Event
-	cipher := p.cf.Cipher(ev)
-	if !cipher {
-		p.d.Event(ev)
+	if p.cf.Cipher(ev) {
+		return
 	}
-	if p.last != nil && countsForRetire(ev, cipher) {
-		p.touch(connKey(ev))
+	// a data event the decoder takes keeps its connection live; TLS ciphertext does not
+	if c := p.d.event(ev); c != nil && p.retires {
+		p.touch(c)
 	}
 }
 
-// touch notes a data event of connection key, and retires the connection whose data is
-// oldest when more than maxLiveConns have carried data.
-func (p *pass) touch(key uint64) {
+// touch notes a data event of connection c, and retires the connection whose data is oldest
+// when more than maxLiveConns have carried data.
+func (p *pass) touch(c *connDecoder) {
 	p.stamp++
-	p.last[key] = p.stamp
-	p.lru = append(p.lru, lruEntry{key, p.stamp})
+	if c.stamp == 0 {
+		p.live++
+	}
+	c.stamp = p.stamp
+	p.lru = append(p.lru, lruEntry{c, p.stamp})
 	// Connections in the middle of an exchange stay live past maxLiveConns and go to the back
 	// of the queue; each data event looks at a few entries at most, so that a trace of very
 	// many connections waiting at once costs no more per event.
-	for look := 0; len(p.last) > maxLiveConns && look < retireLooks && p.lruAt < len(p.lru); look++ {
+	for look := 0; p.live > maxLiveConns && look < retireLooks && p.lruAt < len(p.lru); look++ {
 		e := p.lru[p.lruAt]
+		p.lru[p.lruAt].c = nil
 		p.lruAt++
-		if p.last[e.key] != e.stamp {
+		if e.c.stamp != e.stamp {
 			look--
 			continue
 		}
-		if c := p.d.conns[e.key]; c != nil && c.midExchange() {
+		if e.c.midExchange() {
 			p.lru = append(p.lru, e)
 			continue
 		}
-		delete(p.last, e.key)
-		p.d.retire(e.key)
+		e.c.stamp = 0
+		p.live--
+		p.d.retire(e.c.key)
 	}
-	if len(p.lru) > 2*len(p.last)+1024 {
+	if len(p.lru) > 2*p.live+1024 {
 		p.compactLRU()
 	}
 }
@@ -220,10 +230,11 @@ func (p *pass) touch(key uint64) {
 func (p *pass) compactLRU() {
 	live := p.lru[:0]
 	for _, e := range p.lru[p.lruAt:] {
-		if p.last[e.key] == e.stamp {
+		if e.c.stamp == e.stamp {
 			live = append(live, e)
 		}
 	}
+	clear(p.lru[len(live):]) // the retired connections go
 	p.lru, p.lruAt = live, 0
 }
 

@@ -17,12 +17,6 @@ type retired struct {
 	infos                            []ConnInfo // RESP connections
 }
 
-// countsForRetire reports whether ev is a data event that keeps its connection live (pass.touch):
-// an event the decoder takes, in a direction, not TLS ciphertext (cipher is the filter's answer).
-func countsForRetire(ev *trace.Event, cipher bool) bool {
-	return !cipher && ev.Errno == 0 && ev.Bytes > 0 && (ev.Dir == trace.DirSend || ev.Dir == trace.DirRecv)
-}
-
 // midExchange reports whether c is in the middle of an exchange: a request that may want a
 // reply awaits it, a frame is partly read, or a raw burst of requests is open. Retiring it would cut the
 // exchange in two (the reply's side, speaking first on a fresh decoder, would pass for the
@@ -107,6 +101,6 @@ func (d *Decoder) retire(key uint64) {
 		agg.Blind += ci.Blind
 		agg.Rejected += ci.Rejected
 	}
-	delete(d.conns, key)
+	d.forget(key)
 	delete(d.versions, c.id)
 }
