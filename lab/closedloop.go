@@ -65,11 +65,12 @@ type ClosedLoop struct {
 	// ClientFit is the client loop's mean busy time per cycle against its replies per cycle
 	// over the points, when the client has one event loop (nil: its time is part of Z).
 	ClientFit *loops.Fit `json:"client_busy_fit,omitempty"`
-	// ProcessorFit is the processor station's demand: the processor time of the point's own
-	// processes (server, client, perflab; WindowCPU.OwnUS) per server cycle against N over
-	// the points, so that D_cpu at a point is its T_fixed/N + T_per_req; nil when the points
-	// lack their processor times (no processor station) or when N does not vary enough for a
-	// fit (each point's own D_cpu is then used: ProcessorDemand "point").
+	// ProcessorFit is the processor time of the points' own processes (server, client,
+	// perflab; WindowCPU.OwnUS) per server cycle against N over the points; it is the processor
+	// station's demand (ProcessorDemand "fit": D_cpu at a point is T_fixed/N + T_per_req) when
+	// N spreads over half a request or more and R² ≥ ProcessorFitR2, else each point's own
+	// D_cpu is (ProcessorDemand "point"); nil when the points lack their processor times (no
+	// processor station) or give no fit.
 	ProcessorFit    *loops.Fit `json:"processor_fit,omitempty"`
 	ProcessorDemand string     `json:"processor_demand,omitempty"` // "fit" or "point"
 	// ProcessorZUS is the processor network's delay (the round's time off the processors),
@@ -172,6 +173,12 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	return cl, warns, nil
 }
 
+// ProcessorFitR2 is the least R² of the processor time per server cycle against N for the
+// fit to be the processor station's demand; below it, or with N spread over less than half a
+// request, each point's own D_cpu is: 0.8, the points' D_cpu then vary around the line by less
+// than the 20% the predictions are judged by.
+const ProcessorFitR2 = 0.8
+
 // processorNet is the machine's processors as the closed loop's other network: a request's
 // processor time D_cpu (all of the point's own processes') served by the processors its
 // processes had (WindowCPU.AvailableProcessors), with the rest of its round a delay.
@@ -196,8 +203,17 @@ func (cl *ClosedLoop) processors(in []closedLoopInput, cal *closedLoopInput, con
 	}
 	n := processorNet{on: true}
 	cl.ProcessorDemand = "point"
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, q := range pts {
+		lo, hi = math.Min(lo, q.N), math.Max(hi, q.N)
+	}
 	if f, _, err := loops.FitPoints(pts, conf); err == nil {
-		n.fit, cl.ProcessorFit, cl.ProcessorDemand = f, f, "fit"
+		cl.ProcessorFit = f
+		// The fit is the demand only where the points agree on it: N spread enough to tell
+		// T_fixed from T_per_req, and a line through them.
+		if hi-lo >= 0.5 && f.R2 >= ProcessorFitR2 {
+			n.fit, cl.ProcessorDemand = f, "fit"
+		}
 	}
 	d, m := n.demand(cal), 0.0
 	if cal.CPU != nil {

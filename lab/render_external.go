@@ -136,16 +136,19 @@ func externalHistogram(res *ExternalResult) reports.Section {
 // point, with the measured time per request in and outside the server.
 func externalClosedLoop(res *ExternalResult) reports.Section {
 	cl := res.ClosedLoop
-	sec := reports.Section{Title: "Closed-loop prediction X(c) = c / (Z + R_client(c) + R_server(c)) (mean value analysis)", Align: "r",
-		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "server residence predicted µs", "server residence measured µs", "outside the server measured µs",
-			"server CPU µs/req", "server run queue µs/req"}}
+	sec := reports.Section{Title: "Closed-loop prediction X(c) = min(loops: c / (Z + R_client(c) + R_server(c)), processors: D_cpu on P) (mean value analysis)", Align: "r",
+		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "loops /s", "processors /s", "limited by", "D_cpu µs/req", "processors available",
+			"server residence predicted µs", "server residence measured µs", "outside the server measured µs", "server CPU µs/req", "server run queue µs/req"}}
 	for _, p := range cl.Points {
 		e := reports.Change(p.Error)
 		if p.Clients == cl.CalibratedAt {
 			e = "calibration"
-			if math.Abs(p.Error) > 1e-3 { // Z could not reach the measurement (a warning says why)
+			if math.Abs(p.Error) > 1e-3 { // Z could not reach the measurement, or the processors limit it (a warning says)
 				e = "calibration " + reports.Change(p.Error)
 			}
+		}
+		if math.Abs(p.Error) > ExternalPredictionTolerance {
+			e += " (!)"
 		}
 		var cpu, rq float64
 		for _, q := range res.Points {
@@ -154,6 +157,7 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 			}
 		}
 		sec.Rows = append(sec.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPredictedPerS), reports.Count(p.ThroughputMeasuredPerS), e,
+			reports.Count(p.LoopsPerS), dashCount(p.ProcessorsPerS), p.LimitedBy, dash(p.CPUUSPerReq), dash(p.AvailableProcessors),
 			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS), dash(cpu), dash(rq)})
 	}
 	sf := cl.ServerFit
@@ -171,8 +175,40 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 			reports.Num(cl.ZUS), plural(cl.CalibratedAt, "client")),
 		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
 		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that",
+		processorNote(cl),
 		"server CPU, run queue: per request of the load, the time the server's threads ran on a processor and waited runnable for one while the point ran (the kernel's schedstat); a run queue wait the model does not see")
 	return sec
+}
+
+// processorNote says in words what the processor network of cl is.
+func processorNote(cl *ClosedLoop) string {
+	var demand string
+	switch {
+	case cl.ProcessorNetwork == "":
+		return "no processor station: the points have no processor times over their load windows (/proc unreadable)"
+	case cl.ProcessorDemand == "fit":
+		demand = fmt.Sprintf("D_cpu = %s µs/N + %s µs per request (R² %s), the own processes' processor time (server, client, perflab) per server cycle against N over the points",
+			reports.Num(cl.ProcessorFit.TFixedUS), reports.Num(cl.ProcessorFit.TPerReqUS), reports.Num(cl.ProcessorFit.R2))
+	default:
+		demand = "D_cpu each point's own processor time per request (server, client, perflab): the points do not agree on a line against N"
+		if f := cl.ProcessorFit; f != nil {
+			demand += fmt.Sprintf(" (R² %s)", reports.Num(f.R2))
+		}
+	}
+	net := fmt.Sprintf("with %s µs per request off the processors (calibrated at the calibration point)", reports.Num(cl.ProcessorZUS))
+	if cl.ProcessorNetwork == "bound" {
+		net = "as the bound P/D_cpu alone (at the calibration point D_cpu is longer than the round: part of it runs beside the requests' path)"
+	}
+	return fmt.Sprintf("processors: a station of the processors the point's processes had (/proc/stat over its load window, the others' time taken off), %s, %s; the prediction is the lower of the two networks, and a point off by more than %s is marked (!) and warned",
+		demand, net, reports.Share(ExternalPredictionTolerance))
+}
+
+// dashCount is reports.Count, or "-" for 0.
+func dashCount(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return reports.Count(v)
 }
 
 // serverFitSource says in words what the closed-loop model's server fit is of.
