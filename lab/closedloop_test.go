@@ -260,6 +260,23 @@ func TestClosedLoopProcessors(t *testing.T) {
 		t.Errorf("c16 missed by far, no warning:\n%s", w)
 	}
 
+	// Points that disagree on D_cpu (each moved ±40% off the line): each point's own is used.
+	for i := range in {
+		in[i].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: d * (1 + 0.4*float64(1-2*(i%2)))}
+	}
+	cl, _, err = fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ProcessorDemand != "point" || cl.ProcessorFit == nil || cl.ProcessorFit.R2 >= ProcessorFitR2 {
+		t.Errorf("demand %q, fit %+v; want each point's own", cl.ProcessorDemand, cl.ProcessorFit)
+	}
+	for i, p := range cl.Points {
+		if p.CPUUSPerReq != round3(in[i].CPU.OwnUS) {
+			t.Errorf("c%d: D_cpu %.3f, the point's own %.3f", p.Clients, p.CPUUSPerReq, in[i].CPU.OwnUS)
+		}
+	}
+
 	// D_cpu longer than the one-client round (work beside the requests' path): the bound alone.
 	for i := range in {
 		in[i].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: 3 * cycle}
