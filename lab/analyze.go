@@ -41,6 +41,7 @@ func analyze(res *Result, cfg *Config) {
 		s := &res.Series[si]
 		fitSeries(res, s)
 		s.Saturation = saturation(res.Points, s.points)
+		runQueueRises(res, s)
 		if len(s.points) > 0 {
 			seriesLatency(res, s)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/perflab/perflab/models"
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/venusd"
+	"github.com/perflab/perflab/venusd/transport"
 )
 
 // Schema is the schema field of `perflab bench --json`.
@@ -72,6 +73,13 @@ type Config struct {
 	Progress func(done, total int, p *Point)
 	// Log receives the servers' warnings (nil: discarded).
 	Log io.Writer
+	// ServerCommand, when set, runs each transport's server in a process of its own: the
+	// command and its first arguments (perflab's `venus serve`), to which the sweep adds
+	// --listen, --loop, --shm-spin, --max-conns and --stats. The kernel's count of the threads'
+	// waits for a CPU is then split between the clients' side (perflab's process) and the
+	// server's. Empty: the server runs in perflab's process, sharing its threads with the
+	// clients, and the run queue is not split by side.
+	ServerCommand []string
 }
 
 // Point is one measured point of a sweep. JSON field names are a contract (docs/design.md).
@@ -102,9 +110,14 @@ type Point struct {
 	// threads, so the sum is every thread's, not one side's; a thread that exited during the
 	// point is left out. 0 where the kernel does not say.
 	RunQueueUS float64 `json:"runqueue_us_per_rt,omitempty"`
+	// RunQueue splits RunQueueUS between the clients' process and the server's (with
+	// Config.ServerCommand), over the load window, and says how much of the mean RTT's rise
+	// since the series' first point it accounts for.
+	RunQueue *RunQueue `json:"runqueue,omitempty"`
 	// CPUCores is the CPU time (user and system) of perflab's process during the point over its
-	// wall time: the cores the clients and the server kept busy together (they share the
-	// process), warm-up included. CPUUSPerRT is that CPU time per round trip, µs.
+	// wall time, with the server's process's (its threads' schedstat time on a CPU) when it runs
+	// apart: the cores the clients and the server kept busy together, warm-up included.
+	// CPUUSPerRT is that CPU time per round trip, µs.
 	CPUCores   float64 `json:"cpu_cores,omitempty"`
 	CPUUSPerRT float64 `json:"cpu_us_per_rt,omitempty"`
 	// ShmSpin says how the shm ring waits went and whether polling paid (shm points).
@@ -196,9 +209,8 @@ type Prediction struct {
 	ThroughputMeasuredPerS  float64 `json:"throughput_measured_per_s"`
 }
 
-// server is what the sweep needs of a venusd server.
+// server is what the sweep needs of a venusd server: where it listens.
 type server interface {
-	Serve(ctx context.Context) error
 	Addr() string
 }
 
@@ -311,7 +323,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // withServer runs a server of the configured loop on a fresh address of transport tr while fn
-// runs.
+// runs: in a process of its own with cfg.ServerCommand, else in this one.
 func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) error) error {
 	var listen string
 	switch tr {
@@ -326,6 +338,17 @@ func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) err
 		listen = "unix://" + filepath.Join(dir, "venus.sock")
 	case "shm":
 		listen = fmt.Sprintf("shm:///perflab-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	}
+	if len(cfg.ServerCommand) > 0 {
+		c, err := startChild(ctx, cfg.ServerCommand, listen, cfg.Loop, cfg.ShmSpin, MaxClients+8, cfg.Log)
+		if err != nil {
+			return err
+		}
+		ferr := fn(c)
+		if err := c.stop(); err != nil && ferr == nil {
+			ferr = fmt.Errorf("server process: %w", err)
+		}
+		return ferr
 	}
 	scfg := venusd.ServerConfig{Listen: listen, Log: cfg.Log, MaxConns: MaxClients + 8, ShmSpin: cfg.ShmSpin}
 	srv, err := venusd.NewLoopServer(cfg.Loop, scfg)
@@ -343,6 +366,27 @@ func withServer(ctx context.Context, cfg *Config, tr string, fn func(server) err
 	return ferr
 }
 
+// serverSnap is what the sweep reads of the server before and after a point: the batch loop's
+// counters (nil with the conn loop) and, for a server in a process of its own, its shm ring
+// waits (in this process they are counted with the clients').
+type serverSnap struct {
+	loop *venusd.LoopStats
+	shm  transport.ShmWaitStats
+}
+
+// snapServer reads srv's counters.
+func snapServer(srv server) (serverSnap, error) {
+	switch s := srv.(type) {
+	case *childServer:
+		c, err := s.counters()
+		return serverSnap{loop: c.Loop, shm: c.Shm}, err
+	case loopStatser:
+		st := s.LoopStats()
+		return serverSnap{loop: &st}, nil
+	}
+	return serverSnap{}, nil
+}
+
 // measure runs n closed-loop ping clients for cfg.Duration and aggregates what they measured.
 func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.Mode, depth, n int) (*Point, error) {
 	p := &Point{Transport: tr, Mode: m.String(), Clients: n, Depth: depth}
@@ -356,14 +400,19 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 			return nil, fmt.Errorf("create trace: %w", err)
 		}
 	}
-	var before venusd.LoopStats
-	ls, batch := srv.(loopStatser)
-	if batch {
-		before = ls.LoopStats()
+	before, err := snapServer(srv)
+	if err != nil {
+		return nil, err
 	}
-	rq0, rqOK := runDelays()
+	child, separate := srv.(*childServer)
+	serverPid := 0
+	if separate {
+		serverPid = child.Pid()
+	}
+	sampler := startRQSampler(serverPid, cfg.Duration)
 	u0 := readUsage()
 	results := make([]*venusd.Result, n)
+	ends := make([]time.Time, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -374,13 +423,15 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 				Connect: srv.Addr(), Workload: "ping", Mode: mode, Depth: depth, Delay: cfg.Delay, ShmSpin: cfg.ShmSpin, Trace: tw, Log: cfg.Log,
 				Ping: venusd.PingConfig{Duration: cfg.Duration, Warmup: pointWarmup, RequestBytes: cfg.RequestBytes, KeepSamples: true},
 			})
+			ends[i] = time.Now()
 		}()
 	}
 	wg.Wait()
 	u1 := readUsage()
-	rq, rqOK1 := runDelaySince(rq0)
-	if batch {
-		setLoopFigures(p, ls.LoopStats().Sub(before))
+	samples := sampler.finish()
+	after, aerr := snapServer(srv)
+	if aerr == nil && before.loop != nil && after.loop != nil {
+		setLoopFigures(p, after.loop.Sub(*before.loop))
 	}
 	if tw != nil {
 		if p.loop != nil {
@@ -390,22 +441,58 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 			return nil, fmt.Errorf("close trace: %w", err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, aerr)...); err != nil {
 		return nil, err
 	}
 	if err := addClientResults(p, results); err != nil {
 		return nil, err
 	}
 	p.warnings = clientWarnings(results)
-	rqNs := int64(-1)
-	if rqOK && rqOK1 {
-		rqNs = rq
+	from, to := pointWindow(results, ends)
+	allRTs := p.Requests + int64(n*(pointWarmup+1))
+	runQueueOver(p, samples, from, to, allRTs, separate)
+	// The whole point's figures (warm-up included, as the CPU time is): the threads' run delay
+	// for the shm note, and the server process's time on a CPU.
+	var rqNs, serverCPU int64 = -1, 0
+	if first, last := samples[0], samples[len(samples)-1]; first.ok && last.ok {
+		rqNs = timesSince(first.client, last.client).runDelay
+		if separate {
+			st := timesSince(first.server, last.server)
+			rqNs += st.runDelay
+			serverCPU = st.onCPU
+		}
 	}
-	setUsage(p, u0, u1, p.Requests+int64(n*(pointWarmup+1)), rqNs)
-	if rqOK && rqOK1 && p.Requests > 0 {
-		p.RunQueueUS = round3(float64(rq) / 1e3 / float64(p.Requests))
+	u1.cpu += time.Duration(serverCPU)
+	if separate {
+		u0.shm = addShm(u0.shm, before.shm)
+		u1.shm = addShm(u1.shm, after.shm)
 	}
+	setUsage(p, u0, u1, allRTs, rqNs)
 	return p, nil
+}
+
+// addShm adds the shm wait counts of two processes.
+func addShm(a, b transport.ShmWaitStats) transport.ShmWaitStats {
+	return transport.ShmWaitStats{Waits: a.Waits + b.Waits, Polled: a.Polled + b.Polled, Yielded: a.Yielded + b.Yielded,
+		Slept: a.Slept + b.Slept, Late: a.Late + b.Late, BackedOff: a.BackedOff + b.BackedOff, PollNs: a.PollNs + b.PollNs}
+}
+
+// pointWindow is when every client of a point was measuring: from the last client's start of
+// measuring (its end less its measured time, Requests/ThroughputPerS) to the first client's end.
+func pointWindow(results []*venusd.Result, ends []time.Time) (from, to time.Time) {
+	for i, r := range results {
+		if r == nil || r.Ping == nil || r.Ping.ThroughputPerS <= 0 {
+			continue
+		}
+		start := ends[i].Add(-time.Duration(float64(r.Ping.Requests) / r.Ping.ThroughputPerS * 1e9))
+		if from.IsZero() || start.After(from) {
+			from = start
+		}
+		if to.IsZero() || ends[i].Before(to) {
+			to = ends[i]
+		}
+	}
+	return from, to
 }
 
 // maxPointWarnings is how many of its clients' warnings a point repeats; the rest are counted.

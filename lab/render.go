@@ -42,13 +42,18 @@ func Sections(res *Result) []reports.Section {
 func scalingSection(res *Result, s *Series, name string) reports.Section {
 	sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
 		Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
-	rq, cpu := false, false
+	rq, split, cpu := false, false, false
 	for _, k := range s.points {
-		rq = rq || res.Points[k].RunQueueUS > 0
+		rq = rq || res.Points[k].RunQueue != nil
+		split = split || (res.Points[k].RunQueue != nil && res.Points[k].RunQueue.Separate)
 		cpu = cpu || res.Points[k].CPUCores > 0
 	}
 	if rq {
 		sc.Header = append(sc.Header, "run queue µs/RT")
+		if split {
+			sc.Header = append(sc.Header, "clients µs/RT", "server µs/RT")
+		}
+		sc.Header = append(sc.Header, "of RTT rise")
 	}
 	if cpu {
 		sc.Header = append(sc.Header, "CPU cores", "CPU µs/RT")
@@ -58,7 +63,7 @@ func scalingSection(res *Result, s *Series, name string) reports.Section {
 		row := []string{reports.Count(p.Clients), reports.Count(p.ThroughputPerS), reports.Num(p.RTTUS.P50),
 			reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)}
 		if rq {
-			row = append(row, dash(p.RunQueueUS))
+			row = append(row, runQueueCells(p, split)...)
 		}
 		if cpu {
 			row = append(row, dash(p.CPUCores), dash(p.CPUUSPerRT))
@@ -66,16 +71,14 @@ func scalingSection(res *Result, s *Series, name string) reports.Section {
 		sc.Rows = append(sc.Rows, row)
 	}
 	if cpu {
-		sc.Notes = append(sc.Notes, "CPU: user and system time of perflab's process (the clients and the server share it) over the point's wall time, and per round trip")
+		sc.Notes = append(sc.Notes, "CPU: user and system time of the clients and the server together (perflab's process, and the server's when it runs apart) over the point's wall time, and per round trip")
 	}
 	for _, k := range s.points {
 		if p := &res.Points[k]; p.ShmSpin != nil {
 			sc.Notes = append(sc.Notes, shmSpinLine(p))
 		}
 	}
-	if note := runQueueNote(res, s.points); note != "" {
-		sc.Notes = append(sc.Notes, note)
-	}
+	sc.Notes = append(sc.Notes, runQueueNote(res, s.points)...)
 	if s.Saturation > 0 {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), reports.Share(saturationGain)))
 	}
@@ -157,30 +160,27 @@ func littleSection(res *Result) reports.Section {
 	return ll
 }
 
-// runQueueNote says what the run-queue figure covers and sets its change from the series' first
-// point to its last against the mean RTT's, when the kernel gave it. The figure is summed over
-// every thread of the process (Go runs the clients' and the server's goroutines on one pool of
-// threads, so none is one side's), and a thread's wait lengthens a round trip only when that
-// thread holds the round trip's request or reply: the note gives the ratio of the two rises and
-// says that it is not the run queue's share of the RTT's rise, which only per-round-trip
-// evidence (perflab record --evidence sched, then analyze) measures.
-func runQueueNote(res *Result, points []int) string {
-	if len(points) < 2 {
-		return ""
+// runQueueNote says what the run-queue figures of the series' points cover, then for each point
+// after the first how much of the mean RTT's rise since the first they account for.
+func runQueueNote(res *Result, points []int) []string {
+	if len(points) == 0 || res.Points[points[0]].RunQueue == nil {
+		return nil
 	}
-	a, b := &res.Points[points[0]], &res.Points[points[len(points)-1]]
-	if a.RunQueueUS <= 0 && b.RunQueueUS <= 0 {
-		return ""
-	}
-	s := fmt.Sprintf("run queue: time all of perflab's threads (the clients' and the server's goroutines share one pool of threads, so none is one side's) spent runnable waiting for a CPU during the point, once woken or preempted, a halted CPU's wake-up included (schedstat), summed over the threads, per round trip: %s µs at %s, %s µs at %s",
-		reports.Num(a.RunQueueUS), plural(a.Clients, "client"), reports.Num(b.RunQueueUS), plural(b.Clients, "client"))
-	rise, rq := b.RTTUS.Mean-a.RTTUS.Mean, b.RunQueueUS-a.RunQueueUS
-	if rise > 0 && rq >= 0 {
-		s += fmt.Sprintf("; it rose by %s µs while the mean RTT rose by %s µs (%s of it)", reports.Num(rq), reports.Num(rise), reports.Share(rq/rise))
+	first := &res.Points[points[0]]
+	var s string
+	if first.RunQueue.Separate {
+		s = "run queue: the time each side's threads spent runnable waiting for a CPU, once woken or preempted, a halted CPU's wake-up included (the kernel's schedstat), over the load window (every client measuring), per round trip: the clients' (perflab's process) and the server's (a process of its own)"
 	} else {
-		s += fmt.Sprintf("; it changed by %s µs while the mean RTT changed by %s µs", reports.Num(rq), reports.Num(rise))
+		s = "run queue: the time perflab's threads spent runnable waiting for a CPU, once woken or preempted, a halted CPU's wake-up included (the kernel's schedstat), over the load window (every client measuring), per round trip; the clients and the server shared the process, so it is not split by side"
 	}
-	return s + ". That ratio is not the run queue's share of the RTT's change: a wait lengthens a round trip only when the waiting thread holds its request or reply (one woken to look for work, or a poller that lost its CPU before the reply came, lengthens none; the loop's thread holds every request of its cycle). perflab record --evidence sched and analyze attribute each round trip's run-queue time"
+	s += ". It counts every wait as if it held a round trip: a thread woken to look for work holds none (the figure overstates), and one wait of the batch loop's thread holds every request of its cycle (the server's understates); points where either shows are warned. perflab record --evidence sched and analyze attribute each round trip's own wake-up delay"
+	out := []string{s}
+	for _, k := range points[1:] {
+		if line := runQueueRiseLine(first, &res.Points[k]); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // shmSpinLine sums up one shm point's ring waits: how they ended, the cores the polls kept
@@ -193,6 +193,31 @@ func shmSpinLine(p *Point) string {
 		line += "; " + s.Note
 	}
 	return line
+}
+
+// runQueueCells are point p's run-queue columns: the whole per round trip, each side's when
+// split, and the share of the mean RTT's rise since the series' first point (marked "!" when
+// warned).
+func runQueueCells(p *Point, split bool) []string {
+	rq := p.RunQueue
+	if rq == nil {
+		if split {
+			return []string{"-", "-", "-", "-"}
+		}
+		return []string{"-", "-"}
+	}
+	out := []string{reports.Num(rq.USPerRT)}
+	if split {
+		out = append(out, reports.Num(rq.ClientUSPerRT), reports.Num(rq.ServerUSPerRT))
+	}
+	share := "-"
+	if rq.Rise != nil && rq.Rise.RTTRiseUS >= minRTTRise {
+		share = reports.Share(rq.Rise.Share)
+	}
+	if rq.Warning != "" {
+		share += " !"
+	}
+	return append(out, share)
 }
 
 func plural(n int, what string) string {

@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,34 +44,61 @@ func TestRunDelay(t *testing.T) {
 	}
 }
 
-// TestRunQueueNote says what the figure covers and sets its rise against the mean RTT's, without
-// calling the ratio the run queue's share.
-func TestRunQueueNote(t *testing.T) {
-	res := &Result{Points: []Point{
-		{Clients: 1, RTTUS: RTT{Mean: 20}, RunQueueUS: 2},
-		{Clients: 4, RTTUS: RTT{Mean: 60}, RunQueueUS: 12},
-	}}
-	note := runQueueNote(res, []int{0, 1})
-	for _, want := range []string{"all of perflab's threads", "summed over the threads", "2 µs at 1 client, 12 µs at 4 clients",
-		"rose by 10 µs while the mean RTT rose by 40 µs (25.0% of it)", "not the run queue's share", "--evidence sched"} {
-		if !strings.Contains(note, want) {
-			t.Errorf("note %q lacks %q", note, want)
+// TestRunQueueRises: each point after the first says how much of the mean RTT's rise its run
+// queue accounts for, and a point whose figures cannot be stood behind is warned, in the point
+// and in the sweep's warnings.
+func TestRunQueueRises(t *testing.T) {
+	rq := func(c, s float64, sep bool) *RunQueue {
+		return &RunQueue{ClientUSPerRT: c, ServerUSPerRT: s, USPerRT: c + s, Separate: sep, LoadWindow: true}
+	}
+	for _, tc := range []struct {
+		name      string
+		rtt       [2]float64
+		rq        [2]*RunQueue
+		perCycle  float64
+		share     float64
+		line, why string // in the second point's sentence and warning ("": no warning)
+	}{
+		{"a quarter", [2]float64{20, 60}, [2]*RunQueue{rq(1, 1, true), rq(6, 6, true)}, 1, 0.25,
+			"of the RTT rise from 1 to 4 clients (40 µs), run-queue delay accounts for 10 µs (25.0%) (per round trip, clients' process 1 → 6 µs, server's 1 → 6 µs)", ""},
+		{"more than the rise", [2]float64{20, 30}, [2]*RunQueue{rq(1, 1, true), rq(10, 10, true)}, 1, 1.8,
+			"accounts for 18 µs (180.0%)", "exceeds the RTT's"},
+		{"a fall", [2]float64{20, 60}, [2]*RunQueue{rq(5, 5, true), rq(1, 1, true)}, 1, -0.2, "accounts for -8 µs", "it explains none of the rise"},
+		{"no rise", [2]float64{20, 21}, [2]*RunQueue{rq(1, 1, true), rq(1, 2, true)}, 1, 1,
+			"from 1 to 4 clients the mean RTT changed by 1 µs", "within the noise"},
+		{"more than the RTT", [2]float64{20, 60}, [2]*RunQueue{rq(1, 1, true), rq(40, 30, true)}, 1, 1.7, "accounts for 68 µs", "exceed the mean RTT (60 µs)"},
+		{"one process", [2]float64{20, 60}, [2]*RunQueue{rq(2, 0, false), rq(12, 0, false)}, 1, 0.25, "accounts for 10 µs (25.0%)", "not split by side"},
+		{"batched", [2]float64{20, 60}, [2]*RunQueue{rq(1, 1, true), rq(6, 6, true)}, 3, 0.25, "(25.0%)", "the server's figure understates it"},
+	} {
+		res := &Result{Points: []Point{
+			{Transport: "unix", Mode: "baseline", Depth: 1, Clients: 1, RTTUS: RTT{Mean: tc.rtt[0]}, RunQueue: tc.rq[0]},
+			{Transport: "unix", Mode: "baseline", Depth: 1, Clients: 4, RTTUS: RTT{Mean: tc.rtt[1]}, RunQueue: tc.rq[1], RequestsPerCycle: tc.perCycle},
+		}}
+		s := &Series{points: []int{0, 1}}
+		runQueueRises(res, s)
+		p := &res.Points[1]
+		if p.RunQueue.Rise == nil || p.RunQueue.Rise.FromClients != 1 || math.Abs(p.RunQueue.Rise.Share-tc.share) > 1e-9 {
+			t.Errorf("%s: rise %+v, want share %v", tc.name, p.RunQueue.Rise, tc.share)
+		}
+		if res.Points[0].RunQueue.Rise != nil {
+			t.Errorf("%s: the first point has a rise", tc.name)
+		}
+		notes := runQueueNote(res, s.points)
+		if len(notes) != 2 || !strings.Contains(notes[1], tc.line) {
+			t.Errorf("%s: notes %q, want %q in the second", tc.name, notes, tc.line)
+		}
+		warned := slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.HasPrefix(w, "unix/baseline/d1/c4: run queue: ") })
+		switch {
+		case tc.why == "" && (warned || p.RunQueue.Warning != ""):
+			t.Errorf("%s: warned %q", tc.name, res.Warnings)
+		case tc.why != "" && (!warned || !strings.Contains(p.RunQueue.Warning, tc.why)):
+			t.Errorf("%s: warning %q (sweep %q), want %q", tc.name, p.RunQueue.Warning, res.Warnings, tc.why)
 		}
 	}
-	if strings.Contains(note, "accounts for") {
-		t.Errorf("note %q claims a share it does not measure", note)
-	}
-	res.Points[1].RunQueueUS = 1
-	if note := runQueueNote(res, []int{0, 1}); !strings.Contains(note, "changed by -1 µs while the mean RTT changed by 40 µs") {
-		t.Errorf("note %q: a fall set against a rise gets no ratio", note)
-	}
-	res.Points[1].RunQueueUS = 12
-	res.Points[1].RTTUS.Mean = 15
-	if note := runQueueNote(res, []int{0, 1}); !strings.Contains(note, "changed by 10 µs while the mean RTT changed by -5 µs") {
-		t.Errorf("note %q", note)
-	}
-	res.Points[0].RunQueueUS, res.Points[1].RunQueueUS = 0, 0
-	if note := runQueueNote(res, []int{0, 1}); note != "" {
-		t.Errorf("a note without schedstat: %q", note)
+	// Without schedstat there is nothing to say.
+	res := &Result{Points: []Point{{Clients: 1}, {Clients: 2}}}
+	runQueueRises(res, &Series{points: []int{0, 1}})
+	if notes := runQueueNote(res, []int{0, 1}); notes != nil || len(res.Warnings) != 0 {
+		t.Errorf("without schedstat: %q, %q", notes, res.Warnings)
 	}
 }

@@ -41,6 +41,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	delay := fs.Duration("delay", 0, "emulated one-way link delay `D` in each client's transport (RTT grows by 2×D)")
 	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "most polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's adaptive default, about 50 µs, backing off where polling does not pay)")
 	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
+	inProcess := fs.Bool("server-in-process", false, "run the server in perflab's process instead of its own (`perflab venus serve`): its threads are then shared with the clients' and the run queue is not split by side")
 	ext := externalFlags(fs)
 	DurationRange(fs, "duration", time.Millisecond, 10*time.Minute)
 	DurationRange(fs, "delay", 0, time.Second)
@@ -76,6 +77,13 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	}
 	if err := setBenchSweep(&cfg, *transports, *modes, *clients, *depth); err != nil {
 		return err
+	}
+	if !*inProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return Failed("find perflab's executable to start the server: %v (or run with --server-in-process)", err)
+		}
+		cfg.ServerCommand = []string{exe, "venus", "serve"}
 	}
 	if *progress || isTerminal(env.Stderr) {
 		cfg.Progress = benchProgressBar(env)

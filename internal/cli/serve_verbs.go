@@ -11,7 +11,7 @@ func venusCommand() *Command {
 		Summary:     "run the bundled Venus-style server or client workload (serve | run)",
 		Subcommands: []string{"serve", "run"},
 		LinuxOnly:   true,
-		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--loop conn|batch] [--trace FILE]\n" +
+		Usage: "serve [--listen tcp://127.0.0.1:5556|unix:///PATH|shm:///NAME] [--allow-remote] [--loop conn|batch] [--shm-spin N] [--trace FILE] [--stats]\n" +
 			"       perflab venus run --connect ADDR [--workload llm|ping] [--tokens N] [--mode baseline|coalesce|pipeline|coalesce+pipeline] [--depth D] [--delay D] [--trace FILE] [--json]",
 	}
 }
@@ -23,7 +23,7 @@ func benchCommand() *Command {
 		LinuxOnly: true,
 		Summary:   "load sweep: closed-loop clients against a venusd it starts, then Little's law, the batch model and RTT populations",
 		Usage: "[--transports tcp,unix,shm] [--modes baseline,...] [--clients 1,2,4,8,16] [--depth 1,...] [--duration D] " +
-			"[--loop batch|conn] [--delay D] [--shm-spin N] [--request-bytes N] [--format table|markdown] [--json] [--progress] [-o DIR]\n" +
+			"[--loop batch|conn] [--delay D] [--shm-spin N] [--request-bytes N] [--server-in-process] [--format table|markdown] [--json] [--progress] [-o DIR]\n" +
 			"       perflab bench (--server-pid PID[,PID...] | --server-cmd CMD) --client 'CMD ... {clients} ...' [--client-format auto|redis-benchmark|memtier|json] " +
 			"[--client-test NAME] [--protocol P] [--clients 1,2,4,8,16] [--server-wait D] [--format table|markdown] [--json] [--progress] [-o DIR]",
 	}

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/perflab/perflab/lab"
 	"github.com/perflab/perflab/trace"
 	"github.com/perflab/perflab/units"
 	"github.com/perflab/perflab/venusd"
@@ -32,7 +34,7 @@ func runVenus(ctx context.Context, env *Env, c *Command, args []string) error {
 	switch args[0] {
 	case "serve":
 		return venusServe(ctx, env, &Command{Name: "venus serve", Summary: "serve the Venus-style protocol on an emulated device until SIGINT/SIGTERM",
-			Usage: "[--listen ADDR] [--allow-remote] [--loop conn|batch] [--trace FILE]"}, args[1:])
+			Usage: "[--listen ADDR] [--allow-remote] [--loop conn|batch] [--shm-spin N] [--trace FILE] [--stats]"}, args[1:])
 	case "run":
 		return venusRun(ctx, env, &Command{Name: "venus run", Summary: "run a Venus-style client workload against a server and report what it measured",
 			Usage: "--connect ADDR [--workload llm|ping] [--tokens N] [--mode M] [--delay D] [--trace FILE] [--json]"}, args[1:])
@@ -70,8 +72,11 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	tracePath := fs.String("trace", "", "write a perflab trace of every frame to `FILE`")
 	payload := fs.Int("payload-bytes", 64, "keep the first `N` bytes of each frame in the trace, 0..256")
 	loop := fs.String("loop", "conn", "server `loop`: conn (a goroutine per client) or batch (one event loop that executes every arrived request, then flushes one write per connection, like the benchkv key-value daemon)")
+	shmSpin := fs.Int("shm-spin", 0, "most polls of a shm ring before sleeping on a futex (0: venusd's adaptive default)")
+	stats := fs.Bool("stats", false, "answer each line read on stdin with one JSON line of the server's counters on stdout (loop: the batch loop's, shm: the shm ring waits); stop at the end of stdin")
 	Choice(fs, "loop", "conn", "batch")
 	IntRange(fs, "max-conns", 1, maxVenusConns)
+	IntRange(fs, "shm-spin", 0, 1<<24)
 	ByteRange(fs, "payload-bytes", 0, trace.MaxPayload)
 	DurationRange(fs, "idle-timeout", venusd.MinTimeout, venusd.MaxTimeout)
 	DurationRange(fs, "frame-timeout", venusd.MinTimeout, venusd.MaxTimeout)
@@ -106,6 +111,9 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	if *maxConns < 1 {
 		return BadInput("--max-conns %d: want at least 1", *maxConns)
 	}
+	if *shmSpin < 0 || *shmSpin > 1<<24 {
+		return BadInput("--shm-spin %d: want 0 to %d", *shmSpin, 1<<24)
+	}
 	tw, err := openTrace(*tracePath, *payload)
 	if err != nil {
 		return err
@@ -113,7 +121,7 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 	srv, err := venusd.NewLoopServer(*loop, venusd.ServerConfig{
 		Listen: *listen, AllowRemote: *allowRemote, MaxConns: *maxConns, MaxFrameBytes: int(mf),
 		MaxMemoryBytes: mm, MaxTotalMemoryBytes: mt, IdleTimeout: *idle, FrameTimeout: *frameTimeout, Trace: tw, TracePayloadBytes: *payload,
-		Getenv: env.Getenv, Log: env.Stderr,
+		ShmSpin: *shmSpin, Getenv: env.Getenv, Log: env.Stderr,
 	})
 	if err != nil {
 		if tw != nil {
@@ -122,6 +130,12 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 		return BadInput("%v", err)
 	}
 	fmt.Fprintf(env.Stderr, "venusd: listening on %s (stop with Ctrl-C or SIGTERM)\n", srv.Addr())
+	if *stats {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go answerStats(env, srv, cancel)
+	}
 	serr := srv.Serve(ctx)
 	st := srv.Stats()
 	fmt.Fprintf(env.Stderr, "venusd: stopped: %d clients served, %d frames, %d refused, %d closed for protocol errors\n",
@@ -135,6 +149,24 @@ func venusServe(ctx context.Context, env *Env, c *Command, args []string) error 
 		return Failed("%v", serr)
 	}
 	return nil
+}
+
+// answerStats writes one JSON line of srv's counters to env's stdout for each line read on its
+// stdin, and calls stop at the end of stdin (the process that asked has gone).
+func answerStats(env *Env, srv venusd.Serving, stop func()) {
+	defer stop()
+	in := bufio.NewScanner(env.Stdin)
+	enc := json.NewEncoder(env.Stdout)
+	for in.Scan() {
+		c := lab.ServerCounters{Shm: transport.ShmWaits()}
+		if ls, ok := srv.(interface{ LoopStats() venusd.LoopStats }); ok {
+			st := ls.LoopStats()
+			c.Loop = &st
+		}
+		if enc.Encode(c) != nil {
+			return
+		}
+	}
 }
 
 // maxVenusConns bounds --max-conns: each client is a goroutine and a socket.

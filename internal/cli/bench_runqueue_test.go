@@ -1,0 +1,114 @@
+//go:build linux
+
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/perflab/perflab/lab"
+)
+
+// TestBenchRunQueueBySide runs a small sweep with the built command (the test binary doubling as
+// perflab), whose server runs in a process of its own (`perflab venus serve --stats`), and checks
+// that every point splits its run queue between the clients' process and the server's over the
+// load window, that the sums and rises are consistent, that every figure it cannot stand behind
+// is warned, and that the table says how much of the RTT's rise the run queue accounts for. It
+// asserts counts and relations, never times.
+func TestBenchRunQueueBySide(t *testing.T) {
+	dir := t.TempDir()
+	cmd := perflab(t, "", "bench", "--transports", "unix,shm", "--clients", "1,2,3", "--duration", "200ms", "-o", dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("perflab bench: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res lab.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 6 {
+		t.Fatalf("%d points, want 6", len(res.Points))
+	}
+	warned := func(p *lab.Point, what string) bool {
+		for _, w := range res.Warnings {
+			if strings.HasPrefix(w, p.Label()+": run queue: ") && strings.Contains(w, what) {
+				return true
+			}
+		}
+		return false
+	}
+	var server float64
+	first := map[string]*lab.Point{}
+	for i := range res.Points {
+		p := &res.Points[i]
+		rq := p.RunQueue
+		if rq == nil {
+			t.Fatalf("%s: no run queue figures (schedstat is on this kernel)", p.Label())
+		}
+		if !rq.Separate {
+			t.Errorf("%s: the server did not run in a process of its own", p.Label())
+		}
+		if rq.ClientUSPerRT < 0 || rq.ServerUSPerRT < 0 || math.Abs(rq.USPerRT-rq.ClientUSPerRT-rq.ServerUSPerRT) > 0.002 || p.RunQueueUS != rq.USPerRT {
+			t.Errorf("%s: parts %+v do not add up to runqueue_us_per_rt %v", p.Label(), *rq, p.RunQueueUS)
+		}
+		if rq.WindowS <= 0 || rq.WindowS > 10 {
+			t.Errorf("%s: window %v s", p.Label(), rq.WindowS)
+		}
+		if !rq.LoadWindow && !warned(p, "whole point") {
+			t.Errorf("%s: figures over the whole point without a warning", p.Label())
+		}
+		if rq.USPerRT > p.RTTUS.Mean && !warned(p, "exceed the mean RTT") {
+			t.Errorf("%s: run queue %v µs above the mean RTT %v µs without a warning", p.Label(), rq.USPerRT, p.RTTUS.Mean)
+		}
+		if (rq.Warning != "") != warned(p, "") {
+			t.Errorf("%s: point warning %q and sweep warnings %q disagree", p.Label(), rq.Warning, res.Warnings)
+		}
+		server += rq.ServerUSPerRT
+		f, ok := first[p.Transport]
+		if !ok {
+			first[p.Transport] = p
+			if rq.Rise != nil {
+				t.Errorf("%s: the series' first point has a rise", p.Label())
+			}
+			continue
+		}
+		r := rq.Rise
+		if r == nil || r.FromClients != 1 {
+			t.Fatalf("%s: rise %+v, want one from 1 client", p.Label(), r)
+		}
+		if math.Abs(r.RTTRiseUS-(p.RTTUS.Mean-f.RTTUS.Mean)) > 0.002 || math.Abs(r.RunQueueRiseUS-(rq.USPerRT-f.RunQueue.USPerRT)) > 0.002 {
+			t.Errorf("%s: rise %+v against the first point's RTT %v and run queue %v", p.Label(), *r, f.RTTUS.Mean, f.RunQueue.USPerRT)
+		}
+		if (r.Share < 0 || r.Share > 1 || r.RTTRiseUS < 2) && rq.Warning == "" {
+			t.Errorf("%s: share %v of a rise of %v µs without a warning", p.Label(), r.Share, r.RTTRiseUS)
+		}
+		if r.RTTRiseUS >= 2 && !strings.Contains(string(out), fmt.Sprintf("of the RTT rise from 1 to %d clients (", p.Clients)) {
+			t.Errorf("%s: the table lacks the sentence of the RTT rise:\n%s", p.Label(), out)
+		}
+	}
+	if server <= 0 {
+		t.Errorf("the server's threads never waited for a CPU at any point: its process was not read")
+	}
+	for _, want := range []string{"clients µs/RT", "server µs/RT", "of RTT rise", "a process of its own"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// No server process outlives the sweep.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
+		if err == nil && strings.HasPrefix(string(b), os.Args[0]+"\x00venus\x00serve\x00") && strings.Contains(string(b), "--stats") {
+			t.Errorf("a server process is left: %s %q", c, b)
+		}
+	}
+}
