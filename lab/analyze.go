@@ -49,6 +49,7 @@ func analyze(res *Result, cfg *Config) {
 	if len(res.Series) > 0 {
 		res.BatchFit = res.Series[0].BatchFit
 	}
+	compareTransports(res)
 }
 
 // checkLittle adds point p's Little's-law rows to res, from the clients' counters and, when the

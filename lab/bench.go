@@ -164,7 +164,10 @@ type Result struct {
 	// BatchFit is the first series' fit (every series has its own in Series).
 	BatchFit *analyzers.BatchFit `json:"batch_fit,omitempty"`
 	Series   []Series            `json:"series"`
-	Warnings []string            `json:"warnings"`
+	// Transports sets the transports side by side at each client count, when the sweep has shm
+	// and another: whether shm was the fastest, and why not where it was not.
+	Transports []TransportRow `json:"transports,omitempty"`
+	Warnings   []string       `json:"warnings"`
 }
 
 // Series is the analysis of seed 003 on the points of one transport, mode and depth as the

@@ -218,6 +218,62 @@ func TestShmWinsOrSaysWhy(t *testing.T) {
 			t.Errorf("%s: shm %.0f/s below unix %.0f/s, and the point does not say why", p.Label(), p.ThroughputPerS, unix[p.Clients])
 		}
 	}
+	// The report sets the transports side by side at every client count and says why shm was
+	// not the fastest wherever it was not.
+	if len(res.Transports) != 3 {
+		t.Fatalf("transport rows %+v, want one per client count", res.Transports)
+	}
+	var out strings.Builder
+	if err := Render(&out, res, "table"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Transports {
+		if len(r.ThroughputPerS) != 2 || r.ShmFastest != (r.Fastest == "shm") || r.ShmFastest != (r.ThroughputPerS["shm"] >= r.ThroughputPerS["unix"]) {
+			t.Errorf("row %+v inconsistent", r)
+		}
+		if !r.ShmFastest && (r.Why == "" || !strings.Contains(out.String(), "shm not the fastest at "+plural(r.Clients, "client"))) {
+			t.Errorf("row %+v: shm not the fastest without saying why in the report", r)
+		}
+	}
+	if !strings.Contains(out.String(), "shm was the fastest transport at ") {
+		t.Errorf("the report has no verdict on shm:\n%s", out.String())
+	}
+}
+
+// TestCompareTransports: a row per client count with shm and another transport; where shm lost,
+// its ring-wait note says why, or the sweep warns that nothing measured does.
+func TestCompareTransports(t *testing.T) {
+	short := &ShmSpin{CPUsShort: true, Note: "fewer CPUs were free than pollers"}
+	res := &Result{Points: []Point{
+		{Transport: "shm", Mode: "baseline", Depth: 1, Clients: 1, ThroughputPerS: 100, ShmSpin: short},
+		{Transport: "shm", Mode: "baseline", Depth: 1, Clients: 2, ThroughputPerS: 300, ShmSpin: &ShmSpin{Pays: true}},
+		{Transport: "shm", Mode: "baseline", Depth: 1, Clients: 4, ThroughputPerS: 100, ShmSpin: &ShmSpin{Pays: true}},
+		{Transport: "tcp", Mode: "baseline", Depth: 1, Clients: 1, ThroughputPerS: 200},
+		{Transport: "tcp", Mode: "baseline", Depth: 1, Clients: 2, ThroughputPerS: 200},
+		{Transport: "tcp", Mode: "baseline", Depth: 1, Clients: 4, ThroughputPerS: 200},
+		{Transport: "tcp", Mode: "baseline", Depth: 1, Clients: 8, ThroughputPerS: 200}, // no shm point: no row
+	}}
+	compareTransports(res)
+	if len(res.Transports) != 3 {
+		t.Fatalf("rows %+v, want 3", res.Transports)
+	}
+	want := []struct {
+		fastest string
+		why     string
+	}{{"tcp", short.Note}, {"shm", ""}, {"tcp", "nothing measured explains it"}}
+	for i, w := range want {
+		r := res.Transports[i]
+		if r.Fastest != w.fastest || r.ShmFastest != (w.fastest == "shm") || !strings.HasPrefix(r.Why, w.why) || (w.why == "") != (r.Why == "") {
+			t.Errorf("row %d: %+v, want fastest %s, why %q", i, r, w.fastest, w.why)
+		}
+	}
+	if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], "shm/baseline/d1/c4: shm (100/s) is slower than tcp (200/s)") {
+		t.Errorf("warnings %q, want one for the unexplained loss", res.Warnings)
+	}
+	secs := transportsSection(res)
+	if len(secs) != 1 || !strings.Contains(strings.Join(secs[0].Notes, "\n"), "shm was the fastest transport at 1 of 3 client counts") {
+		t.Errorf("section %+v", secs)
+	}
 }
 
 func TestClientWarnings(t *testing.T) {

@@ -11,11 +11,20 @@ import (
 	"github.com/perflab/perflab/reports"
 )
 
-// Render writes the sweep's tables in format "table" or "markdown" through reports.Sections:
-// per series the RTT scaling table and the batch model with its predictions and the RTT
-// histogram with its populations, then the Little's-law check of every point.
+// Render writes the sweep's tables in format "table" or "markdown" through reports.Sections,
+// or "html" (a page titled "perflab bench") through reports.SectionsHTML: per series the RTT
+// scaling table and the batch model with its predictions and the RTT histogram with its
+// populations, then the transports side by side and the Little's-law check of every point.
 func Render(w io.Writer, res *Result, format string) error {
+	if format == "html" {
+		return RenderHTML(w, res, "perflab bench")
+	}
 	return reports.Sections(w, Sections(res), res.Warnings, format)
+}
+
+// RenderHTML writes the sweep as one self-contained HTML page with the given title.
+func RenderHTML(w io.Writer, res *Result, title string) error {
+	return reports.SectionsHTML(w, title, Sections(res), res.Warnings)
 }
 
 // Sections lays the sweep out as report sections.
@@ -34,6 +43,7 @@ func Sections(res *Result) []reports.Section {
 			out = append(out, histogramSection(&s, name))
 		}
 	}
+	out = append(out, transportsSection(res)...)
 	return append(out, littleSection(res))
 }
 

@@ -34,7 +34,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	depth := fs.String("depth", "1", "comma-separated `LIST` of requests in flight per client (above 1: pipelined)")
 	duration := fs.Duration("duration", lab.DefaultDuration, "measured time per point")
 	loop := fs.String("loop", "batch", "server loop: batch (one event loop that runs every arrived request, then writes once per connection) or conn (a goroutine per client)")
-	format := fs.String("format", "table", "output `FORMAT`: table or markdown")
+	format := fs.String("format", "table", "output `FORMAT`: table, markdown or html (one self-contained page)")
 	asJSON := fs.Bool("json", false, "print JSON (schema perflab.bench/v1) instead of tables")
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	out := fs.String("o", "", "keep one trace per point, and bench.json, in `DIR`")
@@ -46,7 +46,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	DurationRange(fs, "duration", time.Millisecond, 10*time.Minute)
 	DurationRange(fs, "delay", 0, time.Second)
 	IntRange(fs, "shm-spin", 0, 1<<24)
-	Choice(fs, "format", "table", "markdown")
+	Choice(fs, "format", "table", "markdown", "html")
 	ByteRange(fs, "request-bytes", 20, 1<<20)
 	Choice(fs, "loop", "batch", "conn")
 	pos, err := ParseFlags(fs, args)
@@ -57,6 +57,9 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		return BadInput("unexpected argument %q", pos[0])
 	}
 	if ext.active() {
+		if *format == "html" {
+			return BadInput("--format html: the external sweep (--server-pid, --server-cmd) prints table or markdown")
+		}
 		return runBenchExternal(ctx, env, ext, *clients, *format, *asJSON, *progress, *out)
 	}
 	cfg := lab.Config{Loop: *loop, Duration: *duration, Dir: *out, Delay: *delay, ShmSpin: *shmSpin, RequestBytes: *reqBytes, Log: env.Stderr}
@@ -69,8 +72,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if *shmSpin < 0 || *shmSpin > 1<<24 {
 		return BadInput("--shm-spin %d: want 0 to %d", *shmSpin, 1<<24)
 	}
-	if *format != "table" && *format != "markdown" {
-		return BadInput("--format %q: want table or markdown", *format)
+	if *format != "table" && *format != "markdown" && *format != "html" {
+		return BadInput("--format %q: want table, markdown or html", *format)
 	}
 	if *reqBytes < 20 || *reqBytes > 1<<20 {
 		return BadInput("--request-bytes %d: want 20 to 1MiB", *reqBytes)
@@ -173,8 +176,15 @@ func writeBenchResult(env *Env, res *lab.Result, duration time.Duration, dir, fo
 	if done, err := writeBenchJSON(env, res, dir, asJSON); done || err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "perflab bench: %d points, %s per point, %s loop, on %s (%d CPUs, Linux %s, %s)\n\n",
+	head := fmt.Sprintf("perflab bench: %d points, %s per point, %s loop, on %s (%d CPUs, Linux %s, %s)",
 		len(res.Points), duration, res.Loop, res.Machine.Host, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go)
+	if format == "html" {
+		if err := lab.RenderHTML(env.Stdout, res, head); err != nil {
+			return Failed("%v", err)
+		}
+		return nil
+	}
+	fmt.Fprintf(env.Stdout, "%s\n\n", head)
 	if err := lab.Render(env.Stdout, res, format); err != nil {
 		return Failed("%v", err)
 	}

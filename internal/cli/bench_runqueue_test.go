@@ -103,6 +103,17 @@ func TestBenchRunQueueBySide(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
+	// The HTML page carries the same tables: the run queue by side, its share of the RTT's
+	// rise, and the transports side by side with the verdict on shm.
+	page, err := perflab(t, "", "bench", "--transports", "unix,shm", "--clients", "1,2", "--duration", "100ms", "--format", "html").Output()
+	if err != nil {
+		t.Fatalf("perflab bench --format html: %v", err)
+	}
+	for _, want := range []string{"<!DOCTYPE html>", "<th class=\"r\">server µs/RT</th>", "of RTT rise", "Transports at each client count", "shm was the fastest transport at "} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
 	// No server process outlives the sweep.
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, c := range procs {

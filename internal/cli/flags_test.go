@@ -81,7 +81,7 @@ func TestBadFlagValues(t *testing.T) {
 		{[]string{"bench", "--shm-spin", "-1"}, "--shm-spin -1: want 0 to 16777216"},
 		{[]string{"bench", "--request-bytes", "5"}, "--request-bytes 5: want 20 to 1048576"},
 		{[]string{"bench", "--clients", "0"}, "--clients: \"0\" is not a number from 1 to"},
-		{[]string{"bench", "--format", "xml"}, "--format xml: want one of table, markdown"},
+		{[]string{"bench", "--format", "xml"}, "--format xml: want one of table, markdown, html"},
 		{[]string{"bench", "--loop", "x"}, "--loop x: want one of batch, conn"},
 		// top (record's flags, and --sort)
 		{[]string{"top", "--sort", "x", "-p", "1"}, "--sort x: want one of msgs"},
