@@ -48,7 +48,7 @@ func init() {
 	c := &Command{
 		Name:    "analyze",
 		Summary: "decode, pair and explain the messages of one or more traces",
-		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|venus-mesa|ggml-rpc|resp|http|memcached|raw] [--protocol-spec FILE] [--unit NAME] [--unit-command NAME,...] [--markers FILE] TRACE...",
+		Usage:   "[--format table|markdown|json|html|pprof|perfetto] [-o FILE] [--protocol auto|venus|venus-mesa|ggml-rpc|resp|http|memcached|raw] [--protocol-spec FILE] [--unit NAME] [--unit-command NAME,...] [--markers FILE] [--record-memory MIB] TRACE...",
 	}
 	c.Run = func(ctx context.Context, env *Env, args []string) error { return runAnalyze(env, c, args) }
 	Register(c)
@@ -63,6 +63,7 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	unit := fs.String("unit", "", "marker `NAME` of the unit of work (default: token markers, else the protocol's unit command)")
 	markers := fs.String("markers", "", "take the token and phase markers from the trace `FILE` (a tracer's, recorded alongside) instead of the traces' own")
 	unitCmd := fs.String("unit-command", "", "command `NAME[,NAME...]` each of which opens a unit of work, for traces without unit markers")
+	recMem := fs.Int64("record-memory", analyzers.DefaultRecordMemory>>20, "hold at most `MIB` MiB of per-message records in memory, the older ones in a temporary file in $TMPDIR (0: no limit); the results do not depend on it")
 	Choice(fs, "protocol", protocolNames...)
 	paths, err := ParseFlags(fs, args)
 	if err != nil {
@@ -81,6 +82,14 @@ func runAnalyze(env *Env, c *Command, args []string) error {
 	opt, err := analyzeOptions(*proto, *spec, *unit, *unitCmd, *markers)
 	if err != nil {
 		return err
+	}
+	switch {
+	case *recMem < 0 || *recMem > 1<<40:
+		return BadInput("--record-memory %d: want 0 (no limit) to %d MiB", *recMem, int64(1)<<40)
+	case *recMem == 0:
+		opt.RecordMemory = -1
+	default:
+		opt.RecordMemory = *recMem << 20
 	}
 	var s *analyzers.Summary
 	if f.summary != nil {
