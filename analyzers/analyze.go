@@ -244,7 +244,7 @@ type analyzer struct {
 	budget            recBudget                 // the memory recs, blocks and srvRecv may hold
 	recs              spillList[msgRec]         // this trace's messages, for units and phases
 	lastRecP          *msgRec                   // the last message's record
-	marks             []trace.Marker            // this trace's phase and unit markers
+	marks             markSet                   // this trace's phase and unit markers
 	blocks            spillList[interval]       // this trace's intervals with a client blocked on a reply
 	srvRecv           spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
 	unitSpec          string                    // unit name of the spec unit commands seen
@@ -268,7 +268,8 @@ type analyzer struct {
 	cmdIdx            map[*cmdAgg]uint32 // commands numbered for msgRec.cmd, from 1
 	cmdNames          []string           // their names, by number-1
 	unitCmds          map[string]bool    // Options.UnitCommands
-	extraMarks        []trace.Marker     // Options.Markers
+	extraMarks        markSet            // Options.Markers'
+	nExtraMarks       int                // markers read from Options.Markers
 	warnings          []string
 	vb                batchAgg           // request frames of several commands (venus-mesa)
 	text              textAgg            // statuses and blind spells of text protocols
@@ -334,8 +335,9 @@ func (a *analyzer) loadMarkers(path string) error {
 		if err != nil {
 			return &protocol.ReadError{Path: path, Err: err}
 		}
-		if rec.Kind == trace.KindMarker && len(a.extraMarks) < maxExtraMarkers {
-			a.extraMarks = append(a.extraMarks, rec.Marker)
+		if rec.Kind == trace.KindMarker && a.nExtraMarks < maxExtraMarkers {
+			a.nExtraMarks++
+			a.extraMarks.add(&rec.Marker, a.unitName())
 		}
 	}
 }
@@ -397,10 +399,8 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.recs.reset()
 	a.blocks.reset()
 	a.srvRecv.reset()
-	a.marks, a.unitSpec, a.lastRecP = a.marks[:0], "", nil
-	for k := range a.extraMarks {
-		a.addMarker(&a.extraMarks[k])
-	}
+	a.marks.copyOf(&a.extraMarks)
+	a.unitSpec, a.lastRecP = "", nil
 	a.lastConn, a.lastProc = nil, nil
 	a.cipher = protocol.NewCipherFilter(meta)
 	a.curConns = connIndex[*connAgg]{}
@@ -517,15 +517,14 @@ func (a *analyzer) marker(m *trace.Marker) {
 	a.addMarker(m)
 }
 
-func (a *analyzer) addMarker(m *trace.Marker) {
-	unit := a.opt.Unit
-	if unit == "" {
-		unit = "token"
+func (a *analyzer) addMarker(m *trace.Marker) { a.marks.add(m, a.unitName()) }
+
+// unitName is the name of the markers that count units of work: Options.Unit, else "token".
+func (a *analyzer) unitName() string {
+	if a.opt.Unit == "" {
+		return "token"
 	}
-	if m.Name == "phase" || m.Name == unit {
-		mk := *m
-		a.marks = append(a.marks, mk)
-	}
+	return a.opt.Unit
 }
 
 func isLoadPhase(name string) bool {

@@ -1,6 +1,7 @@
 package analyzers
 
 import (
+	"maps"
 	"math"
 	"sort"
 
@@ -16,21 +17,18 @@ type span struct {
 // phasesAndUnits attributes the trace's messages to its phases and units of work, once the
 // whole trace (and so every marker, whenever it was written) has been read.
 func (a *analyzer) phasesAndUnits(i int) {
-	unitName := a.opt.Unit
-	if unitName == "" {
-		unitName = "token"
-	}
-	phases, tokens := a.markerSpans(unitName)
+	unitName := a.unitName()
+	phases, tokens := a.markerSpans()
 	// Units opened by commands: the sending side's (a client), or the receiving side's when
 	// only a server is traced. Only the messages of the connections that open units count.
 	nOpen, uFirst, procs, anyProc, opener := a.unitOpeners()
 	var units []cmdUnit
-	if len(tokens) == 0 && nOpen > 0 {
+	if tokens.n == 0 && nOpen > 0 {
 		units = commandUnits(a.recs.all(), procs, opener, a.cmdName)
 		a.unitWaits(units)
 	}
 	steadySig, steadyN := steadyShape(units)
-	if len(tokens) > 0 { // marker units: the connections of the processes that mark them
+	if tokens.n > 0 { // marker units: the connections of the processes that mark them
 		anyProc = a.markerProcs(tokens, procs)
 	}
 	unitPhase := a.unitPhase(phases, tokens, unitName)
@@ -41,7 +39,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 		a.warnf("%s: no phase markers; phases detected from the first unit of work", a.s.Traces[i])
 	}
 	switch {
-	case len(tokens) > 0:
+	case tokens.n > 0:
 		a.s.Units = append(a.s.Units, a.markerUnits(i, unitName, tokens, unitPhase, unitAcc))
 	case len(units) > 0:
 		a.cmdUnitStats(i, units, steadySig, steadyN, opener == recUnitRecv)
@@ -50,29 +48,71 @@ func (a *analyzer) phasesAndUnits(i int) {
 	}
 }
 
+// markSet is what analyze keeps of a trace's markers: its phase markers, and a sum of its
+// unit markers (one per unit of work, so not kept one by one).
+type markSet struct {
+	phases []trace.Marker
+	tokens tokenSum
+}
+
+// tokenSum sums unit markers: what the per-unit figures need of them.
+type tokenSum struct {
+	n        int
+	from, to int64 // the earliest start; the latest end (at least 0)
+	dur      int64 // ns, the durations of the spans summed
+	spans    int   // markers with a duration
+	pids     map[uint32]bool
+}
+
+// add keeps m if it is a phase marker or a unit marker (named unit).
+func (ms *markSet) add(m *trace.Marker, unit string) {
+	switch m.Name {
+	case "phase":
+		ms.phases = append(ms.phases, *m)
+	case unit:
+		t := &ms.tokens
+		if t.n == 0 || m.TS < t.from {
+			t.from = m.TS
+		}
+		t.to = max(t.to, m.TS+m.Dur)
+		if m.Dur > 0 {
+			t.dur += m.Dur
+			t.spans++
+		}
+		if t.pids == nil {
+			t.pids = map[uint32]bool{}
+		}
+		t.pids[m.PID] = true
+		t.n++
+	}
+}
+
+// copyOf makes ms a copy of o.
+func (ms *markSet) copyOf(o *markSet) {
+	ms.phases = append(ms.phases[:0], o.phases...)
+	ms.tokens = o.tokens
+	ms.tokens.pids = maps.Clone(o.tokens.pids)
+}
+
 // markerSpans returns the trace's phases (from its phase markers, in time order, each open one
 // closed by the next or the trace's end) and its unit markers (none when unit commands were
 // asked for: they win over markers).
-func (a *analyzer) markerSpans(unitName string) ([]span, []trace.Marker) {
+func (a *analyzer) markerSpans() ([]span, tokenSum) {
 	var phases []span
-	var tokens []trace.Marker
-	for _, m := range a.marks {
-		if m.Name == "phase" {
-			name := m.Text
-			if name == "" {
-				name = "phase"
-			}
-			to := int64(0)
-			if m.Dur > 0 {
-				to = m.TS + m.Dur
-			}
-			phases = append(phases, span{name: name, from: m.TS, to: to, load: isLoadPhase(name)})
-		} else if m.Name == unitName {
-			tokens = append(tokens, m)
+	for _, m := range a.marks.phases {
+		name := m.Text
+		if name == "" {
+			name = "phase"
 		}
+		to := int64(0)
+		if m.Dur > 0 {
+			to = m.TS + m.Dur
+		}
+		phases = append(phases, span{name: name, from: m.TS, to: to, load: isLoadPhase(name)})
 	}
+	tokens := a.marks.tokens
 	if a.unitCmds != nil {
-		tokens = nil
+		tokens = tokenSum{}
 	}
 	sort.SliceStable(phases, func(x, y int) bool { return phases[x].from < phases[y].from })
 	for k := range phases {
@@ -119,15 +159,11 @@ func (a *analyzer) unitOpeners() (n int, first int64, procs []bool, anyProc bool
 
 // markerProcs sets procs to the sides of the processes that wrote the unit markers, and
 // reports whether there is any.
-func (a *analyzer) markerProcs(tokens []trace.Marker, procs []bool) bool {
+func (a *analyzer) markerProcs(tokens tokenSum, procs []bool) bool {
 	clear(procs)
 	anyProc := false
-	mpids := map[uint32]bool{}
-	for _, t := range tokens {
-		mpids[t.PID] = true
-	}
 	for i, pid := range a.sidePID {
-		if mpids[pid] {
+		if tokens.pids[pid] {
 			procs[i], anyProc = true, true
 		}
 	}
@@ -136,20 +172,16 @@ func (a *analyzer) markerProcs(tokens []trace.Marker, procs []bool) bool {
 
 // unitPhase returns the phase units of work are counted in: the non-load phases; without phase
 // markers, the span of the unit markers.
-func (a *analyzer) unitPhase(phases []span, tokens []trace.Marker, unitName string) []span {
+func (a *analyzer) unitPhase(phases []span, tokens tokenSum, unitName string) []span {
 	var unitPhase []span
 	for _, p := range phases {
 		if !p.load {
 			unitPhase = append(unitPhase, p)
 		}
 	}
-	if len(unitPhase) == 0 && len(tokens) > 0 {
-		from, to := tokens[0].TS, int64(0)
-		for _, t := range tokens {
-			from = min(from, t.TS)
-			to = max(to, t.TS+t.Dur)
-		}
-		if to <= from || allInstants(tokens) {
+	if len(unitPhase) == 0 && tokens.n > 0 {
+		from, to := tokens.from, tokens.to
+		if to <= from || tokens.spans == 0 {
 			to = a.last + 1
 		}
 		unitPhase = []span{{name: unitName, from: from, to: to}}
@@ -159,17 +191,14 @@ func (a *analyzer) unitPhase(phases []span, tokens []trace.Marker, unitName stri
 
 // detectPhases returns phases, or, without phase markers, the phases detected: what comes
 // before the first unit of work is loading, the rest the steady state; detected says which.
-func (a *analyzer) detectPhases(phases []span, tokens []trace.Marker, units []cmdUnit, nOpen int, uFirst int64, steadySig string, steadyN int) ([]span, bool) {
+func (a *analyzer) detectPhases(phases []span, tokens tokenSum, units []cmdUnit, nOpen int, uFirst int64, steadySig string, steadyN int) ([]span, bool) {
 	if len(phases) > 0 {
 		return phases, false
 	}
 	start := int64(-1)
 	switch {
-	case len(tokens) > 0:
-		start = tokens[0].TS
-		for _, t := range tokens {
-			start = min(start, t.TS)
-		}
+	case tokens.n > 0:
+		start = tokens.from
 	case len(units) > 0:
 		phases = a.unitPhases(units, steadySig, steadyN)
 	case nOpen > 0:
@@ -248,29 +277,23 @@ func (a *analyzer) addPhases(i int, phases []span, pacc []phaseAcc) {
 
 // markerUnits returns the unit figures of trace i from its unit markers and the messages of
 // the unit phase (unitAcc).
-func (a *analyzer) markerUnits(i int, unitName string, tokens []trace.Marker, unitPhase []span, unitAcc phaseAcc) UnitStats {
-	n := float64(len(tokens))
+func (a *analyzer) markerUnits(i int, unitName string, tokens tokenSum, unitPhase []span, unitAcc phaseAcc) UnitStats {
+	n := float64(tokens.n)
 	rts := unitAcc.rts
 	if unitAcc.rtev > 0 {
 		rts = unitAcc.rtev // the tracer's own round-trip events: what the client counted
 	}
-	u := UnitStats{Name: unitName, Count: uint64(len(tokens)), MessagesPerUnit: float64(unitAcc.msgs) / n, Trace: a.s.Traces[i],
+	u := UnitStats{Name: unitName, Count: uint64(tokens.n), MessagesPerUnit: float64(unitAcc.msgs) / n, Trace: a.s.Traces[i],
 		RequestsPerUnit: round3(float64(unitAcc.reqs) / n), RepliesPerUnit: round3(float64(unitAcc.reps) / n), Side: "client",
 		RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
-	var dur, w, svcMarked, phaseDur int64
-	spans := 0
-	for _, t := range tokens {
-		if t.Dur > 0 {
-			dur += t.Dur
-			spans++
-		}
-	}
+	var w, svcMarked, phaseDur int64
+	dur, spans := tokens.dur, tokens.spans
 	for _, p := range unitPhase {
 		phaseDur += min(p.to, a.last) - p.from
 		w += a.blockedIn(p.from, p.to)
 		svcMarked += a.serverTimeIn(p.from, p.to)
 	}
-	if spans == len(tokens) {
+	if spans == tokens.n {
 		u.UnitTimeUS = float64(dur) / n / 1e3
 	} else {
 		u.UnitTimeUS = float64(phaseDur) / n / 1e3
@@ -293,17 +316,8 @@ func (a *analyzer) markerUnits(i int, unitName string, tokens []trace.Marker, un
 	u.NetWaitUS = round3(u.NetWaitUS)
 	u.UnitsPerS = round3(u.UnitsPerS)
 	u.MaxSpeedup = round3(u.MaxSpeedup)
-	splitWait(&u, svcMarked, len(tokens))
+	splitWait(&u, svcMarked, tokens.n)
 	return u
-}
-
-func allInstants(ms []trace.Marker) bool {
-	for _, m := range ms {
-		if m.Dur > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // blockedIn returns the time, in ns, that the trace's processes spent blocked on round trips
