@@ -26,7 +26,7 @@ type causeSums [nCauses]float64
 
 type attribution struct {
 	haveSched bool
-	prevEnd   map[uint64]int64 // per connection: end of its last round trip, ns
+	prevEnd   map[uint64]int64 // per connection without a connState: end of its last round trip, ns
 	total     causeSums
 	n         uint64
 	noWake    uint64 // round trips whose thread was never runnable-and-waiting inside them
@@ -61,10 +61,15 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 	a.rtt.add(rt.End - rt.ReqTS)
 	var c causeSums
 	at := &a.attr
-	if prev, ok := at.prevEnd[rt.Conn]; ok && prev <= rt.ReqTS && rt.ReqTS-prev <= maxClientGap {
+	cs := a.lookup(rt.Conn)
+	if prev, ok := at.previous(cs, rt.Conn); ok && prev <= rt.ReqTS && rt.ReqTS-prev <= maxClientGap {
 		c[0] = float64(rt.ReqTS - prev)
 	}
-	at.prevEnd[rt.Conn] = rt.End
+	if cs != nil {
+		cs.prevEnd, cs.hasPrev = rt.End, true
+	} else {
+		at.prevEnd[rt.Conn] = rt.End
+	}
 	c[1] = float64(rt.ReqEnd - rt.ReqTS)
 	idle, busy, after, lastRun := a.runnableIn(rt)
 	read := int64(0)
@@ -79,7 +84,7 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 		waiting = 0
 	}
 	retrans := int64(0)
-	if cs := a.conns[rt.Conn]; cs != nil && cs.tcp != nil && cs.tcp.lastRetrans > rt.ReqTS && cs.tcp.lastRetrans <= rt.End {
+	if cs != nil && cs.tcp != nil && cs.tcp.lastRetrans > rt.ReqTS && cs.tcp.lastRetrans <= rt.End {
 		retrans = min(waiting, cs.tcp.lastRetrans-rt.ReqEnd)
 		retrans = max(0, retrans)
 		waiting -= retrans
@@ -93,7 +98,17 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 			a.steps[k-1]++
 		}
 	}
-	a.polls.reply(rt)
+	a.polls.reply(cs, rt)
+}
+
+// previous returns the end of the last round trip of connection id (whose state is cs, or
+// nil), if any.
+func (at *attribution) previous(cs *connState, id uint64) (int64, bool) {
+	if cs != nil && cs.hasPrev {
+		return cs.prevEnd, true
+	}
+	prev, ok := at.prevEnd[id] // kept there before cs was made, or past maxConns
+	return prev, ok
 }
 
 // runnableIn sums the client thread's runnable stretches inside [rt.ReqEnd, rt.End], ns: on a CPU

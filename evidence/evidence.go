@@ -81,6 +81,9 @@ type connState struct {
 	messages  uint64    // calls that moved data
 	requests  uint64    // requests sent on it
 	tcp       *tcpState // nil until its first TCP evidence
+	prevEnd   int64     // end of its last round trip, ns, when hasPrev (else in attribution.prevEnd)
+	hasPrev   bool
+	poll      *pollRun // its entry in pollStats.runs, once looked up
 }
 
 // tcpState is the TCP evidence of one connection.
@@ -104,7 +107,8 @@ type Analyzer struct {
 	trace                        int
 	threads                      map[uint32]*thread
 	conns                        map[uint64]*connState
-	allConns                     []*connState // every trace's connections, in first-seen order
+	recent                       [recentConns]*connState // conns' entries looked up lately, by id modulo recentConns
+	allConns                     []*connState            // every trace's connections, in first-seen order
 	haveSched, haveTCP, haveConn bool
 
 	// Runnable stretches of recorded threads, all traces.
@@ -132,12 +136,30 @@ func (a *Analyzer) Begin(i int) {
 	a.trace = i
 	a.threads = map[uint32]*thread{}
 	a.conns = map[uint64]*connState{}
+	a.recent = [recentConns]*connState{}
 	a.attr.prevEnd = map[uint64]int64{}
 	a.polls.runs = map[uint64]*pollRun{}
 }
 
-func (a *Analyzer) conn(id uint64) *connState {
+// recentConns is how many connections lookup finds without a map look-up (a power of 2).
+const recentConns = 64
+
+// lookup returns the state of connection id in the current trace, nil when it has none.
+func (a *Analyzer) lookup(id uint64) *connState {
+	slot := &a.recent[id%recentConns]
+	if c := *slot; c != nil && c.id == id {
+		return c
+	}
 	c := a.conns[id]
+	if c != nil {
+		*slot = c
+	}
+	return c
+}
+
+// conn returns the state of connection id, made on first use; nil past maxConns.
+func (a *Analyzer) conn(id uint64) *connState {
+	c := a.lookup(id)
 	if c == nil {
 		if len(a.conns) >= maxConns {
 			return nil
@@ -145,6 +167,7 @@ func (a *Analyzer) conn(id uint64) *connState {
 		c = &connState{id: id, trace: a.trace}
 		a.conns[id] = c
 		a.allConns = append(a.allConns, c)
+		a.recent[id%recentConns] = c
 	}
 	return c
 }

@@ -52,8 +52,9 @@ const minPollRun = 20
 func (a *Analyzer) Request(r Request) {
 	w := &a.writes
 	w.requests++
-	if c := a.conns[r.Conn]; c != nil {
-		c.requests++
+	cs := a.lookup(r.Conn)
+	if cs != nil {
+		cs.requests++
 	}
 	name := cmdName(r.Command)
 	wa := w.last
@@ -80,13 +81,16 @@ func (a *Analyzer) Request(r Request) {
 	if r.Command == "" || !r.WantsReply {
 		return
 	}
-	p := a.polls.runs[r.Conn]
+	p := a.polls.run(cs, r.Conn)
 	if p == nil {
 		if len(a.polls.runs) >= maxConns {
 			return
 		}
 		p = &pollRun{}
 		a.polls.runs[r.Conn] = p
+		if cs != nil {
+			cs.poll = p
+		}
 	}
 	if p.cmd != r.Command {
 		a.polls.close(p)
@@ -97,8 +101,8 @@ func (a *Analyzer) Request(r Request) {
 }
 
 // reply notes the reply to a request of a run.
-func (ps *pollStats) reply(rt RoundTrip) {
-	p := ps.runs[rt.Conn]
+func (ps *pollStats) reply(cs *connState, rt RoundTrip) {
+	p := ps.run(cs, rt.Conn)
 	if p == nil || p.cmd != rt.Command {
 		return
 	}
@@ -108,6 +112,18 @@ func (ps *pollStats) reply(rt RoundTrip) {
 		p.sameReply = false
 	}
 	p.rttNS += float64(rt.End - rt.ReqTS)
+}
+
+// run returns the run of connection id (whose state is cs, or nil), nil when it has none.
+func (ps *pollStats) run(cs *connState, id uint64) *pollRun {
+	if cs != nil && cs.poll != nil {
+		return cs.poll
+	}
+	p := ps.runs[id]
+	if cs != nil {
+		cs.poll = p
+	}
+	return p
 }
 
 func (ps *pollStats) close(p *pollRun) {
