@@ -458,9 +458,9 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	// for the shm note, and the server process's time on a CPU.
 	var rqNs, serverCPU int64 = -1, 0
 	if first, last := samples[0], samples[len(samples)-1]; first.ok && last.ok {
-		rqNs = timesSince(first.client, last.client).runDelay
+		rqNs = threadsSince(first.client, last.client).runDelay
 		if separate {
-			st := timesSince(first.server, last.server)
+			st := threadsSince(first.server, last.server)
 			rqNs += st.runDelay
 			serverCPU = st.onCPU
 		}

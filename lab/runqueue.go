@@ -2,6 +2,8 @@ package lab
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +22,12 @@ type RunQueue struct {
 	ClientUSPerRT float64 `json:"client_us_per_rt"`
 	ServerUSPerRT float64 `json:"server_us_per_rt"`
 	USPerRT       float64 `json:"us_per_rt"`
+	// ClientSwitchInsPerRT and ServerSwitchInsPerRT are how many times a thread of each side was
+	// put on a CPU per round trip (schedstat's third field: after a wake-up or a preemption):
+	// the waits the figures above sum. A round trip needs about one per side when both block;
+	// the rest are threads woken to look for work, the runtime's own, or preemptions.
+	ClientSwitchInsPerRT float64 `json:"client_switch_ins_per_rt"`
+	ServerSwitchInsPerRT float64 `json:"server_switch_ins_per_rt"`
 	// Separate is true when the server ran in a process of its own; false, the clients' and the
 	// server's goroutines shared perflab's threads and ClientUSPerRT holds both sides.
 	Separate bool `json:"separate"`
@@ -53,8 +61,50 @@ const minRTTRise = 2.0
 // rqSample is the kernel's schedstat times of both sides' threads at one instant.
 type rqSample struct {
 	at             time.Time
-	client, server map[string]cpuTimes
+	client, server map[string]threadSched
 	ok             bool
+}
+
+// threadSched is one thread's /proc/PID/task/TID/schedstat: time on a CPU, time runnable
+// waiting for one (ns), and how many times it was put on a CPU (after a wake-up or a
+// preemption).
+type threadSched struct {
+	onCPU, runDelay, switchIns int64
+}
+
+// readThreads reads the schedstat of every thread of process pid, by thread id; ok is false
+// where the kernel does not say.
+func readThreads(pid int) (map[string]threadSched, bool) {
+	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil {
+		return nil, false
+	}
+	out := make(map[string]threadSched, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // a thread that exited meanwhile
+		}
+		var t threadSched
+		if n, err := fmt.Sscan(string(b), &t.onCPU, &t.runDelay, &t.switchIns); n < 3 || err != nil || t.onCPU < 0 || t.runDelay < 0 || t.switchIns < 0 {
+			continue
+		}
+		out[filepath.Base(filepath.Dir(p))] = t
+	}
+	return out, len(out) > 0
+}
+
+// threadsSince sums what the threads alive in after did since before (a thread new since then
+// counts whole; one that exited meanwhile is not counted).
+func threadsSince(before, after map[string]threadSched) threadSched {
+	var sum threadSched
+	for tid, a := range after {
+		b := before[tid]
+		sum.onCPU += max(a.onCPU-b.onCPU, 0)
+		sum.runDelay += max(a.runDelay-b.runDelay, 0)
+		sum.switchIns += max(a.switchIns-b.switchIns, 0)
+	}
+	return sum
 }
 
 // rqSampler reads both sides' schedstat times every interval while a point runs, so that the
@@ -92,10 +142,10 @@ func startRQSampler(serverPid int, duration time.Duration) *rqSampler {
 }
 
 func (s *rqSampler) sample() {
-	c, ok := runDelays()
+	c, ok := readThreads(os.Getpid())
 	smp := rqSample{at: time.Now(), client: c, ok: ok}
 	if s.serverPid > 0 {
-		sv, ok2 := processTimes([]uint32{uint32(s.serverPid)})
+		sv, ok2 := readThreads(s.serverPid)
 		smp.server, smp.ok = sv, ok && ok2
 	}
 	s.mu.Lock()
@@ -160,9 +210,13 @@ func runQueueOver(p *Point, samples []rqSample, from, to time.Time, allRTs int64
 		return
 	}
 	rq.WindowS = round3(b.at.Sub(a.at).Seconds())
-	rq.ClientUSPerRT = round3(float64(timesSince(a.client, b.client).runDelay) / 1e3 / rts)
+	c := threadsSince(a.client, b.client)
+	rq.ClientUSPerRT = round3(float64(c.runDelay) / 1e3 / rts)
+	rq.ClientSwitchInsPerRT = round3(float64(c.switchIns) / rts)
 	if separate {
-		rq.ServerUSPerRT = round3(float64(timesSince(a.server, b.server).runDelay) / 1e3 / rts)
+		sv := threadsSince(a.server, b.server)
+		rq.ServerUSPerRT = round3(float64(sv.runDelay) / 1e3 / rts)
+		rq.ServerSwitchInsPerRT = round3(float64(sv.switchIns) / rts)
 	}
 	rq.USPerRT = round3(rq.ClientUSPerRT + rq.ServerUSPerRT)
 	p.RunQueue = rq
@@ -237,8 +291,9 @@ func runQueueRiseLine(first, p *Point) string {
 			r.FromClients, plural(p.Clients, "client"), reports.Num(r.RTTRiseUS), reports.Num(r.RunQueueRiseUS))
 	}
 	if rq.Separate {
-		s += fmt.Sprintf(" (per round trip, clients' process %s → %s µs, server's %s → %s µs)",
-			reports.Num(first.RunQueue.ClientUSPerRT), reports.Num(rq.ClientUSPerRT), reports.Num(first.RunQueue.ServerUSPerRT), reports.Num(rq.ServerUSPerRT))
+		s += fmt.Sprintf(" (per round trip, clients' process %s → %s µs in %s → %s switch-ins, server's %s → %s µs in %s → %s)",
+			reports.Num(first.RunQueue.ClientUSPerRT), reports.Num(rq.ClientUSPerRT), reports.Num(first.RunQueue.ClientSwitchInsPerRT), reports.Num(rq.ClientSwitchInsPerRT),
+			reports.Num(first.RunQueue.ServerUSPerRT), reports.Num(rq.ServerUSPerRT), reports.Num(first.RunQueue.ServerSwitchInsPerRT), reports.Num(rq.ServerSwitchInsPerRT))
 	}
 	if rq.Warning != "" {
 		s += " [warning: see below]"

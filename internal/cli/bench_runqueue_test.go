@@ -73,6 +73,11 @@ func TestBenchRunQueueBySide(t *testing.T) {
 			t.Errorf("%s: point warning %q and sweep warnings %q disagree", p.Label(), rq.Warning, res.Warnings)
 		}
 		server += rq.ServerUSPerRT
+		// Every round trip wakes or preempts some thread of the clients' side and of the
+		// server's: both processes' threads were put on a CPU during the window.
+		if rq.ClientSwitchInsPerRT <= 0 || rq.ServerSwitchInsPerRT <= 0 {
+			t.Errorf("%s: switch-ins per round trip %v (clients), %v (server), want both above 0", p.Label(), rq.ClientSwitchInsPerRT, rq.ServerSwitchInsPerRT)
+		}
 		f, ok := first[p.Transport]
 		if !ok {
 			first[p.Transport] = p

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 // TestRunDelay: with more busy threads than CPUs, this process's threads wait for a CPU, and
 // the kernel's count of it grows.
 func TestRunDelay(t *testing.T) {
-	before, ok := runDelays()
+	before, ok := readThreads(os.Getpid())
 	if !ok {
 		t.Skip("no /proc/self/task/*/schedstat on this kernel")
 	}
@@ -35,12 +36,21 @@ func TestRunDelay(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if waited, ok = runDelaySince(before); !ok {
+		after, ok := readThreads(os.Getpid())
+		if !ok {
 			t.Fatal("schedstat unreadable after the busy threads")
 		}
+		d := threadsSince(before, after)
+		if d.onCPU <= 0 || d.switchIns <= 0 {
+			t.Fatalf("this process ran %d ns in %d switch-ins since the start, want some", d.onCPU, d.switchIns)
+		}
+		waited = d.runDelay
 	}
 	if waited <= 0 {
 		t.Errorf("run delay %d ns since the start: busy threads beyond the CPUs waited for none", waited)
+	}
+	if _, ok := readThreads(1 << 30); ok {
+		t.Error("a process that does not exist has threads")
 	}
 }
 
@@ -49,7 +59,7 @@ func TestRunDelay(t *testing.T) {
 // and in the sweep's warnings.
 func TestRunQueueRises(t *testing.T) {
 	rq := func(c, s float64, sep bool) *RunQueue {
-		return &RunQueue{ClientUSPerRT: c, ServerUSPerRT: s, USPerRT: c + s, Separate: sep, LoadWindow: true}
+		return &RunQueue{ClientUSPerRT: c, ServerUSPerRT: s, USPerRT: c + s, Separate: sep, LoadWindow: true, ClientSwitchInsPerRT: c / 2, ServerSwitchInsPerRT: s}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -60,7 +70,7 @@ func TestRunQueueRises(t *testing.T) {
 		line, why string // in the second point's sentence and warning ("": no warning)
 	}{
 		{"a quarter", [2]float64{20, 60}, [2]*RunQueue{rq(1, 1, true), rq(6, 6, true)}, 1, 0.25,
-			"of the RTT rise from 1 to 4 clients (40 µs), run-queue delay accounts for 10 µs (25.0%) (per round trip, clients' process 1 → 6 µs, server's 1 → 6 µs)", ""},
+			"of the RTT rise from 1 to 4 clients (40 µs), run-queue delay accounts for 10 µs (25.0%) (per round trip, clients' process 1 → 6 µs in 0.5 → 3 switch-ins, server's 1 → 6 µs in 1 → 6)", ""},
 		{"more than the rise", [2]float64{20, 30}, [2]*RunQueue{rq(1, 1, true), rq(10, 10, true)}, 1, 1.8,
 			"accounts for 18 µs (180.0%)", "exceeds the RTT's"},
 		{"a fall", [2]float64{20, 60}, [2]*RunQueue{rq(5, 5, true), rq(1, 1, true)}, 1, -0.2, "accounts for -8 µs", "it explains none of the rise"},
