@@ -50,6 +50,10 @@ type connState struct {
 	conn trace.Connection
 }
 
+// recordSpec returns the base object's spec: the embedded object (a benchmark swaps in another
+// build of it to compare the two in one run).
+var recordSpec = loadRecord
+
 // Open checks privileges and kernel features, loads the probes and attaches them. No process
 // is traced until AddPID or FollowChildren. Close detaches everything.
 func Open(cfg Config) (*Probe, error) {
@@ -69,7 +73,7 @@ func Open(cfg Config) (*Probe, error) {
 		}
 		return nil, fmt.Errorf("probe ring buffer support: %w", err)
 	}
-	spec, err := loadRecord()
+	spec, err := recordSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load probe spec: %w", err)
 	}
