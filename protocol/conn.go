@@ -202,7 +202,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	m.ReqID = fi.reqID
 	var ri recordInfo
 	if c.spec.Records != nil {
-		ri = c.spec.walkRecords(fi.peek, fi.size)
+		c.spec.walkRecords(&ri, fi.peek, fi.size)
 		if ri.parsed > 0 && c.spec.Records.ReqID != nil {
 			m.ReqID = ri.reqID
 		}
@@ -350,7 +350,8 @@ func (c *connDecoder) tracerFrame(ev *trace.Event) {
 	m.ReqID = ev.ReqID
 	m.Command = uint64(ev.Command)
 	m.Name = c.spec.CommandName(m.Command)
-	ri := c.spec.walkRecords(ev.Payload, ev.Bytes)
+	var ri recordInfo
+	c.spec.walkRecords(&ri, ev.Payload, ev.Bytes)
 	known := ri.parsed > 0 && c.spec.Records != nil && c.spec.Records.Flags != nil
 	if !known && c.spec.Kind == "binary" && c.spec.Request.Flags != nil && c.spec.Request.Flags.Mask != 0 {
 		// no whole record in the head: the frame header's flags field, when the head holds it

@@ -162,7 +162,7 @@ func (f *framer) parseHeader() bool {
 		return false
 	}
 	if h.Command != nil && h.Command.Offset+h.Command.Size <= h.Bytes && len(f.spec.byID) > 0 {
-		if c, _ := f.field(h.Command); f.spec.byID[c] == nil {
+		if c, _ := f.field(h.Command); f.spec.command(c) == nil {
 			return false
 		}
 	}

@@ -66,6 +66,7 @@ type Spec struct {
 	SyncCommands   []string `json:"sync_commands,omitempty"`
 
 	byID     map[uint64]*CommandSpec
+	dense    []*CommandSpec // byID by index, for the ids under maxDense
 	rules    []NoReplyRule // sorted by version
 	unitIDs  map[uint64]bool
 	classes  map[string]CallClass
@@ -308,6 +309,9 @@ func checkRecords(r *RecordLayout) error {
 	return nil
 }
 
+// maxDense bounds the command ids found by index rather than by map (Spec.command).
+const maxDense = 4096
+
 // initCommands indexes the commands by id, and resolves the names of the no-reply rules, the
 // version command and the unit commands, which must be commands of the spec.
 func (s *Spec) initCommands() error {
@@ -320,6 +324,10 @@ func (s *Spec) initCommands() error {
 		}
 		s.byID[c.ID] = c
 		byName[c.Name] = c.ID
+		if c.ID < maxDense {
+			s.dense = append(s.dense, make([]*CommandSpec, max(int(c.ID)+1-len(s.dense), 0))...)
+			s.dense[c.ID] = c
+		}
 	}
 	lookup := func(n string) (uint64, error) {
 		id, ok := byName[n]
@@ -452,10 +460,18 @@ func verLess(a, b [3]int) bool {
 
 // CommandName returns the name of command id, or "" when the spec does not name it.
 func (s *Spec) CommandName(id uint64) string {
-	if c, ok := s.byID[id]; ok {
+	if c := s.command(id); c != nil {
 		return c.Name
 	}
 	return ""
+}
+
+// command returns the command of id, nil when the spec has none.
+func (s *Spec) command(id uint64) *CommandSpec {
+	if id < uint64(len(s.dense)) {
+		return s.dense[id]
+	}
+	return s.byID[id]
 }
 
 // WantsReply reports whether command id gets a reply at protocol version v.
@@ -489,12 +505,12 @@ type recordInfo struct {
 // maxReplyIDs bounds the reply records of one frame that are paired.
 const maxReplyIDs = 16
 
-// walkRecords walks the records of a frame whose first bytes are head.
-func (s *Spec) walkRecords(head []byte, frameLen int64) recordInfo {
-	var ri recordInfo
+// walkRecords walks the records of a frame whose first bytes are head, into ri, which is
+// zero (a pointer: the record info is large, and most frames have no record in their head).
+func (s *Spec) walkRecords(ri *recordInfo, head []byte, frameLen int64) {
 	r := s.Records
 	if r == nil || len(head) < r.Offset+r.Bytes {
-		return ri
+		return
 	}
 	order := binary.ByteOrder(binary.LittleEndian)
 	if s.Endian == "big" {
@@ -554,7 +570,6 @@ func (s *Spec) walkRecords(head []byte, frameLen int64) recordInfo {
 	if !ri.labeled && ri.parsed > 0 {
 		ri.reqID = firstID
 	}
-	return ri
 }
 
 // OpensUnit reports whether command id opens a unit of work.
