@@ -67,7 +67,7 @@ type Spec struct {
 
 	byID     map[uint64]*CommandSpec
 	dense    []*CommandSpec // byID by index, for the ids under maxDense
-	rules    []NoReplyRule // sorted by version
+	rules    []NoReplyRule  // sorted by version
 	unitIDs  map[uint64]bool
 	classes  map[string]CallClass
 	verCmdID uint64
