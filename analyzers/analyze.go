@@ -248,6 +248,7 @@ type analyzer struct {
 	blocks            spillList[interval]       // this trace's intervals with a client blocked on a reply
 	srvRecv           spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
 	unitSpec          string                    // unit name of the spec unit commands seen
+	openers           [2]openers                // this trace's requests that open units: sent, received
 	sides             map[[2]uint64]uint16      // this trace's (pid, connection) pairs, numbered for msgRec.proc
 	sidePID           []uint32                  // the pid of each side
 	tracerUnanswered  uint64
@@ -401,6 +402,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.srvRecv.reset()
 	a.marks.copyOf(&a.extraMarks)
 	a.unitSpec, a.lastRecP = "", nil
+	a.openers = [2]openers{}
 	a.lastConn, a.lastProc = nil, nil
 	a.cipher = protocol.NewCipherFilter(meta)
 	a.curConns = connIndex[*connAgg]{}
@@ -595,11 +597,14 @@ func (a *analyzer) message(m *protocol.Message) {
 // unit_commands, or the --unit-command names), and keeps the unit's name.
 func (a *analyzer) unitOpener(m *protocol.Message, r *msgRec) {
 	if sp := m.Spec(); sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
+		side := 0
 		if m.Dir == trace.DirSend {
 			r.kind |= recUnit
 		} else {
 			r.kind |= recUnitRecv
+			side = 1
 		}
+		a.openers[side].add(r)
 		// a unit keeps its name: the one asked for, else the protocol's ("token"), even
 		// when --unit-command picks the commands that open it
 		switch {
@@ -959,8 +964,12 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 	}
 	a.phasesAndUnits(i)
 	if err := a.budget.err; err != nil {
-		a.warnf("%s: %v: the per-unit and per-phase figures may be incomplete (set TMPDIR to a directory with room)", a.s.Traces[i], err)
+		a.warnf("%s: %v: the per-message records were kept in memory past the record budget (set TMPDIR to a directory with room)", a.s.Traces[i], err)
 		a.budget.err = nil
+	}
+	if err := a.budget.readErr; err != nil {
+		a.warnf("%s: %v: the per-unit and per-phase figures are incomplete", a.s.Traces[i], err)
+		a.budget.readErr = nil
 	}
 	a.recs.reset() // and their temporary files closed
 	a.blocks.reset()

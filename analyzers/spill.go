@@ -19,7 +19,8 @@ type recBudget struct {
 	used    int64 // bytes of entries' blocks in memory
 	peak    int64 // the most used has been
 	spilled int64 // bytes written to temporary files, in all
-	err     error // the first error of a temporary file; the lists then stay in memory
+	err     error // the first error making or writing a temporary file: the rest stays in memory
+	readErr error // the first error reading one back: a pass ended early
 }
 
 // spillList is an append-only list of fixed-size entries without pointers, kept in blocks
@@ -106,7 +107,7 @@ func (l *spillList[T]) len() int { return l.mem.n }
 
 // all yields every entry in the order added: those of the file (read back a block at a
 // time), then those in memory. An error reading the file ends the pass early and is kept in
-// the budget, to be reported.
+// the budget (readErr), to be reported.
 func (l *spillList[T]) all() iter.Seq[*T] {
 	return func(yield func(*T) bool) {
 		if l.nFile > 0 {
@@ -118,8 +119,8 @@ func (l *spillList[T]) all() iter.Seq[*T] {
 			for off := 0; off < l.nFile; {
 				n := min(len(l.buf), l.nFile-off)
 				if _, err := l.file.ReadAt(asBytes(l.buf[:n]), int64(off)*size); err != nil {
-					if l.budget.err == nil {
-						l.budget.err = fmt.Errorf("read spill file: %w", err)
+					if l.budget.readErr == nil {
+						l.budget.readErr = fmt.Errorf("read spill file: %w", err)
 					}
 					return
 				}

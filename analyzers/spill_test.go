@@ -283,3 +283,40 @@ func TestUnitWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestSpillWithoutTempDir checks that when no temporary file can be made the records stay in
+// memory: the figures are the same, with a warning that says so.
+func TestSpillWithoutTempDir(t *testing.T) {
+	path := writeTrace(t, "venus.plt", fixtures.Meta("tracer", "venus"), func(w *trace.Writer) error {
+		return fixtures.Venus(w, fixtures.VenusOptions{Tokens: 200, Uploads: 8})
+	})
+	want, _ := summaryJSON(t, []string{path}, Options{RecordMemory: -1})
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	a, err := analyze(protocol.Files([]string{path}, nil), Options{RecordMemory: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.budget.spilled != 0 {
+		t.Fatalf("%d bytes spilled without a temporary directory", a.budget.spilled)
+	}
+	kept := []string{}
+	found := false
+	for _, w := range a.s.Warnings {
+		if strings.Contains(w, "create spill file") && strings.Contains(w, "kept in memory") {
+			found = true
+			continue
+		}
+		kept = append(kept, w)
+	}
+	if !found {
+		t.Errorf("no warning that the records stayed in memory: %q", a.s.Warnings)
+	}
+	a.s.Warnings = kept
+	got, err := json.MarshalIndent(a.s, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("Summary differs from the unbounded one\n%s", firstDiff(string(got), want))
+	}
+}

@@ -3,6 +3,7 @@ package analyzers
 import (
 	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/perflab/perflab/trace"
@@ -127,31 +128,31 @@ func (a *analyzer) markerSpans() ([]span, tokenSum) {
 	return phases, tokens
 }
 
-// unitOpeners returns how many messages open a unit of work and the earliest one's time, the
-// sides (msgRec.proc) that sent them, and which of recUnit (sent) and recUnitRecv (received)
-// they are: the sent ones when there are any.
-func (a *analyzer) unitOpeners() (n int, first int64, procs []bool, anyProc bool, opener uint8) {
-	var count [2]int
-	var from [2]int64
-	var sides [2][]bool // by msgRec.proc
-	for r := range a.recs.all() {
-		for b, bit := range []uint8{recUnit, recUnitRecv} {
-			if r.kind&bit == 0 {
-				continue
-			}
-			if count[b] == 0 || r.ts < from[b] {
-				from[b] = r.ts
-			}
-			count[b]++
-			if sides[b] == nil {
-				sides[b] = make([]bool, maxProcs+1)
-			}
-			sides[b][r.proc] = true
-		}
+// openers counts the messages that open units of work in one direction, as they come.
+type openers struct {
+	n     int
+	first int64  // the earliest one's time
+	sides []bool // the sides (msgRec.proc) that carried them
+}
+
+func (o *openers) add(r *msgRec) {
+	if o.n == 0 || r.ts < o.first {
+		o.first = r.ts
 	}
+	o.n++
+	if o.sides == nil {
+		o.sides = make([]bool, maxProcs+1)
+	}
+	o.sides[r.proc] = true
+}
+
+// unitOpeners returns how many messages open a unit of work and the earliest one's time, the
+// sides (msgRec.proc) that carried them, and which of recUnit (sent) and recUnitRecv
+// (received) they are: the sent ones when there are any.
+func (a *analyzer) unitOpeners() (n int, first int64, procs []bool, anyProc bool, opener uint8) {
 	for b, bit := range []uint8{recUnit, recUnitRecv} {
-		if count[b] > 0 {
-			return count[b], from[b], sides[b], true, bit
+		if o := a.openers[b]; o.n > 0 {
+			return o.n, o.first, slices.Clone(o.sides), true, bit
 		}
 	}
 	return 0, 0, make([]bool, maxProcs+1), false, 0
