@@ -249,8 +249,10 @@ type analyzer struct {
 	srvRecv           spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
 	unitSpec          string                    // unit name of the spec unit commands seen
 	openers           [2]openers                // this trace's requests that open units: sent, received
-	sides             map[[2]uint64]uint16      // this trace's (pid, connection) pairs, numbered for msgRec.proc
-	sidePID           []uint32                  // the pid of each side
+	busy              *busySet                  // this trace's serverBusy, once made (busyMade)
+	busyMade          bool
+	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
+	sidePID           []uint32             // the pid of each side
 	tracerUnanswered  uint64
 	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
 	rtEventsSeen      uint64        // this trace's tracer round-trip events
@@ -971,6 +973,7 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 		a.warnf("%s: %v: the per-unit and per-phase figures are incomplete", a.s.Traces[i], err)
 		a.budget.readErr = nil
 	}
+	a.busy, a.busyMade = nil, false
 	a.recs.reset() // and their temporary files closed
 	a.blocks.reset()
 	a.srvRecv.reset()

@@ -320,3 +320,32 @@ func TestSpillWithoutTempDir(t *testing.T) {
 		t.Errorf("Summary differs from the unbounded one\n%s", firstDiff(string(got), want))
 	}
 }
+
+// TestServerBusy checks the server's time in spans from the sorted set (serverBusy) against a
+// pass over every interval (serverTimeScan), with overlapping blocked and receive intervals.
+func TestServerBusy(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for round := range 500 {
+		a := &analyzer{}
+		b := &recBudget{limit: -1}
+		a.blocks.budget, a.srvRecv.budget = b, b
+		for range rng.Intn(200) {
+			from := int64(rng.Intn(2000))
+			a.blocks.add(interval{from, from + int64(1+rng.Intn(100))})
+		}
+		for range 1 + rng.Intn(200) {
+			from := int64(rng.Intn(2000))
+			a.srvRecv.add(interval{from, from + int64(1+rng.Intn(60))})
+		}
+		for range 50 {
+			from := int64(rng.Intn(2200)) - 100
+			to := from + int64(rng.Intn(600)) - 50
+			if got, want := a.serverTimeIn(from, to), a.serverTimeScan(from, to); got != want {
+				t.Fatalf("round %d, [%d, %d): %d from the set, %d by a pass", round, from, to, got, want)
+			}
+		}
+		if a.busy == nil {
+			t.Fatal("no set made from intervals in memory")
+		}
+	}
+}

@@ -323,6 +323,96 @@ func (a *analyzer) serverTimeIn(from, to int64) int64 {
 	if a.srvRecv.len() == 0 || to <= from {
 		return 0
 	}
+	if !a.busyMade {
+		a.busy, a.busyMade = a.serverBusy(), true
+	}
+	if a.busy != nil {
+		return a.busy.in(from, to)
+	}
+	return a.serverTimeScan(from, to)
+}
+
+// busySet is a set of times as sorted, disjoint intervals, with their lengths summed.
+type busySet struct {
+	iv  []interval
+	cum []int64 // cum[k]: ns in iv[:k]
+}
+
+// in returns the ns of the set within [from, to).
+func (s *busySet) in(from, to int64) int64 {
+	if to <= from {
+		return 0
+	}
+	return s.before(to) - s.before(from)
+}
+
+// before returns the ns of the set before x.
+func (s *busySet) before(x int64) int64 {
+	k := sort.Search(len(s.iv), func(k int) bool { return s.iv[k].to > x })
+	v := s.cum[k]
+	if k < len(s.iv) && s.iv[k].from < x {
+		v += x - s.iv[k].from
+	}
+	return v
+}
+
+// serverBusy returns, once per trace, the times a client was blocked on replies while the
+// server traced in the same trace was not in a receive call (the union of the blocked
+// intervals less the union of the receive intervals), so that serverTimeIn of a span is two
+// binary searches rather than a pass over every interval. nil when the intervals have gone
+// to a temporary file: sorting them would take memory in proportion to the trace, so
+// serverTimeIn then reads them for each span.
+func (a *analyzer) serverBusy() *busySet {
+	if a.blocks.nFile > 0 || a.srvRecv.nFile > 0 {
+		return nil
+	}
+	union := func(c *spillList[interval]) []interval {
+		out := make([]interval, 0, c.len())
+		for iv := range c.all() {
+			if iv.to > iv.from {
+				out = append(out, *iv)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })
+		merged := out[:0]
+		for _, iv := range out {
+			if n := len(merged); n > 0 && iv.from <= merged[n-1].to {
+				merged[n-1].to = max(merged[n-1].to, iv.to)
+			} else {
+				merged = append(merged, iv)
+			}
+		}
+		return merged
+	}
+	waits, idle := union(&a.blocks), union(&a.srvRecv)
+	s := &busySet{cum: []int64{0}}
+	j := 0
+	for _, w := range waits {
+		// w less the receive intervals within it, which are sorted and disjoint
+		for j < len(idle) && idle[j].to <= w.from {
+			j++
+		}
+		at := w.from
+		for k := j; k < len(idle) && idle[k].from < w.to; k++ {
+			if idle[k].from > at {
+				s.add(interval{at, idle[k].from})
+			}
+			at = max(at, idle[k].to)
+		}
+		if w.to > at {
+			s.add(interval{at, w.to})
+		}
+	}
+	return s
+}
+
+func (s *busySet) add(iv interval) {
+	s.iv = append(s.iv, iv)
+	s.cum = append(s.cum, s.cum[len(s.cum)-1]+iv.to-iv.from)
+}
+
+// serverTimeScan is serverTimeIn by a pass over every interval.
+func (a *analyzer) serverTimeScan(from, to int64) int64 {
 	clip := func(c *spillList[interval]) []interval {
 		var out []interval
 		for iv := range c.all() {
