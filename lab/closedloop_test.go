@@ -1,10 +1,14 @@
 package lab
 
 import (
+	"bufio"
+	"context"
 	"math"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/models"
@@ -350,4 +354,48 @@ func FuzzProcStat(f *testing.F) {
 			t.Errorf("negative process time %d", v)
 		}
 	})
+}
+
+// TestMachineSampler samples while a child process burns processor time: the samples run
+// forward in time and never back in busy time, and the child's time is counted as the point's
+// own (a descendant of this process). The child stays alive, blocked on its stdin, until the
+// last sample is taken, so that the count is exact to the kernel's accounting tick.
+func TestMachineSampler(t *testing.T) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat: ", err)
+	}
+	s := startMachineSampler(context.Background(), nil)
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo burnt; read x; exit 0")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	samples := s.finish()
+	stdin.Close()
+	if werr := cmd.Wait(); err != nil || werr != nil || line != "burnt\n" {
+		t.Fatalf("child: %q %v %v", line, err, werr)
+	}
+	child := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if len(samples) < 2 {
+		t.Fatalf("%d samples", len(samples))
+	}
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		if b.at <= a.at || b.busy < a.busy || b.own < a.own {
+			t.Fatalf("sample %d %+v after %+v: back in time or in busy time", i, b, a)
+		}
+	}
+	// /proc/PID/stat counts in ticks, the child's rusage in ns: two ticks apart at most.
+	first, last := samples[0], samples[len(samples)-1]
+	if rose := time.Duration(last.own - first.own); rose < child-2*clockTick {
+		t.Errorf("own time rose %v over the samples; the child alone ran %v", rose, child)
+	}
 }
