@@ -44,7 +44,9 @@ const ClosedLoopModel = "mva: X(c) = c / (Z + R_client(c) + R_server(c))"
 // delay (Z and the loops' T_fixed) is never negative.
 //
 // The loop threads of the server run side by side only as far as the processors allow: k loop
-// threads on P processors are min(k, P) stations.
+// threads on P processors are min(k, P) stations. At a point where the machine's other work left
+// less than one processor, the loops' network runs at that share of its speed (loopSpeed). The
+// processors themselves are the other network (processorNet): the prediction is the lower.
 type ClosedLoop struct {
 	Model        string `json:"model"`
 	CalibratedAt int    `json:"calibrated_clients"`
@@ -171,6 +173,18 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	procs := cl.processors(in, cal, conf)
 	warns = append(warns, cl.predict(stations, procs, in)...)
 	return cl, warns, nil
+}
+
+// loopSpeed is the speed the processors left the loops at p: min(1, the processors
+// available), 1 where unknown. A thread that finds a processor free only a share a < 1 of the
+// time (the machine's other work took the rest) runs its work in 1/a of its time, and so does
+// every part of the round that runs on a processor; scaling every time of a closed network by
+// 1/a scales its throughput by a, so the loops' network at p is its full-speed throughput × a.
+func loopSpeed(p *closedLoopInput) float64 {
+	if p.CPU == nil || p.CPU.AvailableProcessors <= 0 {
+		return 1
+	}
+	return math.Min(1, p.CPU.AvailableProcessors)
 }
 
 // ProcessorFitR2 is the least R² of the processor time per server cycle against N for the
@@ -309,7 +323,9 @@ func fitServerLoop(in []closedLoopInput, conf float64) (*loops.Fit, string, erro
 func (cl *ClosedLoop) calibrate(stations loopStations, cal *closedLoopInput) []string {
 	var warns []string
 	cycle := float64(cal.Clients) / cal.ThroughputPerS * 1e6 // µs per request per client
-	z, ok := stations.calibrate(cal.Clients, cycle)
+	// The loops' network runs at the speed the processors left it (loopSpeed): its delay is
+	// calibrated at full speed.
+	z, ok := stations.calibrate(cal.Clients, cycle*loopSpeed(cal))
 	if !ok {
 		warns = append(warns, fmt.Sprintf("c%d: the loops' per-request times alone take longer than the measured %.1f µs per request: the model's delay set to 0", cal.Clients, cycle))
 	}
@@ -354,6 +370,9 @@ func (cl *ClosedLoop) predict(stations loopStations, procs processorNet, in []cl
 		if err != nil {
 			continue
 		}
+		speed := loopSpeed(p)
+		r.throughput *= speed
+		r.serverUS /= speed
 		x := r.throughput
 		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputMeasuredPerS: p.ThroughputPerS, LoopsPerS: math.Round(r.throughput), LimitedBy: "loops",
 			ServerResidencePredictedUS: round3(r.serverUS), ServerResidenceMeasuredUS: round3(p.ResidenceUS)}

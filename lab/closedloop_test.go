@@ -264,6 +264,26 @@ func TestClosedLoopProcessors(t *testing.T) {
 		t.Errorf("c16 missed by far, no warning:\n%s", w)
 	}
 
+	// Half a processor left at c2: the loops run at half speed there, and only there.
+	loopsAt := map[int]float64{}
+	for _, p := range cl.Points {
+		loopsAt[p.Clients] = p.LoopsPerS
+	}
+	in[1].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 0.5, OwnUS: d}
+	cl, _, err = fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cl.Points {
+		want := loopsAt[p.Clients]
+		if p.Clients == 2 {
+			want /= 2
+		}
+		if math.Abs(p.LoopsPerS-want) > 1 {
+			t.Errorf("c%d: loops %.0f/s, want %.0f/s", p.Clients, p.LoopsPerS, want)
+		}
+	}
+
 	// Points that disagree on D_cpu (each moved ±40% off the line): each point's own is used.
 	for i := range in {
 		in[i].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: d * (1 + 0.4*float64(1-2*(i%2)))}
