@@ -185,6 +185,21 @@ func runQueueNote(res *Result, points []int) []string {
 	}
 	s += ". It counts every wait, each after one of the side's switch-ins (a thread put on a CPU after a wake-up or a preemption), as if it held a round trip: a thread woken to look for work holds none (the figure overstates), and one wait of the batch loop's thread holds every request of its cycle (the server's understates); points where either shows are warned. perflab record --evidence sched and analyze attribute each round trip's own wake-up delay"
 	out := []string{s}
+	var per []string
+	for _, k := range points {
+		p := &res.Points[k]
+		if rq := p.RunQueue; rq != nil && (rq.ClientSwitchInsPerRT > 0 || rq.ServerSwitchInsPerRT > 0) {
+			line := fmt.Sprintf("%s: clients %s switch-ins per round trip, %s µs each", plural(p.Clients, "client"),
+				reports.Num(rq.ClientSwitchInsPerRT), reports.Num(rq.ClientUSPerSwitchIn))
+			if rq.Separate {
+				line += fmt.Sprintf("; server %s, %s µs each", reports.Num(rq.ServerSwitchInsPerRT), reports.Num(rq.ServerUSPerSwitchIn))
+			}
+			per = append(per, line)
+		}
+	}
+	if len(per) > 0 {
+		out = append(out, "wake-up and run-queue delay per switch-in (a thread put on a CPU after a wake-up or a preemption; a round trip whose two sides block needs about one per side): "+strings.Join(per, "; "))
+	}
 	for _, k := range points[1:] {
 		if line := runQueueRiseLine(first, &res.Points[k]); line != "" {
 			out = append(out, line)

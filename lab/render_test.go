@@ -32,7 +32,7 @@ func synthetic() *Result {
 		p.Requests = int64(len(p.samples))
 		p.CPUCores, p.CPUUSPerRT = 2, 2*w/float64(n)
 		p.RunQueue = &RunQueue{ClientUSPerRT: 0.2 * float64(n), ServerUSPerRT: 0.1 * float64(n), USPerRT: round3(0.3 * float64(n)), Separate: true, WindowS: 0.9, LoadWindow: true,
-			ClientSwitchInsPerRT: 2, ServerSwitchInsPerRT: 3}
+			ClientSwitchInsPerRT: 2, ServerSwitchInsPerRT: 3, ClientUSPerSwitchIn: 0.1 * w, ServerUSPerSwitchIn: 0.05 * w}
 		p.RunQueueUS = p.RunQueue.USPerRT
 		p.ShmSpin = &ShmSpin{Waits: 2000, PolledShare: 0.9, SleptShare: 0.1, Pollers: 2 * n, CPUs: 2, Pays: true}
 		if n == 16 {

@@ -28,6 +28,10 @@ type RunQueue struct {
 	// the rest are threads woken to look for work, the runtime's own, or preemptions.
 	ClientSwitchInsPerRT float64 `json:"client_switch_ins_per_rt"`
 	ServerSwitchInsPerRT float64 `json:"server_switch_ins_per_rt"`
+	// ClientUSPerSwitchIn and ServerUSPerSwitchIn are each side's mean wait per switch-in, µs:
+	// the run-queue and wake-up delay of one wake-up or preemption, as runqlat's mean.
+	ClientUSPerSwitchIn float64 `json:"client_us_per_switch_in"`
+	ServerUSPerSwitchIn float64 `json:"server_us_per_switch_in"`
 	// Separate is true when the server ran in a process of its own; false, the clients' and the
 	// server's goroutines shared perflab's threads and ClientUSPerRT holds both sides.
 	Separate bool `json:"separate"`
@@ -213,10 +217,16 @@ func runQueueOver(p *Point, samples []rqSample, from, to time.Time, allRTs int64
 	c := threadsSince(a.client, b.client)
 	rq.ClientUSPerRT = round3(float64(c.runDelay) / 1e3 / rts)
 	rq.ClientSwitchInsPerRT = round3(float64(c.switchIns) / rts)
+	if c.switchIns > 0 {
+		rq.ClientUSPerSwitchIn = round3(float64(c.runDelay) / 1e3 / float64(c.switchIns))
+	}
 	if separate {
 		sv := threadsSince(a.server, b.server)
 		rq.ServerUSPerRT = round3(float64(sv.runDelay) / 1e3 / rts)
 		rq.ServerSwitchInsPerRT = round3(float64(sv.switchIns) / rts)
+		if sv.switchIns > 0 {
+			rq.ServerUSPerSwitchIn = round3(float64(sv.runDelay) / 1e3 / float64(sv.switchIns))
+		}
 	}
 	rq.USPerRT = round3(rq.ClientUSPerRT + rq.ServerUSPerRT)
 	p.RunQueue = rq

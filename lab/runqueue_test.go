@@ -94,8 +94,9 @@ func TestRunQueueRises(t *testing.T) {
 			t.Errorf("%s: the first point has a rise", tc.name)
 		}
 		notes := runQueueNote(res, s.points)
-		if len(notes) != 2 || !strings.Contains(notes[1], tc.line) {
-			t.Errorf("%s: notes %q, want %q in the second", tc.name, notes, tc.line)
+		// What the figure covers, each point's switch-ins and their delay, then the rise.
+		if len(notes) != 3 || !strings.Contains(notes[2], tc.line) || !strings.Contains(notes[1], "4 clients: clients ") {
+			t.Errorf("%s: notes %q, want the switch-ins and then %q", tc.name, notes, tc.line)
 		}
 		warned := slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.HasPrefix(w, "unix/baseline/d1/c4: run queue: ") })
 		switch {

@@ -78,6 +78,14 @@ func TestBenchRunQueueBySide(t *testing.T) {
 		if rq.ClientSwitchInsPerRT <= 0 || rq.ServerSwitchInsPerRT <= 0 {
 			t.Errorf("%s: switch-ins per round trip %v (clients), %v (server), want both above 0", p.Label(), rq.ClientSwitchInsPerRT, rq.ServerSwitchInsPerRT)
 		}
+		// Each side's wait per round trip is its switch-ins per round trip times its wait per
+		// switch-in (up to rounding to 0.001).
+		for _, side := range []struct{ perRT, switchIns, perSwitchIn float64 }{
+			{rq.ClientUSPerRT, rq.ClientSwitchInsPerRT, rq.ClientUSPerSwitchIn}, {rq.ServerUSPerRT, rq.ServerSwitchInsPerRT, rq.ServerUSPerSwitchIn}} {
+			if got := side.switchIns * side.perSwitchIn; math.Abs(got-side.perRT) > 0.01*side.perRT+0.01 {
+				t.Errorf("%s: %v switch-ins × %v µs = %v µs per round trip, want %v", p.Label(), side.switchIns, side.perSwitchIn, got, side.perRT)
+			}
+		}
 		f, ok := first[p.Transport]
 		if !ok {
 			first[p.Transport] = p
