@@ -116,7 +116,11 @@ func (c *childServer) counters() (ServerCounters, error) {
 		return sc, fmt.Errorf("ask server process for its counters: %w", err)
 	}
 	if !c.out.Scan() {
-		return sc, fmt.Errorf("read server process's counters: %v", c.out.Err())
+		err := c.out.Err()
+		if err == nil {
+			err = errors.New("the server process closed its output (it exited)")
+		}
+		return sc, fmt.Errorf("read server process's counters: %w", err)
 	}
 	if err := json.Unmarshal(c.out.Bytes(), &sc); err != nil {
 		return sc, fmt.Errorf("decode server process's counters: %w", err)

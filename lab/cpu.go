@@ -37,9 +37,10 @@ type ShmSpin struct {
 	// BackedOffShare is the share that polled only briefly because polling had stopped paying
 	// on that ring (eight waits in a row slept or were late).
 	BackedOffShare float64 `json:"backed_off_share"`
-	// CPUWaitThreads is how many of perflab's threads were runnable but waiting for a CPU, on
-	// average over the point (their schedstat run delay over its wall time): above 0.5, the
-	// pollers and the threads with work do not all find a free CPU.
+	// CPUWaitThreads is how many of perflab's threads (and the server process's, when it runs
+	// apart) were runnable but waiting for a CPU, on average over the point (their schedstat
+	// run delay over its wall time): above 0.5, the pollers and the threads with work do not
+	// all find a free CPU.
 	CPUWaitThreads float64 `json:"cpu_wait_threads"`
 	// Pollers is how many goroutines wait on a ring at once at most (each client's and each
 	// server reader's), CPUs the processors Go runs them on (GOMAXPROCS).
