@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// perflab bench as a script uses it: --json with the contract's fields, the traces and
-// bench.json in -o DIR, Little's law within 10% at every point; bad flags exit 2 with one line.
+// perflab bench as a script uses it: --json with the contract's fields (the run queue split
+// between the clients' process and the server's), the traces and bench.json in -o DIR, Little's
+// law within 10% at every point; bad flags exit 2 with one line.
 func TestBenchJSON(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "sweep")
@@ -27,6 +28,12 @@ func TestBenchJSON(t *testing.T) {
 			InflightMean     float64            `json:"inflight_mean"`
 			RequestsPerCycle float64            `json:"requests_per_cycle"`
 			Trace            string             `json:"trace"`
+			RunQueue         *struct {
+				Separate bool     `json:"separate"`
+				USPerRT  *float64 `json:"us_per_rt"`
+				Client   *float64 `json:"client_us_per_rt"`
+				Server   *float64 `json:"server_us_per_rt"`
+			} `json:"runqueue"`
 		} `json:"points"`
 		BatchFit *struct {
 			TFixedUS  float64    `json:"t_fixed_us"`
@@ -63,6 +70,10 @@ func TestBenchJSON(t *testing.T) {
 		}
 		if _, err := os.Stat(p.Trace); err != nil {
 			t.Errorf("trace of %s c%d: %v", p.Transport, p.Clients, err)
+		}
+		// The server ran in a process of its own, and the run queue is split by side.
+		if rq := p.RunQueue; rq == nil || !rq.Separate || rq.USPerRT == nil || rq.Client == nil || rq.Server == nil {
+			t.Errorf("%s c%d: run queue %+v, want it split between the clients' and the server's processes", p.Transport, p.Clients, rq)
 		}
 	}
 	if len(res.LittlesLaw) != 16 {
