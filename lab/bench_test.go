@@ -119,30 +119,39 @@ func TestConfigErrors(t *testing.T) {
 
 // The conn loop (a goroutine per client) works too and has no loop counters.
 func TestRunConnLoop(t *testing.T) {
-	res, err := Run(context.Background(), Config{Loop: "conn", Modes: []venusd.Mode{venusd.ModeBaseline}, Clients: []int{1, 2}, Depths: []int{1, 4}, Duration: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range res.Points {
-		if p.RequestsPerCycle != 0 || p.Requests == 0 {
-			t.Errorf("%s: %+v", p.Label(), p)
-		}
-	}
 	// Depth 4 pipelines: more in flight than its 2 clients, or at least more than the 2 clients
-	// kept at depth 1 (a loaded machine's scheduling gaps can hold both under 2).
-	var d1, d4 *Point
-	for i := range res.Points {
-		if p := &res.Points[i]; p.Clients == 2 && p.Depth == 1 {
-			d1 = p
-		} else if p.Clients == 2 && p.Depth == 4 {
-			d4 = p
+	// kept at depth 1 (a loaded machine's scheduling gaps can hold both under 2). A machine
+	// starved for a whole point can hold even depth 4 there, so the sweep is tried up to three
+	// times before the pipelining counts as missing.
+	for try := 1; ; try++ {
+		res, err := Run(context.Background(), Config{Loop: "conn", Modes: []venusd.Mode{venusd.ModeBaseline}, Clients: []int{1, 2}, Depths: []int{1, 4}, Duration: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if d1 == nil || d4 == nil {
-		t.Fatalf("no c2 points at depths 1 and 4: %+v", res.Points)
-	}
-	if d4.InflightMean <= 2 && d4.InflightMean <= d1.InflightMean {
-		t.Errorf("depth 4 point: %.2f in flight, want more than 2 or than depth 1's %.2f", d4.InflightMean, d1.InflightMean)
+		for _, p := range res.Points {
+			if p.RequestsPerCycle != 0 || p.Requests == 0 {
+				t.Errorf("%s: %+v", p.Label(), p)
+			}
+		}
+		var d1, d4 *Point
+		for i := range res.Points {
+			if p := &res.Points[i]; p.Clients == 2 && p.Depth == 1 {
+				d1 = p
+			} else if p.Clients == 2 && p.Depth == 4 {
+				d4 = p
+			}
+		}
+		if d1 == nil || d4 == nil {
+			t.Fatalf("no c2 points at depths 1 and 4: %+v", res.Points)
+		}
+		if d4.InflightMean > 2 || d4.InflightMean > d1.InflightMean {
+			return
+		}
+		if try == 3 {
+			t.Errorf("depth 4 point: %.2f in flight, want more than 2 or than depth 1's %.2f (3 tries)", d4.InflightMean, d1.InflightMean)
+			return
+		}
+		t.Logf("try %d: depth 4 at %.2f in flight, depth 1 at %.2f; again", try, d4.InflightMean, d1.InflightMean)
 	}
 }
 
