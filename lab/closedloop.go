@@ -15,7 +15,7 @@ import (
 const ZDominates = 0.5
 
 // ClosedLoopModel names the model of ClosedLoop in reports and JSON.
-const ClosedLoopModel = "mva: X(c) = c / (Z + R_client(c) + R_server(c))"
+const ClosedLoopModel = "mva: X(c) = min(a·c / (Z + R_client(c) + R_server(c)), X_processors(c): D_cpu on the processors available)"
 
 // ClosedLoop predicts a closed-loop client's throughput at every client count by mean value
 // analysis (models.MVA) of the loop the requests go round: each request passes the server's
