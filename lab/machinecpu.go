@@ -49,7 +49,7 @@ type machineSampler struct {
 	done    chan struct{}
 }
 
-// startMachineSampler starts sampling; stop it with its stop method before reading it.
+// startMachineSampler starts sampling; finish stops it and returns the samples.
 func startMachineSampler(ctx context.Context, server []uint32) *machineSampler {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &machineSampler{server: server, last: map[uint32]int64{}, stop: cancel, done: make(chan struct{})}
