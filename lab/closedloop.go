@@ -64,9 +64,14 @@ type ClosedLoop struct {
 	ServerFitSource string     `json:"server_fit_source"`
 	ServerLoops     int        `json:"server_loops"`
 	Processors      int        `json:"processors"`
-	// ClientFit is the client loop's mean busy time per cycle against its replies per cycle
-	// over the points, when the client has one event loop (nil: its time is part of Z).
+	// ClientFit is the client loop's time per cycle (ClientFitSource) against its replies per
+	// cycle over the points, when the client has one event loop (nil: its time is part of Z).
+	// The JSON name predates its processor-time source.
 	ClientFit *loops.Fit `json:"client_busy_fit,omitempty"`
+	// ClientFitSource is what ClientFit is of: "cpu" (the client's processor time per cycle,
+	// from its processes' time over the load window) or "busy" (its loop's time outside its
+	// wait calls, by the clock).
+	ClientFitSource string `json:"client_fit_source,omitempty"`
 	// ProcessorFit is the processor time of the points' own processes (server, client,
 	// perflab; WindowCPU.OwnUS) per server cycle against N over the points; it is the processor
 	// station's demand (ProcessorDemand "fit": D_cpu at a point is T_fixed/N + T_per_req) when
@@ -156,14 +161,9 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 		side = min(k, processors)
 	}
 	stations := loopStations{serverFixed: math.Max(sf.TFixedUS, 0), serverPerReq: math.Max(sf.TPerReqUS, 0), serverLoops: side}
-	var cli []loops.Point
-	for _, p := range in {
-		if p.Client != nil && p.Client.Cycles > 0 {
-			cli = append(cli, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.Client.BusyUS, Weight: 1})
-		}
-	}
+	cli, source := clientLoopPoints(in)
 	if cf, _, err := loops.FitPoints(cli, conf); err == nil && cf.TPerReqUS > 0 {
-		cl.ClientFit = cf
+		cl.ClientFit, cl.ClientFitSource = cf, source
 		stations.client = true
 		stations.clientFixed, stations.clientPerReq = math.Max(cf.TFixedUS, 0), cf.TPerReqUS
 	} else if len(cli) > 0 {
@@ -192,6 +192,31 @@ func loopSpeed(p *closedLoopInput) float64 {
 // request, each point's own D_cpu is: 0.8, the points' D_cpu then vary around the line by less
 // than the 20% the predictions are judged by.
 const ProcessorFitR2 = 0.8
+
+// clientLoopPoints returns the client loop's time per cycle against its replies per cycle at
+// every point with a client loop: its processor time ("cpu": the client's processes' time per
+// request over the load window × replies per cycle) when every such point has it, else its
+// busy time by the clock ("busy": the time outside its wait calls, which holds its waits for
+// a processor, long on a machine whose other work takes the processors).
+func clientLoopPoints(in []closedLoopInput) ([]loops.Point, string) {
+	var busy, cpu []loops.Point
+	allCPU := true
+	for _, p := range in {
+		if p.Client == nil || p.Client.Cycles <= 0 {
+			continue
+		}
+		busy = append(busy, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.Client.BusyUS, Weight: 1})
+		if p.CPU != nil && p.CPU.ClientUS > 0 {
+			cpu = append(cpu, loops.Point{N: p.Client.RepliesPerCycle, TUS: p.CPU.ClientUS * p.Client.RepliesPerCycle, Weight: 1})
+		} else {
+			allCPU = false
+		}
+	}
+	if allCPU && len(cpu) > 0 {
+		return cpu, "cpu"
+	}
+	return busy, "busy"
+}
 
 // processorNet is the machine's processors as the closed loop's other network: a request's
 // processor time D_cpu (all of the point's own processes') served by the processors its

@@ -419,3 +419,33 @@ func TestMachineSampler(t *testing.T) {
 		t.Errorf("own time rose %v over the samples; the child alone ran %v", rose, child)
 	}
 }
+
+// TestClientLoopCPU checks that the client's loop is fitted on its processor time when every
+// point has it: a busy time stretched by waits for a processor (50 µs more per cycle) is not
+// taken, and the sweep is predicted as without the stretch.
+func TestClientLoopCPU(t *testing.T) {
+	const cf, cp = 2.0, 20.0
+	in := synthSweepCPU(t, 5, 10, cf, cp, 30, 1, 2, []int{1, 2, 4, 8, 16}, true)
+	for i := range in {
+		c := in[i].Client
+		c.BusyUS += 50
+		in[i].CPU = &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: 1, ClientUS: (cf + cp*c.RepliesPerCycle) / c.RepliesPerCycle}
+	}
+	cl, _, err := fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ClientFitSource != "cpu" || math.Abs(cl.ClientFit.TFixedUS-cf) > 1e-3 || math.Abs(cl.ClientFit.TPerReqUS-cp) > 1e-3 {
+		t.Errorf("client fit of %q: %+v; want cpu, T_fixed %.0f, T_per_req %.0f", cl.ClientFitSource, cl.ClientFit, cf, cp)
+	}
+	for _, p := range cl.Points {
+		if math.Abs(p.Error) > 1e-3 || p.LimitedBy != "loops" {
+			t.Errorf("c%d: predicted %.0f (%s), measured %.0f", p.Clients, p.ThroughputPredictedPerS, p.LimitedBy, p.ThroughputMeasuredPerS)
+		}
+	}
+	// One point without the client's processor time: the busy time, for every point.
+	in[2].CPU.ClientUS = 0
+	if cl, _, _ = fitClosedLoop(in, 2, loops.DefaultConfidence); cl.ClientFitSource != "busy" {
+		t.Errorf("client fit of %q with a point lacking its processor time, want busy", cl.ClientFitSource)
+	}
+}

@@ -33,6 +33,7 @@ type cpuSample struct {
 	at   int64 // trace clock (CLOCK_MONOTONIC), ns
 	busy int64
 	own  int64
+	kids int64 // the part of own that is perflab's descendants': the client command's
 }
 
 // machineSampler samples the processor time of the machine and of the point's processes (the
@@ -43,6 +44,7 @@ type machineSampler struct {
 	// last is each process's time at its last sample, ns: a process counts from 0 before it
 	// started and keeps its last time after it exited, so that the sum never goes back.
 	last    map[uint32]int64
+	kid     map[uint32]bool // the processes of last that descend from perflab
 	mu      sync.Mutex
 	samples []cpuSample
 	stop    context.CancelFunc
@@ -52,7 +54,7 @@ type machineSampler struct {
 // startMachineSampler starts sampling; finish stops it and returns the samples.
 func startMachineSampler(ctx context.Context, server []uint32) *machineSampler {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &machineSampler{server: server, last: map[uint32]int64{}, stop: cancel, done: make(chan struct{})}
+	s := &machineSampler{server: server, last: map[uint32]int64{}, kid: map[uint32]bool{}, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(cpuSampleEvery)
@@ -96,14 +98,21 @@ func (s *machineSampler) read() (cpuSample, bool) {
 	}
 	c := cpuSample{busy: busy}
 	pids := append([]uint32{uint32(os.Getpid())}, s.server...)
-	pids = append(pids, descendants(uint32(os.Getpid()))...)
+	kids := descendants(uint32(os.Getpid()))
+	for _, pid := range kids {
+		s.kid[pid] = true
+	}
+	pids = append(pids, kids...)
 	for _, pid := range pids {
 		if t, ok := processCPU(pid); ok && t >= s.last[pid] {
 			s.last[pid] = t
 		}
 	}
-	for _, t := range s.last {
+	for pid, t := range s.last {
 		c.own += t
+		if s.kid[pid] {
+			c.kids += t
+		}
 	}
 	c.at = trace.Monotonic()
 	return c, true
@@ -209,6 +218,9 @@ type WindowCPU struct {
 	// over its capacity (processors × window).
 	MachineUS float64 `json:"machine_us_per_req"`
 	OwnUS     float64 `json:"own_us_per_req"`
+	// ClientUS is the part of OwnUS that is the client's: the processes perflab started for
+	// the point (the client command and its children), µs per round trip.
+	ClientUS  float64 `json:"client_us_per_req"`
 	BusyShare float64 `json:"busy_share"`
 	// BoundPerS is the processors' throughput bound over the window: AvailableProcessors / OwnUS.
 	BoundPerS float64 `json:"bound_per_s"`
@@ -245,13 +257,14 @@ func windowCPU(samples []cpuSample, from, to int64, requests int64, processors i
 	w.AvailableProcessors = round3(max(float64(processors)-others/span, 0.01))
 	w.MachineUS = round3(busy / float64(requests) / 1e3)
 	w.OwnUS = round3(mine / float64(requests) / 1e3)
+	w.ClientUS = round3(max(b1.kids-b0.kids, 0) / float64(requests) / 1e3)
 	w.BusyShare = round3(min(busy/(span*float64(processors)), 1))
 	w.BoundPerS = float64(int64(w.AvailableProcessors / w.OwnUS * 1e6))
 	return w, true
 }
 
 // cpuAt is the busy times of a cpuSample, interpolated, ns.
-type cpuAt struct{ busy, own float64 }
+type cpuAt struct{ busy, own, kids float64 }
 
 // interpolate returns the sample values at t, linear between the samples around it.
 func interpolate(s []cpuSample, t int64) (cpuAt, bool) {
@@ -261,7 +274,7 @@ func interpolate(s []cpuSample, t int64) (cpuAt, bool) {
 		return v, false
 	}
 	if s[i].at == t {
-		return cpuAt{float64(s[i].busy), float64(s[i].own)}, true
+		return cpuAt{float64(s[i].busy), float64(s[i].own), float64(s[i].kids)}, true
 	}
 	if i == 0 {
 		return v, false
@@ -270,6 +283,7 @@ func interpolate(s []cpuSample, t int64) (cpuAt, bool) {
 	f := float64(t-a.at) / float64(b.at-a.at)
 	v.busy = float64(a.busy) + f*float64(b.busy-a.busy)
 	v.own = float64(a.own) + f*float64(b.own-a.own)
+	v.kids = float64(a.kids) + f*float64(b.kids-a.kids)
 	return v, true
 }
 

@@ -165,8 +165,12 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 		fmt.Sprintf("server's loop per cycle (%s): T_fixed %s µs + T_per_req %s µs·N (R² %s), %s on %s: each request pays T_fixed once and queues for T_per_req behind the requests ahead of it",
 			serverFitSource[cl.ServerFitSource], reports.Num(sf.TFixedUS), reports.Num(sf.TPerReqUS), reports.Num(sf.R2), plural(cl.ServerLoops, "loop thread"), plural(cl.Processors, "processor")))
 	if cf := cl.ClientFit; cf != nil {
-		sec.Notes = append(sec.Notes, fmt.Sprintf("client's own loop busy time per cycle: T_fixed %s µs + T_per_req %s µs per reply (R² %s), a station of its own",
-			reports.Num(cf.TFixedUS), reports.Num(cf.TPerReqUS), reports.Num(cf.R2)))
+		of := "busy time (outside its wait calls, by the clock)"
+		if cl.ClientFitSource == "cpu" {
+			of = "processor time (its processes' over the load window)"
+		}
+		sec.Notes = append(sec.Notes, fmt.Sprintf("client's own loop %s per cycle: T_fixed %s µs + T_per_req %s µs per reply (R² %s), a station of its own",
+			of, reports.Num(cf.TFixedUS), reports.Num(cf.TPerReqUS), reports.Num(cf.R2)))
 	} else {
 		sec.Notes = append(sec.Notes, "the client has no event loop of its own in the trace: its time is part of Z")
 	}
