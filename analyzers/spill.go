@@ -33,6 +33,7 @@ type spillList[T any] struct {
 	file   *os.File // the oldest entries, in order (nil until the first spill)
 	nFile  int      // entries in file
 	buf    []T      // read buffer of a pass over the file
+	passes int      // passes that read the file
 }
 
 // add appends v and returns a pointer to the stored copy, valid until the next add or reset.
@@ -111,6 +112,7 @@ func (l *spillList[T]) len() int { return l.mem.n }
 func (l *spillList[T]) all() iter.Seq[*T] {
 	return func(yield func(*T) bool) {
 		if l.nFile > 0 {
+			l.passes++
 			if l.buf == nil {
 				l.buf = make([]T, chunkLen)
 			}

@@ -14,6 +14,7 @@ import (
 type cmdUnit struct {
 	from, to int64 // ns: the previous unit's end (or the unit's first message), the unit's end
 	wait     int64 // ns blocked on round trips within [from, to) (analyzer.unitWaits)
+	svc      int64 // ns of the wait during which a server traced with the client was at work (analyzer.serverTimes)
 	acc      unitAcc
 	sig      string // its requests' commands, in order
 }
@@ -305,7 +306,7 @@ func (a *analyzer) addUnit(t *unitTotals, u cmdUnit) {
 	t.acc.busyRecv += u.acc.busyRecv
 	t.dur += u.to - u.from
 	t.wait += u.wait
-	t.svc += a.serverTimeIn(u.from, u.to)
+	t.svc += u.svc
 }
 
 // figures returns the per-unit figures of t's units, named name.
@@ -320,16 +321,38 @@ func (t *unitTotals) figures(name string, server bool) UnitStats {
 // call waiting for (or reading) a request: the server at work while the client waited. 0 when
 // no server is traced.
 func (a *analyzer) serverTimeIn(from, to int64) int64 {
-	if a.srvRecv.len() == 0 || to <= from {
-		return 0
+	return a.serverTimes([]interval{{from, to}})[0]
+}
+
+// serverTimes returns serverTimeIn of each span. Within the record budget each is two binary
+// searches in the busy set made once per trace (serverBusy); past it, the intervals in the
+// temporary files are sorted outside memory and read once for all the spans
+// (serverTimesSpilled), or, should a temporary file fail, read once per span.
+func (a *analyzer) serverTimes(spans []interval) []int64 {
+	out := make([]int64, len(spans))
+	if a.srvRecv.len() == 0 {
+		return out
 	}
 	if !a.busyMade {
 		a.busy, a.busyMade = a.serverBusy(), true
 	}
 	if a.busy != nil {
-		return a.busy.in(from, to)
+		for k, s := range spans {
+			out[k] = a.busy.in(s.from, s.to)
+		}
+		return out
 	}
-	return a.serverTimeScan(from, to)
+	err := a.serverTimesSpilled(spans, out)
+	if err == nil || a.budget.readErr != nil { // a read error is reported at the trace's end
+		return out
+	}
+	clear(out)
+	for k, s := range spans {
+		if s.to > s.from {
+			out[k] = a.serverTimeScan(s.from, s.to)
+		}
+	}
+	return out
 }
 
 // busySet is a set of times as sorted, disjoint intervals, with their lengths summed.
@@ -360,8 +383,7 @@ func (s *busySet) before(x int64) int64 {
 // server traced in the same trace was not in a receive call (the union of the blocked
 // intervals less the union of the receive intervals), so that serverTimeIn of a span is two
 // binary searches rather than a pass over every interval. nil when the intervals have gone
-// to a temporary file: sorting them would take memory in proportion to the trace, so
-// serverTimeIn then reads them for each span.
+// to a temporary file: sorting them in memory would take memory in proportion to the trace.
 func (a *analyzer) serverBusy() *busySet {
 	if a.blocks.nFile > 0 || a.srvRecv.nFile > 0 {
 		return nil

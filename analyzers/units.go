@@ -27,6 +27,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	if tokens.n == 0 && nOpen > 0 {
 		units = commandUnits(a.recs.all(), procs, opener, a.cmdName)
 		a.unitWaits(units)
+		a.unitServerTimes(units)
 	}
 	steadySig, steadyN := steadyShape(units)
 	if tokens.n > 0 { // marker units: the connections of the processes that mark them
@@ -289,10 +290,16 @@ func (a *analyzer) markerUnits(i int, unitName string, tokens tokenSum, unitPhas
 		RoundTripsPerUnit: float64(rts) / n, BytesSentPerUnit: float64(unitAcc.sent) / n, BytesRecvPerUnit: float64(unitAcc.recv) / n}
 	var w, svcMarked, phaseDur int64
 	dur, spans := tokens.dur, tokens.spans
+	in := make([]interval, len(unitPhase))
+	for k, p := range unitPhase {
+		in[k] = interval{p.from, p.to}
+	}
+	for _, v := range a.serverTimes(in) {
+		svcMarked += v
+	}
 	for _, p := range unitPhase {
 		phaseDur += min(p.to, a.last) - p.from
 		w += a.blockedIn(p.from, p.to)
-		svcMarked += a.serverTimeIn(p.from, p.to)
 	}
 	if spans == tokens.n {
 		u.UnitTimeUS = float64(dur) / n / 1e3
@@ -332,6 +339,20 @@ func (a *analyzer) blockedIn(from, to int64) int64 {
 		}
 	}
 	return w
+}
+
+// unitServerTimes sets each unit's svc to serverTimeIn(from, to), for all the units at once.
+func (a *analyzer) unitServerTimes(units []cmdUnit) {
+	if a.srvRecv.len() == 0 {
+		return
+	}
+	spans := make([]interval, len(units))
+	for k, u := range units {
+		spans[k] = interval{u.from, u.to}
+	}
+	for k, v := range a.serverTimes(spans) {
+		units[k].svc = v
+	}
 }
 
 // unitWaits sets each unit's wait to blockedIn(from, to), in one pass over the blocked
