@@ -906,6 +906,14 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 	a.text.end(d)
+	if _, other, notes := d.Returned(); other > 0 {
+		for _, n := range notes {
+			a.warnf("%s: %s", a.s.Traces[i], n)
+		}
+		if more := other - uint64(len(notes)); more > 0 {
+			a.warnf("%s: %d more connections retired while idle were decoded as another protocol when they carried data again; each counts once, as its first", a.s.Traces[i], more)
+		}
+	}
 	ls, dr, w := d.Stats()
 	_, up, ov := d.Pairing()
 	a.unpaired += up

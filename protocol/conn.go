@@ -35,6 +35,7 @@ type connDecoder struct {
 	id      uint64
 	pid     uint32
 	spec    *Spec
+	first   *Spec      // auto detection: the protocol it was counted as before it was retired and came back
 	reqDir  trace.Dir  // direction of requests, DirNone until the first data
 	framers [3]*framer // by direction; nil while both are idle (releaseFramers)
 	version [3]int

@@ -44,6 +44,13 @@ type Decoder struct {
 	spareQ   [][]pendingReq         // their request queues' storage, empty, for reuse
 	retired  retired                // what is kept of the connections finished early (retire)
 	flushEv  trace.Event            // scratch for the framers flushed by retire
+
+	// auto detection: the connections retired before the trace's end (retire), and those of
+	// them that carried data again (Returned)
+	gone                  goneSet
+	ending                bool // the trace's end retires the rest: nothing more to remember
+	resumed, resumedOther uint64
+	resumedNotes          []string
 }
 
 // Resolve returns the spec that decodes every connection: spec when it is set, else the one
@@ -106,6 +113,9 @@ func (d *Decoder) choice(ev *trace.Event) *Spec {
 		delete(d.chosen, key)
 		return s
 	}
+	if c := d.recent[key%recentConns]; c != nil && c.key == key && c.first != nil {
+		return d.resumedChoice(c, ev)
+	}
 	return d.detect(ev)
 }
 
@@ -124,6 +134,8 @@ func (d *Decoder) conn(ev *trace.Event) *connDecoder {
 		if d.fixed != nil {
 			c.spec = d.fixed
 			c.version = d.fixed.defVer
+		} else if first, ok := d.gone.find(key); ok {
+			c.first = first // retired while idle, and back
 		}
 		d.conns[key] = c
 	}

@@ -47,7 +47,8 @@ type lruEntry struct {
 // for; beyond, the one whose data is oldest is retired: what it holds in progress is delivered
 // and its counts kept (Decoder.retire). A trace of many short connections then holds the state
 // of this many at most, besides those in the middle of an exchange (midExchange), which stay.
-// A retired connection that carries data again is decoded afresh.
+// A retired connection that carries data again is decoded afresh, as the protocol it was
+// counted as unless its bytes show another (Decoder.resumedChoice), and counts once.
 const maxLiveConns = 4096
 
 // retireLooks is how many live connections a data event looks at, at most, for one to retire
@@ -247,6 +248,7 @@ func (p *pass) end() {
 		d.Flush()
 		return
 	}
+	d.ending = true
 	for _, key := range slices.Sorted(maps.Keys(d.conns)) {
 		if c := d.conns[key]; c.data > 0 {
 			d.retire(key)

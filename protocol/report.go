@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/perflab/perflab/trace"
 )
@@ -49,21 +51,50 @@ type RESPCount struct {
 	AtLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
 }
 
-// Conns calls fn for each connection of the trace, in no particular order; connections
-// finished before the end of the trace come summed by protocol (ConnInfo.Count).
+// Conns calls fn for each connection of the trace, in connection order; connections finished
+// before the end of the trace come summed by protocol (ConnInfo.Count), each sum where its
+// least connection falls in that order, a connection finished early that carried data again
+// counting once.
 func (d *Decoder) Conns(fn func(ci *ConnInfo)) {
-	var ci ConnInfo
-	var rc [3]RESPCount
-	for _, c := range d.conns {
-		c.info(&ci, &rc)
-		fn(&ci)
+	type entry struct {
+		key uint64
+		at  int // < 0: a live connection; < len(infos): a RESP connection retired; else a sum
+		c   *connDecoder
+		agg *retiredAgg
+	}
+	all := make([]entry, 0, len(d.conns)+len(d.retired.infos)+len(d.retired.bySpec))
+	for key, c := range d.conns {
+		all = append(all, entry{key: key, at: -1, c: c})
 	}
 	for k := range d.retired.infos {
-		ci = d.retired.infos[k]
-		fn(&ci)
+		all = append(all, entry{key: d.retired.infos[k].ID, at: k})
 	}
 	for _, agg := range d.retired.bySpec {
-		ci = *agg
+		all = append(all, entry{key: agg.minKey, at: len(d.retired.infos), agg: agg})
+	}
+	slices.SortFunc(all, func(x, y entry) int {
+		if x.key != y.key {
+			return cmp.Compare(x.key, y.key)
+		}
+		if x.at != y.at {
+			return cmp.Compare(x.at, y.at)
+		}
+		if x.agg != nil && y.agg != nil {
+			return strings.Compare(x.agg.Spec.Name, y.agg.Spec.Name)
+		}
+		return 0
+	})
+	var ci ConnInfo
+	var rc [3]RESPCount
+	for _, e := range all {
+		switch {
+		case e.c != nil:
+			e.c.info(&ci, &rc)
+		case e.agg != nil:
+			ci = e.agg.ConnInfo
+		default:
+			ci = d.retired.infos[e.at]
+		}
 		fn(&ci)
 	}
 }

@@ -13,8 +13,15 @@ type retired struct {
 	rawConns, rawUnsafe, rawExchange uint64
 	rawUnsafeIDs                     map[uint64]bool
 	venus                            int // connections still decoded as venusd's framing
-	bySpec                           map[*Spec]*ConnInfo
+	bySpec                           map[*Spec]*retiredAgg
 	infos                            []ConnInfo // RESP connections
+}
+
+// retiredAgg sums the retired connections of one protocol; minKey is the least key among them,
+// which orders it in Conns.
+type retiredAgg struct {
+	ConnInfo
+	minKey uint64
 }
 
 // midExchange reports whether c is in the middle of an exchange: a request that may want a
@@ -66,8 +73,15 @@ func (d *Decoder) retire(key uint64) {
 	r.paired += c.pairs.paired
 	r.unpaired += c.pairs.unpaired
 	r.overridden += c.pairs.overridden
+	// A connection retired before, back with data, was counted then: it counts once.
+	count := 1
+	if c.first != nil {
+		count = 0
+	} else if !d.ending && c.spec != nil {
+		d.gone.add(key, c.spec)
+	}
 	if c.spec != nil && c.spec.Kind == "raw" && c.reqDir != trace.DirNone && c.raw != nil {
-		r.rawConns++
+		r.rawConns += uint64(count)
 		r.rawExchange += c.raw.exchanges
 		if c.raw.unsafe {
 			r.rawUnsafe++
@@ -83,19 +97,21 @@ func (d *Decoder) retire(key uint64) {
 	var ci ConnInfo
 	var rc [3]RESPCount
 	c.info(&ci, &rc)
+	ci.Count = count
 	if ci.RESP != nil {
 		ci.RESP = &[3]RESPCount{rc[0], rc[1], rc[2]}
 		r.infos = append(r.infos, ci)
 	} else {
 		if r.bySpec == nil {
-			r.bySpec = map[*Spec]*ConnInfo{}
+			r.bySpec = map[*Spec]*retiredAgg{}
 		}
 		agg := r.bySpec[ci.Spec]
 		if agg == nil {
-			agg = &ConnInfo{Spec: ci.Spec}
+			agg = &retiredAgg{ConnInfo: ConnInfo{Spec: ci.Spec}, minKey: key}
 			r.bySpec[ci.Spec] = agg
 		}
-		agg.Count++
+		agg.minKey = min(agg.minKey, key)
+		agg.Count += count
 		agg.Data += ci.Data
 		agg.Decoded += ci.Decoded
 		agg.Blind += ci.Blind
