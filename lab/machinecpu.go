@@ -60,7 +60,7 @@ func startMachineSampler(ctx context.Context, server []uint32) *machineSampler {
 		t := time.NewTicker(cpuSampleEvery)
 		defer t.Stop()
 		for {
-			if c, ok := s.read(); ok {
+			if c, ok := s.readWhole(); ok {
 				s.mu.Lock()
 				s.samples = append(s.samples, c)
 				s.mu.Unlock()
@@ -79,14 +79,42 @@ func startMachineSampler(ctx context.Context, server []uint32) *machineSampler {
 func (s *machineSampler) finish() []cpuSample {
 	s.stop()
 	<-s.done
-	// The sampling goroutine has ended: s is this goroutine's alone.
-	if c, ok := s.read(); ok {
+	// The sampling goroutine has ended: s is this goroutine's alone. The last sample must be
+	// taken, whole or not: the load window ends before it.
+	c, ok := s.readWhole()
+	if !ok {
+		c, ok = s.read()
+	}
+	if ok {
 		s.samples = append(s.samples, c)
 	}
 	return s.samples
 }
 
-// read takes one sample: false when /proc/stat cannot be read.
+// sampleSpread is the longest a sample may take from its first file read to its last: a
+// sampler that lost its processor in between would pair the machine's time of one instant
+// with the processes' time of a later one. 2 ms is some thirty file reads on a processor of
+// its own.
+const sampleSpread = 2 * time.Millisecond
+
+// readWhole takes one sample whose reads all fell within sampleSpread, trying up to 5 times;
+// false when none did or /proc/stat cannot be read.
+func (s *machineSampler) readWhole() (cpuSample, bool) {
+	for range 5 {
+		t0 := trace.Monotonic()
+		c, ok := s.read()
+		if !ok {
+			return c, false
+		}
+		if c.at-t0 <= int64(sampleSpread) {
+			c.at = t0 + (c.at-t0)/2
+			return c, true
+		}
+	}
+	return cpuSample{}, false
+}
+
+// read takes one sample, timed at its end: false when /proc/stat cannot be read.
 func (s *machineSampler) read() (cpuSample, bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
