@@ -99,10 +99,36 @@ func TestServerShareOnePass(t *testing.T) {
 	}
 }
 
+// clientServerTrace returns the path of writeClientServer's trace of n round trips in
+// $TMPDIR, perflab-bench-client-server-N.plt, written unless it is there (it stays, for
+// perflab analyze to be timed on it).
+func clientServerTrace(b *testing.B, n int) string {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("perflab-bench-client-server-%d.plt", n))
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	w, err := trace.Create(path+".tmp", fixtures.Meta("ebpf", "venus"), &trace.WriterOptions{FlushInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := writeClientServer(w, n); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
 // BenchmarkServerShareSpilled analyzes a trace of a client and its server both traced
 // (writeClientServer) of PERFLAB_BENCH_ROUND_TRIPS round trips (comma-separated; default
 // 20,000 and 40,000), units cut by vkWaitForFences, with 1 MiB of records in memory, so that
-// the blocked and receive intervals go to the temporary files.
+// the blocked and receive intervals go to the temporary files. The trace stays in $TMPDIR
+// (clientServerTrace).
 func BenchmarkServerShareSpilled(b *testing.B) {
 	sizes := []int{20_000, 40_000}
 	if v := os.Getenv("PERFLAB_BENCH_ROUND_TRIPS"); v != "" {
@@ -117,17 +143,7 @@ func BenchmarkServerShareSpilled(b *testing.B) {
 	}
 	for _, n := range sizes {
 		b.Run("round-trips="+strconv.Itoa(n), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "client-server.plt")
-			w, err := trace.Create(path, fixtures.Meta("ebpf", "venus"), &trace.WriterOptions{FlushInterval: -1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := writeClientServer(w, n); err != nil {
-				b.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				b.Fatal(err)
-			}
+			path := clientServerTrace(b, n)
 			b.ResetTimer()
 			for range b.N {
 				a, err := analyze(protocol.Files([]string{path}, nil), Options{UnitCommands: "vkWaitForFences", RecordMemory: 1 << 20}, nil)

@@ -258,7 +258,7 @@ func TestTrialBare(t *testing.T) {
 		}
 		p.finish()
 		p.end()
-		var conns []string // Conns gives the retired ones summed by protocol in no set order
+		var conns []string // Conns gives the retired ones summed by protocol
 		d.Conns(func(ci *ConnInfo) {
 			conns = append(conns, fmt.Sprintf("conns %s %d %d %d %d\n", ci.Spec.Name, ci.ID, ci.Count, ci.Data, ci.Decoded))
 		})
