@@ -1,7 +1,6 @@
 package analyzers
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perflab/perflab/fixtures"
 	"github.com/perflab/perflab/protocol"
-	"github.com/perflab/perflab/trace"
 )
 
 // benchTrace writes (once per process) an eBPF-style trace of n events: a client's sendto of a
@@ -22,45 +21,7 @@ import (
 func benchTrace(b *testing.B, n int) string {
 	b.Helper()
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("perflab-bench-analyze-%d.plt", n))
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	w, err := trace.Create(path+".tmp", trace.Meta{Source: "ebpf", Protocol: "venus", PayloadBytes: 16}, &trace.WriterOptions{FlushInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	head := func(flags uint32) []byte {
-		p := make([]byte, 16)
-		binary.LittleEndian.PutUint32(p[0:], 0x56504C53)
-		binary.LittleEndian.PutUint32(p[4:], 16)
-		binary.LittleEndian.PutUint32(p[8:], 39)
-		binary.LittleEndian.PutUint32(p[12:], flags)
-		return p
-	}
-	req, rep := head(1), head(2)
-	ts := int64(1e9)
-	for i := 0; i < n/2; i++ {
-		conn := uint64(i%4 + 1)
-		e := trace.Event{TS: ts, Dur: 2000, PID: 100, TID: 100 + uint32(conn), Conn: conn, Dir: trace.DirSend, Op: trace.OpSendto,
-			Source: trace.SourceEBPF, Bytes: 24, Payload: req}
-		if err := w.WriteEvent(&e); err != nil {
-			b.Fatal(err)
-		}
-		e.TS, e.Dur, e.Dir, e.Op, e.Payload = ts+3000, 40000+int64(i%7)*1000, trace.DirRecv, trace.OpRecvfrom, rep
-		if err := w.WriteEvent(&e); err != nil {
-			b.Fatal(err)
-		}
-		if i%50 == 0 {
-			if err := w.WriteMarker(&trace.Marker{TS: ts, PID: 100, Name: "token", Value: int64(i / 50)}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		ts += 50000
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := fixtures.WriteBenchTrace(path, n); err != nil {
 		b.Fatal(err)
 	}
 	return path
