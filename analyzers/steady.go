@@ -395,16 +395,7 @@ func (a *analyzer) serverBusy() *busySet {
 				out = append(out, *iv)
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })
-		merged := out[:0]
-		for _, iv := range out {
-			if n := len(merged); n > 0 && iv.from <= merged[n-1].to {
-				merged[n-1].to = max(merged[n-1].to, iv.to)
-			} else {
-				merged = append(merged, iv)
-			}
-		}
-		return merged
+		return unionIntervals(out)
 	}
 	waits, idle := union(&a.blocks), union(&a.srvRecv)
 	s := &busySet{cum: []int64{0}}
@@ -428,6 +419,21 @@ func (a *analyzer) serverBusy() *busySet {
 	return s
 }
 
+// unionIntervals sorts ivs by start and merges those that overlap or touch, in place; it
+// returns the disjoint union, sorted.
+func unionIntervals(ivs []interval) []interval {
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].from < ivs[j].from })
+	merged := ivs[:0]
+	for _, iv := range ivs {
+		if n := len(merged); n > 0 && iv.from <= merged[n-1].to {
+			merged[n-1].to = max(merged[n-1].to, iv.to)
+		} else {
+			merged = append(merged, iv)
+		}
+	}
+	return merged
+}
+
 func (s *busySet) add(iv interval) {
 	s.iv = append(s.iv, iv)
 	s.cum = append(s.cum, s.cum[len(s.cum)-1]+iv.to-iv.from)
@@ -442,16 +448,7 @@ func (a *analyzer) serverTimeScan(from, to int64) int64 {
 				out = append(out, interval{lo, hi})
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })
-		merged := out[:0]
-		for _, iv := range out {
-			if n := len(merged); n > 0 && iv.from <= merged[n-1].to {
-				merged[n-1].to = max(merged[n-1].to, iv.to)
-			} else {
-				merged = append(merged, iv)
-			}
-		}
-		return merged
+		return unionIntervals(out)
 	}
 	waits, idle := clip(&a.blocks), clip(&a.srvRecv)
 	var busy int64
