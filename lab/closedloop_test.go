@@ -191,16 +191,16 @@ func TestProcessTimes(t *testing.T) {
 		x += i % 7
 	}
 	after, ok := processTimes([]uint32{uint32(os.Getpid())})
-	d := timesSince(before, after)
+	d := threadsSince(before, after)
 	if !ok || d.onCPU <= 0 || d.runDelay < 0 || x < 0 {
 		t.Errorf("this process ran %d ns and waited %d ns (ok %v), want some running", d.onCPU, d.runDelay, ok)
 	}
 	if _, ok := processTimes([]uint32{0x7fffffff}); ok {
 		t.Error("times for a process that does not exist")
 	}
-	got := timesSince(map[string]cpuTimes{"1/1": {10, 5}, "1/2": {7, 7}}, map[string]cpuTimes{"1/1": {15, 9}, "1/3": {4, 1}})
-	if got != (cpuTimes{onCPU: 9, runDelay: 5}) {
-		t.Errorf("since %+v, want a thread's growth plus a new thread whole, {9 5}", got)
+	got := threadsSince(map[string]threadSched{"1/1": {10, 5, 2}, "1/2": {7, 7, 1}}, map[string]threadSched{"1/1": {15, 9, 3}, "1/3": {4, 1, 1}})
+	if got != (threadSched{onCPU: 9, runDelay: 5, switchIns: 2}) {
+		t.Errorf("since %+v, want a thread's growth plus a new thread whole, {9 5 2}", got)
 	}
 }
 

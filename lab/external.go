@@ -224,9 +224,9 @@ func measureExternal(ctx context.Context, cfg *ExternalConfig, spec *protocol.Sp
 	if err != nil {
 		return nil, err
 	}
-	var server cpuTimes
+	var server threadSched
 	if after, ok := processTimes(cfg.Server); ok && timed {
-		server = timesSince(before, after)
+		server = threadsSince(before, after)
 	}
 	cr, err := ParseClientOutput(out, cfg.ClientFormat, cfg.ClientTest)
 	if err != nil {
