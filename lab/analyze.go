@@ -42,6 +42,7 @@ func analyze(res *Result, cfg *Config) {
 		fitSeries(res, s)
 		s.Saturation = saturation(res.Points, s.points)
 		runQueueRises(res, s)
+		evidenceRises(res, s)
 		if len(s.points) > 0 {
 			seriesLatency(res, s)
 		}

@@ -80,6 +80,11 @@ type Config struct {
 	// server's. Empty: the server runs in perflab's process, sharing its threads with the
 	// clients, and the run queue is not split by side.
 	ServerCommand []string
+	// Evidence, when set, records each socket point's processes with the kernel's scheduler
+	// evidence and reports each round trip's own wake-up and run-queue delay
+	// (RunQueue.Evidence); EvidenceNote says why it is not set, when it could not be.
+	Evidence     EvidenceRecorder
+	EvidenceNote string
 }
 
 // Point is one measured point of a sweep. JSON field names are a contract (docs/design.md).
@@ -127,6 +132,7 @@ type Point struct {
 	samples  []float64         // every RTT, µs
 	warnings []string          // the clients' warnings (an emulated link that fell behind), each once
 	loop     *venusd.LoopStats // the batch loop's counters during the point
+	separate bool              // the server ran in a process of its own
 }
 
 // RTT summarises the round-trip times of a point, µs.
@@ -167,7 +173,10 @@ type Result struct {
 	// Transports sets the transports side by side at each client count, when the sweep has shm
 	// and another: whether shm was the fastest, and why not where it was not.
 	Transports []TransportRow `json:"transports,omitempty"`
-	Warnings   []string       `json:"warnings"`
+	// EvidenceNote says why the points have no kernel evidence of each round trip's wake-up
+	// delay (RunQueue.Evidence), when none was recorded: no eBPF here, or switched off.
+	EvidenceNote string   `json:"evidence_note,omitempty"`
+	Warnings     []string `json:"warnings"`
 }
 
 // Series is the analysis of seed 003 on the points of one transport, mode and depth as the
@@ -277,7 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	meta := venusd.TraceMeta(nil, 0)
 	res := &Result{Schema: Schema, Loop: cfg.Loop, DurationS: cfg.Duration.Seconds(), DelayUS: float64(cfg.Delay) / 1e3,
 		Machine:    Machine{Host: meta.Host, CPUs: runtime.NumCPU(), Kernel: meta.Kernel, Go: runtime.Version()},
-		LittlesLaw: []analyzers.LittleRow{}, Series: []Series{}, Warnings: []string{}}
+		LittlesLaw: []analyzers.LittleRow{}, Series: []Series{}, Warnings: []string{}, EvidenceNote: cfg.EvidenceNote}
 	if cfg.Dir != "" {
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 			return nil, fmt.Errorf("make trace directory: %w", err)
@@ -412,6 +421,11 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if separate {
 		serverPid = child.Pid()
 	}
+	p.separate = separate
+	rec, err := startEvidence(ctx, cfg, p, serverPid)
+	if err != nil {
+		p.warnings = append(p.warnings, "kernel evidence: "+err.Error())
+	}
 	sampler := startRQSampler(serverPid, cfg.Duration)
 	u0 := readUsage()
 	results := make([]*venusd.Result, n)
@@ -436,6 +450,13 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	if aerr == nil && before.loop != nil && after.loop != nil {
 		setLoopFigures(p, after.loop.Sub(*before.loop))
 	}
+	var ev *RunQueueEvidence
+	if rec != nil {
+		var err error
+		if ev, err = rec.finish(p); err != nil {
+			p.warnings = append(p.warnings, "kernel evidence: "+err.Error())
+		}
+	}
 	if tw != nil {
 		if p.loop != nil {
 			writeLoopStats(tw, p.loop)
@@ -454,6 +475,12 @@ func measure(ctx context.Context, cfg *Config, srv server, tr string, m venusd.M
 	from, to := pointWindow(results, ends)
 	allRTs := p.Requests + int64(n*(pointWarmup+1))
 	runQueueOver(p, samples, from, to, allRTs, separate)
+	if ev != nil {
+		if p.RunQueue == nil {
+			p.RunQueue = &RunQueue{Separate: separate}
+		}
+		p.RunQueue.Evidence = ev
+	}
 	// The whole point's figures (warm-up included, as the CPU time is): the threads' run delay
 	// for the shm note, and the server process's time on a CPU.
 	var rqNs, serverCPU int64 = -1, 0

@@ -89,6 +89,10 @@ func scalingSection(res *Result, s *Series, name string) reports.Section {
 		}
 	}
 	sc.Notes = append(sc.Notes, runQueueNote(res, s.points)...)
+	sc.Notes = append(sc.Notes, evidenceLines(res, s.points)...)
+	if res.EvidenceNote != "" && s.Transport != "shm" {
+		sc.Notes = append(sc.Notes, res.EvidenceNote)
+	}
 	if s.Saturation > 0 {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("saturated from %s: within %s of the highest throughput; more clients add RTT, not throughput", plural(s.Saturation, "client"), reports.Share(saturationGain)))
 	}

@@ -45,6 +45,9 @@ type RunQueue struct {
 	Rise *RunQueueRise `json:"rise,omitempty"`
 	// Warning says why the figures of this point cannot be stood behind ("" when they can).
 	Warning string `json:"warning,omitempty"`
+	// Evidence is each round trip's own wake-up and run-queue delay from the kernel's
+	// scheduler evidence (Config.Evidence), where it was recorded.
+	Evidence *RunQueueEvidence `json:"evidence,omitempty"`
 }
 
 // RunQueueRise is how much of the mean RTT's rise from the series' first point to this one the
@@ -56,6 +59,10 @@ type RunQueueRise struct {
 	// Share is RunQueueRiseUS over RTTRiseUS (0 when the RTT did not rise); outside 0..1 the
 	// point has a warning.
 	Share float64 `json:"share"`
+	// Of says whose delay RunQueueRiseUS is, in the kernel evidence's rise
+	// (RunQueueEvidence.Rise): "clients and server", or "clients" where the server's side is
+	// not known at both points ("" in schedstat's).
+	Of string `json:"of,omitempty"`
 }
 
 // minRTTRise is the smallest rise of the mean RTT, µs, whose share the sweep reports without a
