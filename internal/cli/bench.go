@@ -42,6 +42,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	shmSpin := fs.Int("shm-spin", lab.DefaultShmSpin, "most polls of a shm ring before sleeping on a futex, in server and clients (0: venusd's adaptive default, about 50 µs, backing off where polling does not pay)")
 	reqBytes := fs.Int("request-bytes", 64, "bytes of each request frame's payload")
 	inProcess := fs.Bool("server-in-process", false, "run the server in perflab's process instead of its own (`perflab venus serve`): its threads are then shared with the clients' and the run queue is not split by side")
+	withEvidence := fs.Bool("evidence", true, "record each socket point's processes with the kernel's scheduler evidence (eBPF, as record --evidence sched) and report each round trip's own wake-up and run-queue delay; without eBPF the sweep says so and gives schedstat's figures only")
 	ext := externalFlags(fs)
 	DurationRange(fs, "duration", time.Millisecond, 10*time.Minute)
 	DurationRange(fs, "delay", 0, time.Second)
@@ -87,6 +88,13 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 			return Failed("find perflab's executable to start the server: %v (or run with --server-in-process)", err)
 		}
 		cfg.ServerCommand = []string{exe, "venus", "serve"}
+	}
+	if *withEvidence {
+		if rec, note := benchEvidence(); rec != nil {
+			cfg.Evidence = rec
+		} else {
+			cfg.EvidenceNote = note
+		}
 	}
 	if *progress || isTerminal(env.Stderr) {
 		cfg.Progress = benchProgressBar(env)
