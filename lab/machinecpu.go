@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,6 +25,10 @@ const cpuSampleEvery = 20 * time.Millisecond
 // clockTick is the unit of /proc/stat and /proc/PID/stat times: USER_HZ, 100 on Linux for
 // every architecture's user-space ABI.
 const clockTick = 10 * time.Millisecond
+
+// maxTicks is the most clock ticks whose time in ns an int64 holds: a count past it is not
+// one the kernel wrote.
+const maxTicks = math.MaxInt64 / int64(clockTick)
 
 // cpuSample is the processor time counted up to one instant of the trace clock, ns: every
 // processor's busy time (user, nice, system, irq, softirq, steal: all but idle and iowait),
@@ -157,10 +162,13 @@ func parseStatBusy(b []byte) (int64, bool) {
 	var busy int64
 	for i, v := range f[1:9] {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n > maxTicks {
 			return 0, false
 		}
 		if i != 3 && i != 4 { // idle, iowait
+			if busy > maxTicks-n {
+				return 0, false
+			}
 			busy += n
 		}
 	}
@@ -190,7 +198,7 @@ func parsePIDStat(b []byte) (int64, bool) {
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)
 	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil || u < 0 || s < 0 {
+	if err1 != nil || err2 != nil || u < 0 || s < 0 || u > maxTicks || s > maxTicks-u {
 		return 0, false
 	}
 	return (u + s) * int64(clockTick), true
