@@ -3,6 +3,7 @@ package probes
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/perflab/perflab/trace"
@@ -127,6 +128,9 @@ func decodeSched(b []byte, r *rawSched) error {
 		Waker: le.Uint32(b[12:]), WakeTS: le.Uint64(b[16:]), RunTS: le.Uint64(b[24:])}
 	if r.RunTS < r.WakeTS {
 		return fmt.Errorf("decode sched record: ran at %d before runnable at %d", r.RunTS, r.WakeTS)
+	}
+	if r.RunTS > math.MaxInt64 {
+		return fmt.Errorf("decode sched record: ran at %d, past a trace's timestamps", r.RunTS)
 	}
 	return nil
 }
