@@ -247,6 +247,24 @@ func whose(of string) string {
 	return "the clients'"
 }
 
+// evidenceCells are point p's kernel-evidence columns: each round trip's own wake-up and
+// run-queue delay (both sides where the server's is known), and the share of the traced RTT's
+// rise since the series' first point it accounts for (marked "!" when warned).
+func evidenceCells(p *Point) []string {
+	if p.RunQueue == nil || p.RunQueue.Evidence == nil {
+		return []string{"-", "-"}
+	}
+	ev := p.RunQueue.Evidence
+	share := "-"
+	if r := ev.Rise; r != nil && r.RTTRiseUS >= minRTTRise {
+		share = reports.Share(r.Share)
+	}
+	if ev.Warning != "" {
+		share += " !"
+	}
+	return []string{reports.Num(ev.USPerRT), share}
+}
+
 // evidenceLines are the series' note lines from the kernel evidence: each point's clients'
 // delay per round trip, and for each point after the first the share of the traced RTT's rise.
 func evidenceLines(res *Result, points []int) []string {

@@ -52,9 +52,10 @@ func Sections(res *Result) []reports.Section {
 func scalingSection(res *Result, s *Series, name string) reports.Section {
 	sc := reports.Section{Title: "RTT scaling (" + name + ")", Align: "r",
 		Header: []string{"clients", "throughput /s", "RTT p50 µs", "RTT mean µs", "RTT p99 µs", "in flight", "req/cycle", "cycle µs"}}
-	rq, split, cpu := false, false, false
+	rq, split, cpu, ev := false, false, false, false
 	for _, k := range s.points {
 		rq = rq || res.Points[k].RunQueue != nil
+		ev = ev || (res.Points[k].RunQueue != nil && res.Points[k].RunQueue.Evidence != nil)
 		split = split || (res.Points[k].RunQueue != nil && res.Points[k].RunQueue.Separate)
 		cpu = cpu || res.Points[k].CPUCores > 0
 	}
@@ -65,6 +66,9 @@ func scalingSection(res *Result, s *Series, name string) reports.Section {
 		}
 		sc.Header = append(sc.Header, "of RTT rise")
 	}
+	if ev {
+		sc.Header = append(sc.Header, "eBPF wake-up µs/RT", "eBPF of RTT rise")
+	}
 	if cpu {
 		sc.Header = append(sc.Header, "CPU cores", "CPU µs/RT")
 	}
@@ -74,6 +78,9 @@ func scalingSection(res *Result, s *Series, name string) reports.Section {
 			reports.Num(p.RTTUS.Mean), reports.Num(p.RTTUS.P99), reports.Num(p.InflightMean), dash(p.RequestsPerCycle), dash(p.CycleUS)}
 		if rq {
 			row = append(row, runQueueCells(p, split)...)
+		}
+		if ev {
+			row = append(row, evidenceCells(p)...)
 		}
 		if cpu {
 			row = append(row, dash(p.CPUCores), dash(p.CPUUSPerRT))

@@ -118,4 +118,7 @@ func TestBenchEvidence(t *testing.T) {
 	if !strings.Contains(string(out), "kernel evidence (eBPF") {
 		t.Errorf("the table has no kernel evidence line:\n%s", out)
 	}
+	if !strings.Contains(string(out), "eBPF wake-up µs/RT") || !strings.Contains(string(out), "eBPF of RTT rise") {
+		t.Errorf("the scaling table has no kernel evidence columns:\n%s", out)
+	}
 }
