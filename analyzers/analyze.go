@@ -156,6 +156,7 @@ type procAgg struct {
 	recentSvc         [32]interval // recent services of a server, to count the requests in service
 	nRecentSvc        int
 	curFrom, curTo    int64
+	closedTo          int64   // the end of the last blocked interval closed: time before it is counted
 	rtEvents, wanting uint64  // a tracer's round-trip events; its requests that want a reply
 	rts               uint64  // round trips completed (a client's) or served (a server's)
 	served            uint64  // round trips served (a server's replies)
@@ -861,7 +862,12 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	h.Add(rtt)
 	a.inflMax = max(a.inflMax, n)
 	a.infl.add(from, float64(n))
+	// Round trips end in reply order, not request order: a pipelined request sent before the
+	// last closed interval ended can complete now. Its time up to that end is counted already.
+	from = max(from, p.closedTo)
 	switch {
+	case to <= from:
+		// wholly within time already counted
 	case p.curTo == 0:
 		p.curFrom, p.curTo = from, to
 	case from <= p.curTo:
@@ -877,6 +883,7 @@ func (p *procAgg) closeBlock(a *analyzer) {
 	if p.curTo > p.curFrom {
 		p.blocked += p.curTo - p.curFrom
 		a.blocks.add(interval{p.curFrom, p.curTo})
+		p.closedTo = p.curTo
 	}
 	p.curFrom, p.curTo = 0, 0
 }
