@@ -194,7 +194,12 @@ func runQueueNote(res *Result, points []int) []string {
 	} else {
 		s = "run queue: the time perflab's threads spent runnable waiting for a CPU, once woken or preempted, a halted CPU's wake-up included (the kernel's schedstat), over the load window (every client measuring), per round trip; the clients and the server shared the process, so it is not split by side"
 	}
-	s += ". It counts every wait, each after one of the side's switch-ins (a thread put on a CPU after a wake-up or a preemption), as if it held a round trip: a thread woken to look for work holds none (the figure overstates), and one wait of the batch loop's thread holds every request of its cycle (the server's understates); points where either shows are warned. perflab record --evidence sched and analyze attribute each round trip's own wake-up delay"
+	s += ". It counts every wait, each after one of the side's switch-ins (a thread put on a CPU after a wake-up or a preemption), as if it held a round trip: a thread woken to look for work holds none (the figure overstates), and one wait of the batch loop's thread holds every request of its cycle (the server's understates); points where either shows are warned. "
+	if first.RunQueue.Evidence != nil {
+		s += "The kernel evidence below (the eBPF columns) gives each round trip's own wake-up and run-queue delay"
+	} else {
+		s += "perflab record --evidence sched and analyze attribute each round trip's own wake-up delay"
+	}
 	out := []string{s}
 	var per []string
 	for _, k := range points {
