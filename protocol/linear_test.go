@@ -51,13 +51,12 @@ func TestTrialEarlyDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.chosen = map[uint64]*Spec{}
-	tr, err := newTrial(0, r.Meta(), d.chosen)
+	p, err := newAutoPass(0, path, r.Meta(), d, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr}
-	tr.replay = p.heldEvents
+	p.retires = false // the trial's own bound, without retirement
+	tr := p.trial
 	held := 0
 	var rec trace.Record
 	for r.Next(&rec) == nil {
@@ -244,14 +243,12 @@ func TestTrialBare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.chosen = map[uint64]*Spec{}
-		tr, err := newTrial(0, r.Meta(), d.chosen)
+		p, err := newAutoPass(0, path, r.Meta(), d, sink)
 		if err != nil {
 			t.Fatal(err)
 		}
+		tr := p.trial
 		tr.eager = eager
-		p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, retires: true}
-		tr.replay = p.heldEvents
 		var rec trace.Record
 		for r.Next(&rec) == nil {
 			p.record(&rec)
@@ -341,12 +338,11 @@ func TestHeldBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.chosen = map[uint64]*Spec{}
-	tr, err := newTrial(0, r.Meta(), d.chosen)
+	p, err := newAutoPass(0, path, r.Meta(), d, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pass{d: d, out: sink, cf: NewCipherFilter(r.Meta()), trial: tr, retires: true}
+	tr := p.trial
 	held := 0
 	var rec trace.Record
 	for r.Next(&rec) == nil {

@@ -73,11 +73,9 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 	}
 	p := &pass{path: in.Name, d: d, out: out, cf: NewCipherFilter(r.Meta())}
 	if spec == nil {
-		d.chosen, p.retires = map[uint64]*Spec{}, true
-		if p.trial, err = newTrial(i, r.Meta(), d.chosen); err != nil {
+		if p, err = newAutoPass(i, in.Name, r.Meta(), d, out); err != nil {
 			return err
 		}
-		p.trial.replay = p.heldEvents
 	}
 	out.Begin(i, in.Name, r.Meta())
 	for {
@@ -95,6 +93,20 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 	p.end()
 	out.End(i, r.Recovery(), d)
 	return nil
+}
+
+// newAutoPass is the pass of trace i (named name, with meta) when its protocols are detected:
+// each connection on trial among the candidate decoders, their choices kept in d, and
+// connections retired once enough others have carried data since.
+func newAutoPass(i int, name string, meta trace.Meta, d *Decoder, out Sink) (*pass, error) {
+	p := &pass{path: name, d: d, out: out, cf: NewCipherFilter(meta), retires: true}
+	d.chosen = map[uint64]*Spec{}
+	var err error
+	if p.trial, err = newTrial(i, meta, d.chosen); err != nil {
+		return nil, err
+	}
+	p.trial.replay = p.heldEvents
+	return p, nil
 }
 
 // record takes the next record of the trace.
