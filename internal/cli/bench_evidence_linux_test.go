@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,19 +20,7 @@ import (
 func TestBenchEvidence(t *testing.T) {
 	requireEBPF(t)
 	dir := t.TempDir()
-	cmd := perflab(t, "", "bench", "--transports", "tcp,unix,shm", "--clients", "1,2", "--duration", "200ms", "-o", dir)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("perflab bench: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res lab.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	out, res := benchSweep(t, dir, "tcp,unix,shm", "1,2")
 	if res.EvidenceNote != "" {
 		t.Fatalf("evidence note with eBPF usable: %s", res.EvidenceNote)
 	}

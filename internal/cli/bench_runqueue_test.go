@@ -21,20 +21,7 @@ import (
 // is warned, and that the table says how much of the RTT's rise the run queue accounts for. It
 // asserts counts and relations, never times.
 func TestBenchRunQueueBySide(t *testing.T) {
-	dir := t.TempDir()
-	cmd := perflab(t, "", "bench", "--transports", "unix,shm", "--clients", "1,2,3", "--duration", "200ms", "-o", dir)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("perflab bench: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res lab.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	out, res := benchSweep(t, t.TempDir(), "unix,shm", "1,2,3")
 	if len(res.Points) != 6 {
 		t.Fatalf("%d points, want 6", len(res.Points))
 	}
@@ -135,4 +122,24 @@ func TestBenchRunQueueBySide(t *testing.T) {
 			t.Errorf("a server process is left: %s %q", c, b)
 		}
 	}
+}
+
+// benchSweep runs `perflab bench -o dir` (the test binary doubling as perflab) over the
+// transports and client counts for 200 ms a point, and returns its table and its bench.json.
+func benchSweep(t *testing.T, dir, transports, clients string) ([]byte, lab.Result) {
+	t.Helper()
+	cmd := perflab(t, "", "bench", "--transports", transports, "--clients", clients, "--duration", "200ms", "-o", dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("perflab bench: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res lab.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return out, res
 }
