@@ -87,3 +87,54 @@ func analyzeWatchingHeap(b *testing.B, path string, peak *uint64) *Summary {
 	}
 	return s
 }
+
+// BenchmarkAnalyzeBack times the analysis side alone: the scan of a trace of
+// PERFLAB_BENCH_EVENTS events (default 300,000) is taken once into the pipe's batches, then
+// each iteration hands them to a new analyzer, as the pipe's goroutine does. It reports the
+// events/s of that side, which bounds analyze's when the scan runs on another CPU.
+func BenchmarkAnalyzeBack(b *testing.B) {
+	n := 300_000
+	if v, err := strconv.Atoi(os.Getenv("PERFLAB_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	batches := captureScan(b, benchTrace(b, n))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a, err := newAnalyzer(Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := sink{a, nil}
+		for _, bt := range batches {
+			bt.feed(out)
+		}
+		a.finish()
+		a.loopFinish()
+		if a.s.Events != uint64(n) || a.s.RoundTrips.Count != uint64(n/2) {
+			b.Fatalf("events %d, round trips %d", a.s.Events, a.s.RoundTrips.Count)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/(b.Elapsed().Seconds()/float64(b.N)), "events/s")
+}
+
+// captureScan scans the trace at path into the batches a pipe would hand its goroutine, kept.
+func captureScan(b *testing.B, path string) []*batch {
+	b.Helper()
+	p := &pipe{full: make(chan *batch, pipeDepth), free: make(chan *batch, 1), done: make(chan struct{})}
+	p.cur = &batch{}
+	var kept []*batch
+	go func() {
+		defer close(p.done)
+		for bt := range p.full {
+			kept = append(kept, bt)
+			p.free <- &batch{}
+		}
+	}()
+	err := protocol.Scan(protocol.Files([]string{path}, nil), nil, p)
+	p.close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kept
+}

@@ -91,31 +91,36 @@ func newPipe(out protocol.Sink) *pipe {
 // run feeds out every batch in turn until the pipe is closed.
 func (p *pipe) run() {
 	defer close(p.done)
-	var rec trace.Record
 	for b := range p.full {
-		var last *protocol.Message
-		for _, it := range b.items {
-			switch it.kind {
-			case itemEvent:
-				rec.Kind, rec.Event = trace.KindEvent, b.events[it.idx]
-				p.out.Record(&rec)
-			case itemRecord:
-				p.out.Record(&b.records[it.idx])
-			case itemMessage:
-				last = &b.msgs[it.idx]
-				p.out.Message(last)
-			case itemAnswered:
-				p.out.Answered(last, b.answered[it.idx])
-			case itemBegin:
-				x := &b.begins[it.idx]
-				p.out.Begin(x.i, x.path, x.meta)
-			case itemEnd:
-				x := &b.ends[it.idx]
-				p.out.End(x.i, x.rec, x.d)
-			}
-		}
+		b.feed(p.out)
 		b.reset()
 		p.free <- b
+	}
+}
+
+// feed makes the calls of the scan that b holds on out, in order.
+func (b *batch) feed(out protocol.Sink) {
+	var rec trace.Record
+	var last *protocol.Message
+	for _, it := range b.items {
+		switch it.kind {
+		case itemEvent:
+			rec.Kind, rec.Event = trace.KindEvent, b.events[it.idx]
+			out.Record(&rec)
+		case itemRecord:
+			out.Record(&b.records[it.idx])
+		case itemMessage:
+			last = &b.msgs[it.idx]
+			out.Message(last)
+		case itemAnswered:
+			out.Answered(last, b.answered[it.idx])
+		case itemBegin:
+			x := &b.begins[it.idx]
+			out.Begin(x.i, x.path, x.meta)
+		case itemEnd:
+			x := &b.ends[it.idx]
+			out.End(x.i, x.rec, x.d)
+		}
 	}
 }
 
