@@ -138,6 +138,7 @@ type cmdKey struct {
 
 type cmdAgg struct {
 	name         string
+	idx          uint32 // its number in the message records (analyzer.cmdIndex), 0 until numbered
 	count, bytes uint64
 	rtt          Hist
 	win          windowAgg // round trips of this command, Venus Plus style ("vkQueueSubmit: summary at 100 calls")
@@ -151,7 +152,7 @@ type errKey struct {
 type procAgg struct {
 	// recent round trips (to count what else was in flight) and the interval being merged for
 	// the blocked time
-	recent            [32]interval
+	recent            [nRecent]interval
 	nRecent           int
 	recentSvc         [32]interval // recent services of a server, to count the requests in service
 	nRecentSvc        int
@@ -164,6 +165,13 @@ type procAgg struct {
 	blocked           int64   // ns with at least one round trip outstanding
 	area              float64 // ∫ requests in flight dt = Σ RTT, request·ns
 }
+
+// nRecent is how many of its recent round trips a process keeps, to count what else was in
+// flight; maxInFlightN is then the most requests in flight a round trip can count.
+const (
+	nRecent      = 32
+	maxInFlightN = nRecent + 1
+)
 
 type windowAgg struct {
 	calls   uint64
@@ -226,10 +234,10 @@ type analyzer struct {
 	serviceLast       Hist // the same, to the reply's last byte out
 	firstByte         Hist // client: request's first byte out → reply's first byte in
 	nServed           uint64
-	unpaired          uint64        // replies with no request to answer
-	overridden        uint64        // replies answering a request the decoder thought wanted none
-	calls             Hist          // call latency, when there are no round trips
-	byN               map[int]*Hist // RTT by requests in flight at issue
+	unpaired          uint64                  // replies with no request to answer
+	overridden        uint64                  // replies answering a request the decoder thought wanted none
+	calls             Hist                    // call latency, when there are no round trips
+	byN               [maxInFlightN + 1]*Hist // RTT by requests in flight at issue (nil: none)
 	inflMax           int
 	infl              series
 	svcMax            int    // a server: most requests in service at once
@@ -269,11 +277,14 @@ type analyzer struct {
 	lastProcKey       uint64
 	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
 	specIdx           map[*protocol.Spec]uint64
-	cmdIdx            map[*cmdAgg]uint32 // commands numbered for msgRec.cmd, from 1
-	cmdNames          []string           // their names, by number-1
-	unitCmds          map[string]bool    // Options.UnitCommands
-	extraMarks        markSet            // Options.Markers'
-	nExtraMarks       int                // markers read from Options.Markers
+	hit               *cmdHit         // the entry of cmdHits of the message being counted, nil when none
+	cmdHits           [2][2]cmdHit    // the last command of a binary spec by direction (send, recv) and reply
+	cmdNames          []string        // the commands numbered for msgRec.cmd (cmdAgg.idx), by number-1
+	nByN              int             // Hists in byN
+	loopWaits         bool            // the loop analysis saw a wait call in this trace (loopEvent)
+	unitCmds          map[string]bool // Options.UnitCommands
+	extraMarks        markSet         // Options.Markers'
+	nExtraMarks       int             // markers read from Options.Markers
 	warnings          []string
 	vb                batchAgg           // request frames of several commands (venus-mesa)
 	text              textAgg            // statuses and blind spells of text protocols
@@ -348,7 +359,7 @@ func (a *analyzer) loadMarkers(path string) error {
 
 func newAnalyzer(opt Options) (*analyzer, error) {
 	a := &analyzer{opt: opt, conf: opt.Confidence, cmds: map[cmdKey]*cmdAgg{},
-		errs: map[errKey]uint64{}, procs: map[uint64]*procAgg{}, byN: map[int]*Hist{}, lost: map[string]uint64{}}
+		errs: map[errKey]uint64{}, procs: map[uint64]*procAgg{}, lost: map[string]uint64{}}
 	if a.conf <= 0 || a.conf >= 1 {
 		a.conf = DefaultConfidence
 	}
@@ -599,7 +610,20 @@ func (a *analyzer) message(m *protocol.Message) {
 // unitOpener marks r as opening a unit of work when the request m does (by its spec's
 // unit_commands, or the --unit-command names), and keeps the unit's name.
 func (a *analyzer) unitOpener(m *protocol.Message, r *msgRec) {
-	if sp := m.Spec(); sp != nil && (a.unitCmds == nil && sp.OpensUnit(m.Command) || a.unitCmds != nil && a.unitCmds[m.Name]) {
+	sp := m.Spec()
+	if sp == nil {
+		return
+	}
+	var opens bool
+	switch {
+	case a.unitCmds != nil:
+		opens = a.unitCmds[m.Name]
+	case a.hit != nil:
+		opens = a.hit.opensUnit()
+	default:
+		opens = sp.OpensUnit(m.Command)
+	}
+	if opens {
 		side := 0
 		if m.Dir == trace.DirSend {
 			r.kind |= recUnit
@@ -714,6 +738,15 @@ func (a *analyzer) proc(pid uint32) *procAgg {
 // found by number (their name follows from it); others by name.
 func (a *analyzer) cmdFor(m *protocol.Message) *cmdAgg {
 	var fk uint64
+	var hit *cmdHit
+	a.hit = nil
+	if (m.Dir == trace.DirSend || m.Dir == trace.DirRecv) && (m.Name != "" || m.Command != 0) {
+		hit = &a.cmdHits[m.Dir-trace.DirSend][b2i(m.IsReply)]
+		if hit.ca != nil && hit.spec == m.Spec() && hit.command == m.Command {
+			a.hit = hit
+			return hit.ca
+		}
+	}
 	if sp := m.Spec(); sp != nil && sp.Kind == "binary" && m.Command < 1<<51 && (m.Name != "" || m.Command != 0) {
 		si, ok := a.specIdx[sp]
 		if !ok {
@@ -726,6 +759,7 @@ func (a *analyzer) cmdFor(m *protocol.Message) *cmdAgg {
 				fk |= 1 << 51
 			}
 			if ca := a.fastCmds[fk]; ca != nil {
+				hit.remember(sp, m.Command, ca)
 				return ca
 			}
 		}
@@ -748,22 +782,54 @@ func (a *analyzer) cmdFor(m *protocol.Message) *cmdAgg {
 	}
 	if fk != 0 {
 		a.fastCmds[fk] = ca
+		hit.remember(m.Spec(), m.Command, ca)
 	}
 	return ca
 }
 
+// cmdHit is the command a message of a binary spec was last counted under, for one direction
+// and reply flag: messages come in runs of few commands, and these need no look-up. It holds
+// what fastCmds does, for the key of its spec, direction, reply flag and command.
+type cmdHit struct {
+	spec    *protocol.Spec
+	command uint64
+	ca      *cmdAgg
+	opens   int8 // spec.OpensUnit(command): 0 not asked yet, 1 no, 2 yes
+}
+
+// remember makes ca the command of spec sp and command id (h is nil when the message's
+// direction has no entry).
+func (h *cmdHit) remember(sp *protocol.Spec, id uint64, ca *cmdAgg) {
+	if h != nil {
+		*h = cmdHit{spec: sp, command: id, ca: ca}
+	}
+}
+
+// opensUnit is sp.OpensUnit(id) for the spec and command of h, asked once.
+func (h *cmdHit) opensUnit() bool {
+	if h.opens == 0 {
+		h.opens = 1
+		if h.spec.OpensUnit(h.command) {
+			h.opens = 2
+		}
+	}
+	return h.opens == 2
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // cmdIndex numbers command ca for the message records.
 func (a *analyzer) cmdIndex(ca *cmdAgg) uint32 {
-	if a.cmdIdx == nil {
-		a.cmdIdx = map[*cmdAgg]uint32{}
-	}
-	i, ok := a.cmdIdx[ca]
-	if !ok && len(a.cmdNames) < math.MaxUint32-1 {
+	if ca.idx == 0 && len(a.cmdNames) < math.MaxUint32-1 {
 		a.cmdNames = append(a.cmdNames, ca.name)
-		i = uint32(len(a.cmdNames))
-		a.cmdIdx[ca] = i
+		ca.idx = uint32(len(a.cmdNames))
 	}
-	return i
+	return ca.idx
 }
 
 // answered counts a further request answered by the reply m (its first one is m itself);
@@ -858,6 +924,7 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	if h == nil {
 		h = &Hist{}
 		a.byN[n] = h
+		a.nByN++
 	}
 	h.Add(rtt)
 	a.inflMax = max(a.inflMax, n)

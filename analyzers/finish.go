@@ -194,10 +194,10 @@ func (a *analyzer) finishInFlight(area float64) {
 // finishBatchFit fits the batch model to the RTT by requests in flight.
 func (a *analyzer) finishBatchFit() {
 	s := a.s
-	if len(a.byN) >= 2 {
+	if a.nByN >= 2 {
 		var pts []BatchPoint
 		for n, h := range a.byN {
-			if h.N() >= 3 {
+			if h != nil && h.N() >= 3 {
 				pts = append(pts, BatchPoint{N: float64(n), TUS: h.Mean() / 1e3, Weight: float64(h.N())})
 			}
 		}

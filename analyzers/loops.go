@@ -16,11 +16,22 @@ func (a *analyzer) loopBegin(i int) {
 		a.loops = loops.New()
 	}
 	a.loops.Begin(i)
+	a.loopWaits = false
 }
 
-func (a *analyzer) loopEvent(ev *trace.Event) { a.loops.Event(ev) }
+func (a *analyzer) loopEvent(ev *trace.Event) {
+	if ev.Op.IsWait() {
+		a.loopWaits = true
+	}
+	a.loops.Event(ev)
+}
 
+// loopMessage hands the loop analysis a message; not before the trace's first wait call, since
+// until then a loops.Builder takes no message (it has no cycle to count it in).
 func (a *analyzer) loopMessage(m *protocol.Message) {
+	if !a.loopWaits {
+		return
+	}
 	a.loopMsg = loops.Msg{Trace: m.Trace, PID: m.PID, TID: m.TID, Dir: m.Dir, Request: !m.IsReply,
 		Reply: m.IsReply, Answered: m.Answered, End: m.End}
 	a.loops.Message(&a.loopMsg)
