@@ -218,6 +218,13 @@ type PingConfig struct {
 	RequestBytes int           // frame payload bytes of a request, command header included (default 64)
 	ReplyBytes   int           // frame payload bytes of a reply (default 64)
 	KeepSamples  bool          // keep every RTT in PingStats.RTTsUS
+	// Pause is how long the client waits after each reply before it sends the next request,
+	// waiting the way the emulated link does (link.SleepUntil: it sleeps, then spins the last
+	// stretch). A run without a link paused by what a delayed run's frames spend in the link
+	// leaves both peers idle between frames as long as the delayed run does, so that it pays
+	// the same wake-ups from idle: the reference BenchmarkLinkAccuracy holds the link against.
+	// The pause is not part of any round trip. 0: none.
+	Pause time.Duration
 }
 
 // DefaultPingConfig returns the ping defaults.
@@ -254,6 +261,29 @@ type Result struct {
 	// emulated link (Delay, Jitter, Bandwidth) late, with the rate the transport carried when
 	// it could not keep up.
 	Warnings []string `json:"warnings,omitempty"`
+	// Link is what the emulated link did, nil without one (no Delay, Jitter or Bandwidth).
+	Link *LinkStats `json:"link,omitempty"`
+}
+
+// LinkStats is what each direction of the emulated link did over a run.
+type LinkStats struct {
+	Sent     LinkDirection `json:"sent"`     // the client's frames, on their way to the server
+	Received LinkDirection `json:"received"` // the server's frames, those the client waited for
+}
+
+// LinkDirection is one direction of the emulated link: its frames, and how long after the time
+// each could have left (its delay, jitter and serialisation after it entered, or the end of
+// the previous frame's write when that was later) the link let it go: the link's own
+// accuracy, before the peer's wake-up to take the frame (link.Stats).
+type LinkDirection struct {
+	Frames int64 `json:"frames"`
+	// Late counts the frames let go more than 5% of their time in the link, or 20 µs, late.
+	Late int64 `json:"late"`
+	// HandOverP50US, HandOverP99US and HandOverMaxUS are the median, 99th percentile and
+	// largest lateness of the frames, µs (the percentiles within 0.125 µs below 64 µs).
+	HandOverP50US float64 `json:"hand_over_p50_us"`
+	HandOverP99US float64 `json:"hand_over_p99_us"`
+	HandOverMaxUS float64 `json:"hand_over_max_us"`
 }
 
 // Totals are the client's own counters over the whole run.

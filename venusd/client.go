@@ -451,3 +451,17 @@ func (c *client) linkWarnings(transport string) []string {
 	}
 	return c.link.Warnings(transport)
 }
+
+// linkStats returns what each direction of the emulated link did; nil without a link.
+func (c *client) linkStats() *LinkStats {
+	if c.link == nil {
+		return nil
+	}
+	tx, rx := c.link.Stats()
+	dir := func(s link.Stats) LinkDirection {
+		us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+		return LinkDirection{Frames: s.Frames, Late: s.Late,
+			HandOverP50US: us(s.HandOver.Quantile(0.5)), HandOverP99US: us(s.HandOver.Quantile(0.99)), HandOverMaxUS: us(s.HandOver.Max())}
+	}
+	return &LinkStats{Sent: dir(tx), Received: dir(rx)}
+}

@@ -166,6 +166,7 @@ func runLLM(ctx context.Context, cfg ClientConfig, getenv func(string) string) (
 	}
 	res.Totals = c.totals()
 	res.Warnings = c.linkWarnings(a.Transport)
+	res.Link = c.linkStats()
 	if lc.Tokens > 0 {
 		res.PerToken = perToken(snap0, snap1, lc.Tokens)
 	}
@@ -231,6 +232,8 @@ func (p PingConfig) normalize() (PingConfig, error) {
 		return p, fmt.Errorf("ping: request of %d bytes: want %d to 16MiB", p.RequestBytes, wire.CmdHeaderSize+4)
 	case p.ReplyBytes < wire.CmdHeaderSize+wire.ReplyFixedSize || p.ReplyBytes > 16<<20:
 		return p, fmt.Errorf("ping: reply of %d bytes: want %d to 16MiB", p.ReplyBytes, wire.CmdHeaderSize+wire.ReplyFixedSize)
+	case p.Pause < 0 || p.Pause > link.MaxDelay:
+		return p, fmt.Errorf("ping: pause %v: want 0 to %v", p.Pause, link.MaxDelay)
 	}
 	return p, nil
 }
@@ -264,6 +267,7 @@ func runPing(ctx context.Context, cfg ClientConfig, getenv func(string) string) 
 	}
 	res.Totals = c.totals()
 	res.Warnings = c.linkWarnings(a.Transport)
+	res.Link = c.linkStats()
 	res.Ping = pingStats(n, elapsed, samples, pc.KeepSamples)
 	return res, nil
 }
@@ -288,8 +292,11 @@ func newPinger(c *client, pc PingConfig, mode Mode) *pinger {
 	return p
 }
 
-// ping sends one ping of kind k.
+// ping sends one ping of kind k, after the pause the config asks for.
 func (p *pinger) ping(k callKind) error {
+	if p.pc.Pause > 0 {
+		link.SleepUntil(time.Now().Add(p.pc.Pause))
+	}
 	e := p.c.start(wire.CmdPing, k)
 	e.U32(p.replyData)
 	e.Bytes(p.pad)

@@ -390,6 +390,11 @@ func printVenusResult(env *Env, r *venusd.Result) {
 	fmt.Fprintf(w, "totals: %d frames sent, %d received, %d send calls, %d recv calls, %d bytes sent, %d received\n",
 		t.FramesSent, t.FramesRecv, t.SendCalls, t.RecvCalls, t.BytesSent, t.BytesRecv)
 	fmt.Fprintf(w, "send avg %.1fµs max %.1fµs; recv avg %.1fµs max %.1fµs\n", t.SendAvgUS, t.SendMaxUS, t.RecvAvgUS, t.RecvMaxUS)
+	if l := r.Link; l != nil {
+		fmt.Fprintf(w, "link: %d frames sent, handed over p50 %.1fµs p99 %.1fµs max %.1fµs after their time; %d received, p50 %.1fµs p99 %.1fµs max %.1fµs\n",
+			l.Sent.Frames, l.Sent.HandOverP50US, l.Sent.HandOverP99US, l.Sent.HandOverMaxUS,
+			l.Received.Frames, l.Received.HandOverP50US, l.Received.HandOverP99US, l.Received.HandOverMaxUS)
+	}
 	for _, m := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", m)
 	}

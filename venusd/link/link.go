@@ -225,7 +225,7 @@ func Validate(delay, jitter time.Duration, bandwidth float64) error {
 	return nil
 }
 
-// spinMargin is how long before its deadline sleepUntil stops sleeping and spins. The Go
+// spinMargin is how long before its deadline SleepUntil stops sleeping and spins. The Go
 // runtime's timers wake from epoll_wait, whose timeout has millisecond resolution:
 // time.Sleep(100µs) sleeps about 1.1 ms on this VM, time.Sleep(1.5ms) 2.2 ms. A timerfd armed
 // for the deadline and read through the runtime's poller wakes the goroutine 25-45 µs late
@@ -287,9 +287,9 @@ func (t *preciseTimer) sleep(d time.Duration) bool {
 	return err == nil
 }
 
-// sleepUntil returns at t: within a few µs when the machine has a free core (see spinMargin
+// SleepUntil returns at t: within a few µs when the machine has a free core (see spinMargin
 // and BenchmarkLinkAccuracy).
-func sleepUntil(t time.Time) {
+func SleepUntil(t time.Time) {
 	if d := time.Until(t); d > spinMargin {
 		tm := getTimer()
 		if tm == nil || !tm.sleep(d-spinMargin) {
@@ -313,7 +313,7 @@ func (l *Link) sender() {
 	defer close(l.txDone)
 	var prev written
 	for it := range l.tx {
-		sleepUntil(it.release)
+		SleepUntil(it.release)
 		w := written{start: time.Now(), n: len(it.b)}
 		err := l.d.WriteFrame(it.b)
 		w.end = time.Now()
@@ -376,7 +376,7 @@ func (l *Link) ReadFrame() ([]byte, error) {
 		return nil, it.err
 	}
 	waited := time.Now().Before(it.release)
-	sleepUntil(it.release)
+	SleepUntil(it.release)
 	if waited { // a frame the caller came for after its time: any lateness is the caller's
 		w := written{start: time.Now(), n: len(it.b)}
 		w.end = w.start

@@ -41,14 +41,14 @@ func TestRanges(t *testing.T) {
 	}
 }
 
-// sleepUntil never returns before its deadline, through each of its three stages.
+// SleepUntil never returns before its deadline, through each of its three stages.
 func TestSleepUntilNotEarly(t *testing.T) {
 	for _, d := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, 600 * time.Microsecond, 2 * time.Millisecond} {
 		for i := 0; i < 5; i++ {
 			at := time.Now().Add(d)
-			sleepUntil(at)
+			SleepUntil(at)
 			if now := time.Now(); now.Before(at) {
-				t.Fatalf("sleepUntil(+%v) returned %v early", d, at.Sub(now))
+				t.Fatalf("SleepUntil(+%v) returned %v early", d, at.Sub(now))
 			}
 		}
 	}
@@ -174,6 +174,16 @@ func TestStats(t *testing.T) {
 	if wake.Late != 10 || wake.Held != 0 {
 		t.Errorf("late %d held %d, want 10 and 0", wake.Late, wake.Held)
 	}
+	// The hand-over lateness: the link's own part only. The held frames above left right when
+	// the write before them ended: 0 each. Here 90 frames on time and 10 of them 30 µs late.
+	if h := s.HandOver; h.Count() != 100 || h.Max() != 0 || h.Quantile(0.99) != 0 {
+		t.Errorf("held frames: hand-over count %d max %v p99 %v, want 100, 0, 0", h.Count(), h.Max(), h.Quantile(0.99))
+	}
+	if h := wake.HandOver; h.Count() != 100 || h.Max() != 30*time.Microsecond ||
+		h.Quantile(0.5) != 125*time.Nanosecond || h.Quantile(0.95) != 30*time.Microsecond {
+		t.Errorf("late wake-ups: hand-over count %d max %v p50 %v p95 %v, want 100, 30µs, 125ns, 30µs",
+			h.Count(), h.Max(), h.Quantile(0.5), h.Quantile(0.95))
+	}
 	if w := wake.Warning(0, "unix"); !strings.Contains(w, "10 of 100 frames left the emulated link late, up to 30µs") || !strings.Contains(w, "woke the link late") {
 		t.Errorf("warning %q, want the machine blamed", w)
 	}
@@ -183,6 +193,55 @@ func TestStats(t *testing.T) {
 	}
 	if w := (Stats{Frames: 100, Late: 6}).Warning(1e9, "unix"); w == "" {
 		t.Error("6 late of 100: no warning")
+	}
+}
+
+// Lateness's quantiles: within 125 ns below 64 µs, the middle of a doubling above, never
+// above the largest duration counted; negative durations count as 0.
+func TestLateness(t *testing.T) {
+	us := func(f float64) time.Duration { return time.Duration(f * 1e3) }
+	var h Lateness
+	if h.Quantile(0.5) != 0 || h.Count() != 0 || h.Max() != 0 {
+		t.Errorf("empty: p50 %v count %d max %v, want zeros", h.Quantile(0.5), h.Count(), h.Max())
+	}
+	h.add(-time.Microsecond)
+	for i := 1; i <= 97; i++ {
+		h.add(us(float64(i) / 2)) // 0.5 to 48.5 µs
+	}
+	h.add(us(100))    // [64, 128) µs
+	h.add(us(100000)) // 100 ms: [65.5, 131) ms
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{
+		{0, us(0.125)},     // the negative one, counted as 0
+		{0.5, us(24.625)},  // rank 50: 24.5 µs, in [24.5, 24.75)
+		{0.97, us(48.125)}, // rank 97: 48 µs
+		{0.99, us(96)},     // rank 99: 100 µs, in [64, 128)
+		{1, us(98304)},     // rank 100: 100 ms, in [65.536, 131.072) ms
+	} {
+		if got := h.Quantile(tc.q); got != tc.want {
+			t.Errorf("Quantile(%g) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if h.Count() != 100 || h.Max() != us(100000) {
+		t.Errorf("count %d max %v, want 100 and 100ms", h.Count(), h.Max())
+	}
+	// A quantile in a wide bucket is held to the largest duration; beyond the last bucket,
+	// durations count in it.
+	var one Lateness
+	one.add(70 * time.Microsecond)
+	one.add(time.Hour)
+	if got := one.Quantile(0); got != 96*time.Microsecond {
+		t.Errorf("70µs: Quantile(0) = %v, want 96µs", got)
+	}
+	var small Lateness
+	small.add(65 * time.Microsecond)
+	if got := small.Quantile(0.5); got != 65*time.Microsecond {
+		t.Errorf("one of 65µs: p50 %v, want 65µs (the largest, below the middle of its bucket)", got)
+	}
+	if one.counts[len(one.counts)-1] != 1 {
+		t.Errorf("1h: last bucket holds %d, want 1", one.counts[len(one.counts)-1])
 	}
 }
 

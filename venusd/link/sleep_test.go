@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// BenchmarkSleepBusy measures how late sleepUntil wakes (0.5 ms sleeps, median and 99th
+// BenchmarkSleepBusy measures how late SleepUntil wakes (0.5 ms sleeps, median and 99th
 // percentile in µs) while as many goroutines as there are processors poll in a loop that
 // yields (runtime.Gosched), as an shm ring's reader does while it waits: the runtime's poller,
 // through which the timerfd is read, is then polled only by sysmon.
@@ -30,7 +30,7 @@ func BenchmarkSleepBusy(b *testing.B) {
 			late := make([]float64, 0, b.N)
 			for i := 0; i < b.N; i++ {
 				at := time.Now().Add(500 * time.Microsecond)
-				sleepUntil(at)
+				SleepUntil(at)
 				late = append(late, float64(time.Since(at))/1e3)
 			}
 			stop.Store(true)
