@@ -28,7 +28,8 @@ type recBudget struct {
 // beyond that and read back, in order, by each pass over it. The newest two blocks always stay
 // in memory, so a pointer to the last entry added stays valid until the next one.
 type spillList[T any] struct {
-	mem    chunked[T] // the newest entries
+	mem    chunked[T] // the newest entries; the length of its last block is tail's
+	tail   []T        // the last block of mem, appended to in place
 	budget *recBudget
 	file   *os.File // the oldest entries, in order (nil until the first spill)
 	nFile  int      // entries in file
@@ -37,29 +38,46 @@ type spillList[T any] struct {
 }
 
 // add appends v and returns a pointer to the stored copy, valid until the next add or reset.
-// Blocks grow as chunked's do, but to no more than an eighth of the budget, so that a small
-// budget holds.
 func (l *spillList[T]) add(v T) *T {
-	c := &l.mem
-	if len(c.blocks) == 0 || len(c.blocks[len(c.blocks)-1]) == cap(c.blocks[len(c.blocks)-1]) {
-		esize := int64(unsafe.Sizeof(v))
-		n := int64(min(chunkLen, max(64, c.n)))
-		if b := l.budget; b != nil {
-			if b.limit >= 0 {
-				n = min(n, max(64, b.limit/8/esize))
-				if b.used+n*esize > b.limit && len(c.blocks) >= 2 && b.err == nil {
-					l.spill()
-				}
-			}
-			b.used += n * esize
-			b.peak = max(b.peak, b.used)
-		}
-		c.blocks = append(c.blocks, make([]T, 0, n))
+	if n := len(l.tail); n < cap(l.tail) {
+		l.tail = l.tail[:n+1]
+		l.tail[n] = v
+		l.mem.n++
+		return &l.tail[n]
 	}
-	blk := &c.blocks[len(c.blocks)-1]
-	*blk = append(*blk, v)
+	return l.grow(v)
+}
+
+// sync gives the last block of mem the length of tail.
+func (l *spillList[T]) sync() {
+	if c := &l.mem; len(c.blocks) > 0 {
+		c.blocks[len(c.blocks)-1] = l.tail
+	}
+}
+
+// grow is add when the last block is full (or there is none): it starts a block, after
+// spilling the older ones when the budget is reached. Blocks grow as chunked's do, but to no
+// more than an eighth of the budget, so that a small budget holds.
+func (l *spillList[T]) grow(v T) *T {
+	l.sync()
+	c := &l.mem
+	esize := int64(unsafe.Sizeof(v))
+	n := int64(min(chunkLen, max(64, c.n)))
+	if b := l.budget; b != nil {
+		if b.limit >= 0 {
+			n = min(n, max(64, b.limit/8/esize))
+			if b.used+n*esize > b.limit && len(c.blocks) >= 2 && b.err == nil {
+				l.spill()
+			}
+		}
+		b.used += n * esize
+		b.peak = max(b.peak, b.used)
+	}
+	c.blocks = append(c.blocks, make([]T, 1, n))
+	l.tail = c.blocks[len(c.blocks)-1]
+	l.tail[0] = v
 	c.n++
-	return &(*blk)[len(*blk)-1]
+	return &l.tail[0]
 }
 
 // spill writes every block in memory but the newest to the file and lets them go.
@@ -111,6 +129,7 @@ func (l *spillList[T]) len() int { return l.mem.n }
 // the budget (readErr), to be reported.
 func (l *spillList[T]) all() iter.Seq[*T] {
 	return func(yield func(*T) bool) {
+		l.sync()
 		if l.nFile > 0 {
 			l.passes++
 			if l.buf == nil {
@@ -153,6 +172,7 @@ func (l *spillList[T]) reset() {
 		}
 	}
 	l.mem.reset()
+	l.tail = nil
 	if l.file != nil {
 		l.file.Close()
 		l.file = nil

@@ -53,7 +53,20 @@ func histLow(i int) int64 {
 }
 
 // Add records v once.
-func (h *Hist) Add(v int64) { h.AddN(v, 1) }
+func (h *Hist) Add(v int64) {
+	// the common case, a Hist past its exact samples whose bucket exists: AddN's steps
+	if h.inexact && v >= 0 {
+		if i := histIndex(v); i < len(h.counts) {
+			h.min = min(h.min, v)
+			h.max = max(h.max, v)
+			h.counts[i]++
+			h.n++
+			h.sum += float64(v)
+			return
+		}
+	}
+	h.AddN(v, 1)
+}
 
 // AddN records v n times.
 func (h *Hist) AddN(v int64, n uint64) {

@@ -54,7 +54,7 @@ func newAttribution() attribution {
 const maxCmdAttr = 256
 
 // RoundTrip attributes one client round trip.
-func (a *Analyzer) RoundTrip(rt RoundTrip) {
+func (a *Analyzer) RoundTrip(rt *RoundTrip) {
 	if rt.End <= rt.ReqTS || rt.ReqEnd < rt.ReqTS || rt.ReqEnd > rt.End {
 		return
 	}
@@ -90,7 +90,7 @@ func (a *Analyzer) RoundTrip(rt RoundTrip) {
 		waiting -= retrans
 	}
 	c[2], c[3], c[4], c[5], c[6] = float64(waiting), float64(retrans), float64(idle), float64(busy), float64(read)
-	a.addCauses(rt, c)
+	a.addCauses(rt, &c)
 	// 40 ms steps: round trips that sat behind Nagle or a delayed ACK.
 	if d := rt.End - rt.ReqTS; d >= 36e6 {
 		k := (d + 20e6) / 40e6 // nearest multiple of 40 ms
@@ -115,7 +115,7 @@ func (at *attribution) previous(cs *connState, id uint64) (int64, bool) {
 // that was idle (waking it), behind other threads, and after the last wake-up's run
 // (preemptions while reading, which are not reading); lastRun is when that run began, 0 when
 // the thread was not woken in the round trip.
-func (a *Analyzer) runnableIn(rt RoundTrip) (idle, busy, after, lastRun int64) {
+func (a *Analyzer) runnableIn(rt *RoundTrip) (idle, busy, after, lastRun int64) {
 	t := a.threads[rt.TID]
 	if t == nil {
 		return 0, 0, 0, 0
@@ -149,7 +149,7 @@ func (a *Analyzer) runnableIn(rt RoundTrip) (idle, busy, after, lastRun int64) {
 
 // addCauses adds one round trip's causes to the totals, to the small round trips' when it
 // took under smallRTT, and to its command's (past maxCmdAttr commands, to "(other)").
-func (a *Analyzer) addCauses(rt RoundTrip, c causeSums) {
+func (a *Analyzer) addCauses(rt *RoundTrip, c *causeSums) {
 	at := &a.attr
 	for i := range c {
 		at.total[i] += c[i]

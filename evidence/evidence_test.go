@@ -55,7 +55,7 @@ func TestAttribution(t *testing.T) {
 			for _, e := range c.events {
 				a.Event(e)
 			}
-			a.RoundTrip(c.rt)
+			a.RoundTrip(&c.rt)
 			r := a.Result(Unit{})
 			if r.Attribution == nil || r.Attribution.RoundTrips != 1 {
 				t.Fatalf("attribution %+v", r.Attribution)
@@ -76,8 +76,8 @@ func TestAttribution(t *testing.T) {
 func TestClientTime(t *testing.T) {
 	a := New()
 	a.Begin(0)
-	a.RoundTrip(RoundTrip{Conn: 1, TID: 7, ReqTS: 0, ReqEnd: 1000, End: 5000})
-	a.RoundTrip(RoundTrip{Conn: 1, TID: 7, ReqTS: 25000, ReqEnd: 26000, End: 30000})
+	a.RoundTrip(&RoundTrip{Conn: 1, TID: 7, ReqTS: 0, ReqEnd: 1000, End: 5000})
+	a.RoundTrip(&RoundTrip{Conn: 1, TID: 7, ReqTS: 25000, ReqEnd: 26000, End: 30000})
 	r := a.Result(Unit{})
 	if got := cause(r.Attribution.Causes, CauseClient).TotalUS; got != 20 {
 		t.Errorf("client time %.1f µs, want 20", got)
@@ -103,21 +103,21 @@ func TestFindings(t *testing.T) {
 	}{
 		{"clean", func(a *Analyzer) {
 			for i := int64(0); i < 200; i++ {
-				a.Request(Request{Conn: 1, Command: []string{"a", "b"}[i%2], Calls: 1, TS: i * ms, End: i*ms + 1000, WantsReply: true})
-				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: i * ms, ReqEnd: i*ms + 1000, End: i*ms + 50000})
+				a.Request(&Request{Conn: 1, Command: []string{"a", "b"}[i%2], Calls: 1, TS: i * ms, End: i*ms + 1000, WantsReply: true})
+				a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: i * ms, ReqEnd: i*ms + 1000, End: i*ms + 50000})
 			}
 			a.SetInFlight(3)
 		}, Unit{}, ""},
 		{"split writes", func(a *Analyzer) {
 			for i := int64(0); i < 100; i++ {
-				a.Request(Request{Conn: 1, Command: "GRAPH_COMPUTE", Calls: 3, TS: i * ms, End: i*ms + 1000})
+				a.Request(&Request{Conn: 1, Command: "GRAPH_COMPUTE", Calls: 3, TS: i * ms, End: i*ms + 1000})
 			}
 		}, Unit{Name: "token", Count: 100, RequestsPerUnit: 1}, "split_writes"},
 		{"polling", func(a *Analyzer) {
 			for i := int64(0); i < 300; i++ {
 				ts := i * 100000 // 10,000/s
-				a.Request(Request{Conn: 1, Command: "vkGetFenceStatus", Calls: 1, TS: ts, End: ts + 1000, WantsReply: true})
-				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: "vkGetFenceStatus", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 50000, Size: 24})
+				a.Request(&Request{Conn: 1, Command: "vkGetFenceStatus", Calls: 1, TS: ts, End: ts + 1000, WantsReply: true})
+				a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "vkGetFenceStatus", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 50000, Size: 24})
 			}
 			a.SetInFlight(3)
 		}, Unit{}, "polling_storm"},
@@ -127,7 +127,7 @@ func TestFindings(t *testing.T) {
 				if i%5 == 0 {
 					d = 40*ms + 300000
 				}
-				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: "set", ReqTS: i * 100 * ms, ReqEnd: i*100*ms + 1000, End: i*100*ms + d})
+				a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "set", ReqTS: i * 100 * ms, ReqEnd: i*100*ms + 1000, End: i*100*ms + d})
 			}
 		}, Unit{}, "nagle_delayed_ack"},
 		{"EAGAIN", func(a *Analyzer) {
@@ -144,14 +144,14 @@ func TestFindings(t *testing.T) {
 				a.Event(tcpEv(trace.OpTCPState, c, ts, trace.TCPInfo{OldState: trace.TCPClose, State: trace.TCPSynSent}))
 				a.Event(tcpEv(trace.OpTCPState, c, ts+50000, trace.TCPInfo{OldState: trace.TCPSynSent, State: trace.TCPEstablished}))
 				a.Event(&trace.Event{TS: ts + 60000, Conn: c, Dir: trace.DirSend, Op: trace.OpWrite, Bytes: 10})
-				a.Request(Request{Conn: c, Command: "GET", Calls: 1, TS: ts + 60000, End: ts + 61000, WantsReply: true})
+				a.Request(&Request{Conn: c, Command: "GET", Calls: 1, TS: ts + 60000, End: ts + 61000, WantsReply: true})
 				a.Event(tcpEv(trace.OpTCPState, c, ts+90000, trace.TCPInfo{OldState: trace.TCPEstablished, State: trace.TCPFinWait1}))
 				a.Event(tcpEv(trace.OpTCPState, c, ts+95000, trace.TCPInfo{OldState: trace.TCPFinWait2, State: trace.TCPClose}))
 			}
 		}, Unit{}, "reconnection_churn"},
 		{"serial", func(a *Analyzer) {
 			for i := int64(0); i < 200; i++ {
-				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: i * ms, ReqEnd: i*ms + 1000, End: i*ms + 900000})
+				a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: i * ms, ReqEnd: i*ms + 1000, End: i*ms + 900000})
 			}
 			a.SetInFlight(1)
 		}, Unit{}, "serial_round_trips"},
@@ -159,7 +159,7 @@ func TestFindings(t *testing.T) {
 			for i := int64(0); i < 100; i++ {
 				ts := i * ms
 				a.Event(runnable(1, ts+20000, 30000, trace.SchedIdle))
-				a.RoundTrip(RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: ts, ReqEnd: ts + 1000, End: ts + 60000})
+				a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: []string{"a", "b"}[i%2], ReqTS: ts, ReqEnd: ts + 1000, End: ts + 60000})
 			}
 			a.SetInFlight(3)
 		}, Unit{}, "wakeup_delay"},
@@ -195,7 +195,7 @@ func TestSplitWritesPerToken(t *testing.T) {
 	a := New()
 	a.Begin(0)
 	for i := int64(0); i < 64; i++ {
-		a.Request(Request{Conn: 1, Command: "GRAPH_COMPUTE", Calls: 3, TS: i, End: i + 1})
+		a.Request(&Request{Conn: 1, Command: "GRAPH_COMPUTE", Calls: 3, TS: i, End: i + 1})
 	}
 	f := kinds(a.Result(Unit{Name: "token", Count: 64, RequestsPerUnit: 1}).Findings)["split_writes"]
 	if f.CallsPerUnit != 2 || f.Unit != "token" {

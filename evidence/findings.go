@@ -49,7 +49,7 @@ const minPollRun = 20
 
 // Request notes a request a client sent: how many calls wrote it, and whether it repeats the
 // connection's previous request (polling).
-func (a *Analyzer) Request(r Request) {
+func (a *Analyzer) Request(r *Request) {
 	w := &a.writes
 	w.requests++
 	cs := a.lookup(r.Conn)
@@ -101,7 +101,7 @@ func (a *Analyzer) Request(r Request) {
 }
 
 // reply notes the reply to a request of a run.
-func (ps *pollStats) reply(cs *connState, rt RoundTrip) {
+func (ps *pollStats) reply(cs *connState, rt *RoundTrip) {
 	p := ps.run(cs, rt.Conn)
 	if p == nil || p.cmd != rt.Command {
 		return
