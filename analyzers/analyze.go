@@ -57,7 +57,10 @@ func (s *series) add(ts int64, v float64) {
 		s.vals = append(s.vals, 0)
 	}
 	if s.useMax {
-		s.vals[i] = math.Max(s.vals[i], v)
+		// math.Max's, for the counts (never NaN, never -0) this series takes
+		if v > s.vals[i] {
+			s.vals[i] = v
+		}
 	} else {
 		s.vals[i] += v
 	}

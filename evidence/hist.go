@@ -30,15 +30,29 @@ var nBuckets = int(logBucket(math.MaxInt64)) + 1
 
 // bucketLow[b] is the least ns > 0 whose bucket is at least b (logBucket never decreases as
 // ns grows); bucketLow[nBuckets] is past every int64. byLen[k] is the bucket of the least ns of
-// bits.Len64 k, where the search for a sample of that length starts. They are made on the
-// first sample (about a millisecond), not by every program that imports the package.
+// bits.Len64 k, where the search for a sample of that length starts; byTop[k][t], for k >
+// topBits, the bucket of the least ns of length k whose topBits bits after the leading one are
+// t, where it starts for such an ns (a sixteenth of a power of two spans at most two buckets).
+// They are made on the first sample (about a millisecond), not by every program that imports
+// the package.
 var (
 	bucketLow  []int64
 	byLen      [65]int32
+	byTop      [65][1 << topBits]int32
 	tablesMade sync.Once
 )
 
-func makeTables() { bucketLow, byLen = histTables() }
+const topBits = 4
+
+func makeTables() {
+	bucketLow, byLen = histTables()
+	for k := topBits + 2; k < 64; k++ {
+		for t := range byTop[k] {
+			least := int64(1<<topBits|t) << (k - topBits - 1)
+			byTop[k][t] = bucketFrom(byLen[k], least)
+		}
+	}
+}
 
 func histTables() ([]int64, [65]int32) {
 	low := make([]int64, nBuckets+1)
@@ -65,9 +79,18 @@ func histTables() ([]int64, [65]int32) {
 	return low, byLen
 }
 
-// bucket returns the bucket of ns > 0: logBucket(ns), from the table.
+// bucket returns the bucket of ns > 0: logBucket(ns), from the tables.
 func bucket(ns int64) int32 {
-	b := byLen[bits.Len64(uint64(ns))]
+	k := bits.Len64(uint64(ns))
+	if k < topBits+2 {
+		return bucketFrom(byLen[k], ns)
+	}
+	return bucketFrom(byTop[k][ns>>(k-topBits-1)&(1<<topBits-1)], ns)
+}
+
+// bucketFrom returns the bucket of ns > 0, searching up from bucket b, which must not be past
+// it.
+func bucketFrom(b int32, ns int64) int32 {
 	for bucketLow[b+1] <= ns {
 		b++
 	}
