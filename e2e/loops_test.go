@@ -65,7 +65,11 @@ type sweepJSON struct {
 			CPUUS      float64 `json:"cpu_us_per_req"`
 			Available  float64 `json:"available_processors"`
 			LimitedBy  string  `json:"limited_by"`
+			Binds      string  `json:"binds"`
+			Why        string  `json:"why"`
 		} `json:"points"`
+		LoopDemands string  `json:"loop_demands"`
+		WakeUS      float64 `json:"wake_us"`
 	} `json:"closed_loop"`
 	Warnings []string `json:"warnings"`
 }
@@ -140,7 +144,7 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 		// broken sweep
 		missed = append(missed, fmt.Sprintf("the closed-loop model predicts %d of the %d points", len(cl.Points), len(s.Points)))
 	}
-	t.Logf("closed loop: calibrated at c%d, Z %.1f µs, %.0f%% of a request's time outside the server; processor network %q", cl.CalibratedAt, cl.ZUS, 100*cl.ZShare, cl.ProcessorNetwork)
+	t.Logf("closed loop: calibrated at c%d, loops of %q demands, wake-up %.1f µs, Z %.1f µs, %.0f%% of a request's time outside the server; processor network %q", cl.CalibratedAt, cl.LoopDemands, cl.WakeUS, cl.ZUS, 100*cl.ZShare, cl.ProcessorNetwork)
 	worstPred := 0.0
 	defer func() {
 		t.Logf("sweep at load average %.1f: Little's law largest error %.1f%%, closed-loop predictions largest error %.1f%%", loadAverage(), 100*worstLittle, 100*worstPred)
@@ -150,12 +154,16 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 		if p.Processors <= 0 || p.CPUUS <= 0 || p.Available <= 0 {
 			t.Errorf("c%d: no processor station (%.0f/s from D_cpu %.1f µs on %.2f processors)", p.Clients, p.Processors, p.CPUUS, p.Available)
 		}
+		// The loops' network of each point's own measured demands, and what binds each point.
+		if cl.LoopDemands != "point" || p.Binds == "" || p.Why == "" {
+			t.Errorf("c%d: loops of %q demands, binds %q (%q); want each point's own demands and the station that binds", p.Clients, cl.LoopDemands, p.Binds, p.Why)
+		}
 	}
 	warned := strings.Join(s.Warnings, "\n")
 	for _, p := range cl.Points {
 		worstPred = math.Max(worstPred, math.Abs(p.Error))
-		t.Logf("c%-2d closed loop predicts %8.0f/s, measured %8.0f/s (%+.1f%%): loops %8.0f/s, processors %8.0f/s (D_cpu %.1f µs on %.2f processors), limited by the %s",
-			p.Clients, p.Predicted, p.Measured, 100*p.Error, p.Loops, p.Processors, p.CPUUS, p.Available, p.LimitedBy)
+		t.Logf("c%-2d closed loop predicts %8.0f/s, measured %8.0f/s (%+.1f%%): loops %8.0f/s, processors %8.0f/s (D_cpu %.1f µs on %.2f processors), limited by the %s; %s: %s",
+			p.Clients, p.Predicted, p.Measured, 100*p.Error, p.Loops, p.Processors, p.CPUUS, p.Available, p.LimitedBy, p.Binds, p.Why)
 		if math.Abs(p.Error) > 0.20 {
 			missed = append(missed, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s, the client measured %.0f/s (%+.0f%%)", p.Clients, p.Predicted, p.Measured, 100*p.Error))
 			// A miss is never hidden: the report warns at that point, whatever the load.

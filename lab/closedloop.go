@@ -17,6 +17,9 @@ const ZDominates = 0.5
 // ClosedLoopModel names the model of ClosedLoop in reports and JSON.
 const ClosedLoopModel = "mva: X(c) = min(a·c / (Z + R_client(c) + R_server(c)), X_processors(c): D_cpu on the processors available)"
 
+// ClosedLoopPointModel names the model of ClosedLoop with LoopDemands "point".
+const ClosedLoopPointModel = "mva: X(c) = min(loops: the server's and the client's loops with each point's own demands and w·φ per wake-up, processors: D_cpu on the processors available)"
+
 // ClosedLoop predicts a closed-loop client's throughput at every client count by mean value
 // analysis (models.MVA) of the loop the requests go round: each request passes the server's
 // event loop, the client's own event loop when it has one (a single-threaded benchmark such as
@@ -85,9 +88,20 @@ type ClosedLoop struct {
 	// ProcessorNetwork is "mva" (ProcessorZUS and the station) or "bound" (P/D_cpu alone, when
 	// the calibration point's processor time per request is longer than its round: part of it
 	// runs beside the requests' path, the recorder's reading of its ring buffer for one).
-	ProcessorZUS     float64           `json:"processor_z_us,omitempty"`
-	ProcessorNetwork string            `json:"processor_network,omitempty"`
-	Points           []ClosedLoopPoint `json:"points"`
+	ProcessorZUS     float64 `json:"processor_z_us,omitempty"`
+	ProcessorNetwork string  `json:"processor_network,omitempty"`
+	// LoopDemands is what the loops' network is built of: "point", each point's own measured
+	// demands (pointModel: the server's processor time per request, the client loop's busy
+	// time per reply or a threaded client's processor time, N, and a halted processor's
+	// wake-up per blocking wait), or "fit", the lines ServerFit and ClientFit through the
+	// points with the delay Z (a point lacks one of those measurements).
+	LoopDemands string `json:"loop_demands"`
+	// WakeUS is, with LoopDemands "point", the wake-up cost of a halted processor per blocking
+	// wait of a loop (or per request of a threaded client), µs: the one figure calibrated, at
+	// CalibratedAt; 0 when the processors were too busy there to tell it (WakeIdleMin), and Z
+	// is then the calibrated delay.
+	WakeUS float64           `json:"wake_us"`
+	Points []ClosedLoopPoint `json:"points"`
 }
 
 // ClosedLoopPoint is the closed-loop model at one client count against the measurement.
@@ -114,6 +128,17 @@ type ClosedLoopPoint struct {
 	CPUUSPerReq         float64 `json:"cpu_us_per_req,omitempty"`
 	AvailableProcessors float64 `json:"available_processors,omitempty"`
 	LimitedBy           string  `json:"limited_by"`
+	// With LoopDemands "point": ServerDemandUS is the server's demand per request at this point
+	// (processor time and its share of a wake-up), ClientDemandUS the client loop's per reply
+	// (busy time and its share of a wake-up) or a threaded client's delay per request, µs;
+	// IdleShare the share of wake-ups that found a processor idle (φ, from the model's own
+	// throughput); Binds what sets the prediction ("server loop", "client loop", "delay",
+	// "processors") and Why, in words, with the figures.
+	ServerDemandUS float64 `json:"server_demand_us,omitempty"`
+	ClientDemandUS float64 `json:"client_demand_us,omitempty"`
+	IdleShare      float64 `json:"idle_share,omitempty"`
+	Binds          string  `json:"binds,omitempty"`
+	Why            string  `json:"why,omitempty"`
 }
 
 // closedLoopInput is what the closed-loop model needs of one sweep point.
@@ -124,6 +149,7 @@ type closedLoopInput struct {
 	LoopThreads    int
 	ResidenceUS    float64     // the server's measured residence per request (0: unknown)
 	CPUUS          float64     // the server's processor time per request (0: unknown)
+	RunDelayUS     float64     // the server's threads' run delay per request (schedstat; 0: unknown)
 	N              float64     // requests per cycle of each server loop thread
 	Client         *ClientLoop // nil when the client has no event loop of its own
 	CPU            *WindowCPU  // the processors over the load window (nil: unknown)
@@ -169,8 +195,15 @@ func fitClosedLoop(in []closedLoopInput, processors int, conf float64) (*ClosedL
 	} else if len(cli) > 0 {
 		warns = append(warns, "the client's event loop gives no usable fit of its busy time against its replies per cycle: its time is counted in Z")
 	}
-	warns = append(warns, cl.calibrate(stations, cal)...)
 	procs := cl.processors(in, cal, conf)
+	if pointReady(in) {
+		own := processors > 0 && k+1 <= processors
+		warns = append(warns, cl.predictPoints(pointModel{side: side, own: own}, procs, in, cal)...)
+		return cl, warns, nil
+	}
+	cl.LoopDemands = "fit"
+	warns = append(warns, "the loops' network is built of lines through the points (a point lacks the server's processor time, its processors' time or the client's): the loops' delay Z, calibrated at the smallest client count, holds the wake-ups of halted processors there, which fewer points pay")
+	warns = append(warns, cl.calibrate(stations, cal)...)
 	warns = append(warns, cl.predict(stations, procs, in)...)
 	return cl, warns, nil
 }

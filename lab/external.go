@@ -487,7 +487,7 @@ func closedLoop(res *ExternalResult) {
 	in := make([]closedLoopInput, 0, len(res.Points))
 	for _, p := range res.Points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS, LoopThreads: p.LoopThreads,
-			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, N: p.RequestsPerCycle, Client: p.ClientLoop, CPU: p.CPU}
+			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, RunDelayUS: p.ServerRunDelayUS, N: p.RequestsPerCycle, Client: p.ClientLoop, CPU: p.CPU}
 		for _, t := range p.Loops {
 			q.ServerByN = append(q.ServerByN, t.ByN...)
 		}

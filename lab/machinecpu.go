@@ -39,6 +39,9 @@ type cpuSample struct {
 	busy int64
 	own  int64
 	kids int64 // the part of own that is perflab's descendants': the client command's
+	// kidsRunDelay is the time the threads of perflab's descendants (the client command's)
+	// spent runnable waiting for a processor (schedstat's second field, summed), ns.
+	kidsRunDelay int64
 }
 
 // machineSampler samples the processor time of the machine and of the point's processes (the
@@ -48,18 +51,20 @@ type machineSampler struct {
 	server []uint32
 	// last is each process's time at its last sample, ns: a process counts from 0 before it
 	// started and keeps its last time after it exited, so that the sum never goes back.
-	last    map[uint32]int64
-	kid     map[uint32]bool // the processes of last that descend from perflab
-	mu      sync.Mutex
-	samples []cpuSample
-	stop    context.CancelFunc
-	done    chan struct{}
+	last map[uint32]int64
+	kid  map[uint32]bool // the processes of last that descend from perflab
+	// runDelay is each descendant's threads' run delay at its last sample, ns, kept as last is.
+	runDelay map[uint32]int64
+	mu       sync.Mutex
+	samples  []cpuSample
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // startMachineSampler starts sampling; finish stops it and returns the samples.
 func startMachineSampler(ctx context.Context, server []uint32) *machineSampler {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &machineSampler{server: server, last: map[uint32]int64{}, kid: map[uint32]bool{}, stop: cancel, done: make(chan struct{})}
+	s := &machineSampler{server: server, last: map[uint32]int64{}, kid: map[uint32]bool{}, runDelay: map[uint32]int64{}, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(cpuSampleEvery)
@@ -141,11 +146,23 @@ func (s *machineSampler) read() (cpuSample, bool) {
 			s.last[pid] = t
 		}
 	}
+	for _, pid := range kids {
+		if threads, ok := readThreads(int(pid)); ok {
+			var d int64
+			for _, t := range threads {
+				d += t.runDelay
+			}
+			s.runDelay[pid] = max(s.runDelay[pid], d)
+		}
+	}
 	for pid, t := range s.last {
 		c.own += t
 		if s.kid[pid] {
 			c.kids += t
 		}
+	}
+	for _, d := range s.runDelay {
+		c.kidsRunDelay += d
 	}
 	c.at = trace.Monotonic()
 	return c, true
@@ -256,8 +273,11 @@ type WindowCPU struct {
 	OwnUS     float64 `json:"own_us_per_req"`
 	// ClientUS is the part of OwnUS that is the client's: the processes perflab started for
 	// the point (the client command and its children), µs per round trip.
-	ClientUS  float64 `json:"client_us_per_req"`
-	BusyShare float64 `json:"busy_share"`
+	ClientUS float64 `json:"client_us_per_req"`
+	// ClientRunDelayUS is the time the client's threads spent runnable waiting for a
+	// processor (their schedstat), µs per round trip: after a wake-up, or preempted.
+	ClientRunDelayUS float64 `json:"client_run_delay_us_per_req"`
+	BusyShare        float64 `json:"busy_share"`
 	// BoundPerS is the processors' throughput bound over the window: AvailableProcessors / OwnUS.
 	BoundPerS float64 `json:"bound_per_s"`
 	// Samples is how many samples fell inside the window.
@@ -294,13 +314,14 @@ func windowCPU(samples []cpuSample, from, to int64, requests int64, processors i
 	w.MachineUS = round3(busy / float64(requests) / 1e3)
 	w.OwnUS = round3(mine / float64(requests) / 1e3)
 	w.ClientUS = round3(max(b1.kids-b0.kids, 0) / float64(requests) / 1e3)
+	w.ClientRunDelayUS = round3(max(b1.kidsRunDelay-b0.kidsRunDelay, 0) / float64(requests) / 1e3)
 	w.BusyShare = round3(min(busy/(span*float64(processors)), 1))
 	w.BoundPerS = float64(int64(w.AvailableProcessors / w.OwnUS * 1e6))
 	return w, true
 }
 
 // cpuAt is the busy times of a cpuSample, interpolated, ns.
-type cpuAt struct{ busy, own, kids float64 }
+type cpuAt struct{ busy, own, kids, kidsRunDelay float64 }
 
 // interpolate returns the sample values at t, linear between the samples around it.
 func interpolate(s []cpuSample, t int64) (cpuAt, bool) {
@@ -310,7 +331,7 @@ func interpolate(s []cpuSample, t int64) (cpuAt, bool) {
 		return v, false
 	}
 	if s[i].at == t {
-		return cpuAt{float64(s[i].busy), float64(s[i].own), float64(s[i].kids)}, true
+		return cpuAt{float64(s[i].busy), float64(s[i].own), float64(s[i].kids), float64(s[i].kidsRunDelay)}, true
 	}
 	if i == 0 {
 		return v, false
@@ -320,6 +341,7 @@ func interpolate(s []cpuSample, t int64) (cpuAt, bool) {
 	v.busy = float64(a.busy) + f*float64(b.busy-a.busy)
 	v.own = float64(a.own) + f*float64(b.own-a.own)
 	v.kids = float64(a.kids) + f*float64(b.kids-a.kids)
+	v.kidsRunDelay = float64(a.kidsRunDelay) + f*float64(b.kidsRunDelay-a.kidsRunDelay)
 	return v, true
 }
 

@@ -137,7 +137,7 @@ func externalHistogram(res *ExternalResult) reports.Section {
 func externalClosedLoop(res *ExternalResult) reports.Section {
 	cl := res.ClosedLoop
 	sec := reports.Section{Title: "Closed-loop prediction X(c) = min(loops: c / (Z + R_client(c) + R_server(c)), processors: D_cpu on P) (mean value analysis)", Align: "r",
-		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "loops /s", "processors /s", "limited by", "D_cpu µs/req", "processors available",
+		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "loops /s", "processors /s", "limited by", "binds", "D_cpu µs/req", "processors available",
 			"server residence predicted µs", "server residence measured µs", "outside the server measured µs", "server CPU µs/req", "server run queue µs/req"}}
 	for _, p := range cl.Points {
 		e := reports.Change(p.Error)
@@ -157,8 +157,13 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 			}
 		}
 		sec.Rows = append(sec.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPredictedPerS), reports.Count(p.ThroughputMeasuredPerS), e,
-			reports.Count(p.LoopsPerS), dashCount(p.ProcessorsPerS), p.LimitedBy, dash(p.CPUUSPerReq), dash(p.AvailableProcessors),
+			reports.Count(p.LoopsPerS), dashCount(p.ProcessorsPerS), p.LimitedBy, dashText(p.Binds), dash(p.CPUUSPerReq), dash(p.AvailableProcessors),
 			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS), dash(cpu), dash(rq)})
+	}
+	if cl.LoopDemands == "point" {
+		sec.Notes = append(sec.Notes, pointNotes(cl)...)
+		sec.Notes = append(sec.Notes, processorNote(cl))
+		return sec
 	}
 	sf := cl.ServerFit
 	sec.Notes = append(sec.Notes,
@@ -205,6 +210,39 @@ func processorNote(cl *ClosedLoop) string {
 	}
 	return fmt.Sprintf("processors: a station of the processors the point's processes had (/proc/stat over its load window, the others' time taken off), %s, %s; the prediction is the lower of the two networks, and a point off by more than %s is marked (!) and warned",
 		demand, net, reports.Share(ExternalPredictionTolerance))
+}
+
+// pointNotes says what the loops' network of each point's own demands is, and what binds each
+// point and why.
+func pointNotes(cl *ClosedLoop) []string {
+	var notes []string
+	cal := fmt.Sprintf("w = %s µs, the wake-up of a halted processor per blocking wait of a loop (per request of a threaded client), the one figure taken from the client's throughput: at %s, the calibration point; every other row is a prediction",
+		reports.Num(cl.WakeUS), plural(cl.CalibratedAt, "client"))
+	switch {
+	case cl.ZUS < 0:
+		cal = fmt.Sprintf("%s µs of the client's time per request runs beside the server's (the demands alone were longer than the round at %s, the calibration point): taken off the client's demand at every point; no wake-up cost could be told", reports.Num(-cl.ZUS), plural(cl.CalibratedAt, "client"))
+	case cl.ZUS > 0:
+		cal = fmt.Sprintf("Z = %s µs per request, a constant delay calibrated at %s: the processors were too busy with other work there to tell a halted processor's wake-up", reports.Num(cl.ZUS), plural(cl.CalibratedAt, "client"))
+	}
+	notes = append(notes,
+		"loops: each point's own measured demands, per request: the server's loop its processor time (schedstat; with its run-queue wait when every loop thread can have a processor of its own) and a wake-up w·φ per cycle shared by the cycle's N requests; the client's own loop its busy time per reply by the clock (or its processor time and run-queue wait, schedstat) and w·φ per cycle; a threaded client its processor time and w·φ as a delay; φ the share of wake-ups that find a processor idle, from the model's own throughput, the others' processor time and the point's D_cpu",
+		cal,
+		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
+		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that")
+	for _, p := range cl.Points {
+		if p.Why != "" {
+			notes = append(notes, fmt.Sprintf("c%d, %s: %s", p.Clients, p.Binds, p.Why))
+		}
+	}
+	return notes
+}
+
+// dashText is s, or "-" when empty.
+func dashText(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // dashCount is reports.Count, or "-" for 0.

@@ -1,0 +1,331 @@
+package lab
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/perflab/perflab/models"
+)
+
+// WakeIdleMin is the least share of wake-ups that find a processor idle (pointModel.idleShare)
+// at the calibration point for the wake-up cost to be calibrated there: 0.5. Below it, the
+// machine's other work kept the processors busy and the halted processor's wake-up cannot be
+// told from the rest of the round; the model then takes the rest as a constant delay Z.
+const WakeIdleMin = 0.5
+
+// LoopBinds is the utilisation of a loop's station above which the report names that loop as
+// what sets a point's throughput: 80%.
+const LoopBinds = 0.8
+
+// pointModel is the loops' network built from each point's own measured demands, not from
+// lines through the points (ClosedLoop.LoopDemands "point"). Per request at point p:
+//
+//   - the server's loop: its processor time (schedstat of its threads) plus one wake-up per
+//     cycle shared by the cycle's N requests, w·φ/N, on min(k, P) stations;
+//   - the client's own event loop, when it has one: its processor time and its threads' run
+//     delay per reply (schedstat: the waits for the processor it shares with the server's
+//     loop; without the run delay, its busy time by the clock, outside its wait calls), plus
+//     w·φ/N_client; a threaded client without one: its processor time per request plus one
+//     wake-up, w·φ, as a delay;
+//   - where the machine's other work took more than OwnShare of the processors, the waits are
+//     mostly theirs: the demands are then processor time alone, run at the speed the others
+//     left (loopSpeed), and the processor station holds the rest;
+//   - φ, the share of wake-ups that find a processor idle, from the model's own throughput
+//     (idleShare): a loop thread woken while another processor is idle pays that processor's
+//     wake from its halt; one woken while all are busy waits in the run queue instead, which
+//     the processor station holds.
+//
+// w, the wake-up cost of a halted processor per blocking wait, is the one figure taken from a
+// client's throughput: at the calibration point. N, the demands and the others' processor
+// time are measured at each point; the throughput never is an input but at the calibration
+// point.
+type pointModel struct {
+	side int // server stations: min(loop threads, processors)
+	// own is set when every loop thread (the server's and the client's) can have a processor of
+	// its own: a station's demand is then the time its thread held or waited for a processor
+	// (schedstat's on-CPU time and run delay, which holds the processor it shares with the
+	// other loop); else the loops share the processors, the min(k, P) stations hold that, and
+	// the demands are the processor time and the clock's busy time.
+	own bool
+}
+
+// pointReady reports whether every point has what pointModel needs: the server's processor
+// time per request and its requests per cycle, the processors over its load window, and the
+// client's time (its loop's busy time per reply, or a threaded client's processor time).
+func pointReady(in []closedLoopInput) bool {
+	if len(in) == 0 {
+		return false
+	}
+	for _, p := range in {
+		if p.CPUUS <= 0 || p.N <= 0 || p.CPU == nil || p.CPU.OwnUS <= 0 || p.CPU.AvailableProcessors <= 0 || p.CPU.Processors <= 0 {
+			return false
+		}
+		if c := p.Client; c != nil {
+			if c.BusyPerReplyUS <= 0 || c.RepliesPerCycle <= 0 {
+				return false
+			}
+		} else if p.CPU.ClientUS <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// speed is the speed the machine's other work left the loops at p: 1 when the demands are
+// each thread's time on or waiting for a processor (own: the waits hold the others' share),
+// else loopSpeed (the demands are processor time, which a share a < 1 of a processor
+// stretches by 1/a).
+func (m pointModel) speed(p *closedLoopInput) float64 {
+	if m.ownAt(p) {
+		return 1
+	}
+	return loopSpeed(p)
+}
+
+// OwnShare is how much of the processors the machine's other work may take at a point for the
+// loops' run-queue waits there to be taken as their own (the server's and the client's loops
+// waiting for each other's processor): half a processor. Past it, the waits are mostly the
+// others', which the processors available hold (the processor station, and the loops' speed).
+const OwnShare = 0.5
+
+// ownAt reports whether the loops' demands at p are their threads' time on or waiting for a
+// processor (m.own, and the others left p's processes all but OwnShare of the processors),
+// else their processor time, slowed by the share of a processor the others left (speed).
+func (m pointModel) ownAt(p *closedLoopInput) bool {
+	return m.own && p.CPU.AvailableProcessors >= float64(p.CPU.Processors)-OwnShare
+}
+
+// pointSolution is the loops' network at one point.
+type pointSolution struct {
+	throughput float64 // requests/s
+	serverUS   float64 // time per request in the server's loop, µs
+	serverD    float64 // the server's demand per request (all its stations), µs
+	clientD    float64 // the client loop's demand per reply, or a threaded client's delay, µs
+	idle       float64 // φ
+	serverU    float64 // utilisation of the busiest server station
+	clientU    float64 // of the client loop's station (0: none)
+}
+
+// idleShare is φ at p with the point's processes running x requests/s: the share of the
+// processors other than the waker's that are idle. The busy processors are the point's own
+// processor time (x·D_cpu) and the others' (P − available); the waker holds one.
+func idleShare(p *closedLoopInput, x float64) float64 {
+	spare := float64(p.CPU.Processors - 1)
+	if spare <= 0 {
+		return 0
+	}
+	busy := x*p.CPU.OwnUS*1e-6 + float64(p.CPU.Processors) - p.CPU.AvailableProcessors - 1
+	return 1 - math.Min(math.Max(busy/spare, 0), 1)
+}
+
+// at solves the network at p for the wake-up cost w and the delay z (µs) with a given φ.
+func (m pointModel) at(p *closedLoopInput, w, z, idle float64) (pointSolution, error) {
+	own := m.ownAt(p)
+	s := pointSolution{idle: idle, serverD: p.CPUUS + w*idle/p.N}
+	if own {
+		s.serverD += p.RunDelayUS
+	}
+	c := models.ClosedLoop{Clients: p.Clients}
+	for range m.side {
+		c.DemandsUS = append(c.DemandsUS, s.serverD/float64(m.side))
+	}
+	// z < 0 is the part of the client's time that runs beside the server's (calibrate), taken
+	// off the client's demand.
+	if cl := p.Client; cl != nil {
+		d := cl.BusyPerReplyUS
+		switch {
+		case own && p.CPU.ClientRunDelayUS > 0:
+			d = p.CPU.ClientUS + p.CPU.ClientRunDelayUS
+		case !own && p.CPU.ClientUS > 0:
+			d = p.CPU.ClientUS
+		}
+		s.clientD = d + w*idle/cl.RepliesPerCycle
+		s.clientD = math.Max(s.clientD+math.Min(z, 0), 0)
+		c.DemandsUS = append(c.DemandsUS, s.clientD)
+		c.DelayUS = math.Max(z, 0)
+	} else {
+		s.clientD = math.Max(p.CPU.ClientUS+w*idle+z, 0)
+		c.DelayUS = s.clientD
+	}
+	r, err := models.MVA(c)
+	if err != nil || r.ThroughputPerS <= 0 {
+		return s, fmt.Errorf("closed-loop model at %d clients: no throughput (%v)", p.Clients, err)
+	}
+	s.throughput = r.ThroughputPerS
+	for i := range m.side {
+		s.serverUS += r.QueueLen[i] / r.ThroughputPerS * 1e6
+		s.serverU = math.Max(s.serverU, r.Utilization[i])
+	}
+	if p.Client != nil {
+		s.clientU = r.Utilization[m.side]
+	}
+	return s, nil
+}
+
+// solve is the network at p with φ from its own throughput: the least x with x = X(w·φ(x)),
+// reached from x = 0 (φ falls as x rises and the throughput rises as φ falls, so the
+// iterates rise to it).
+func (m pointModel) solve(p *closedLoopInput, w, z float64) (pointSolution, error) {
+	x := 0.0
+	var s pointSolution
+	for range 200 {
+		var err error
+		s, err = m.at(p, w, z, idleShare(p, x))
+		if err != nil {
+			return s, err
+		}
+		if math.Abs(s.throughput-x) <= 1e-9*s.throughput {
+			break
+		}
+		x = s.throughput
+	}
+	return s, nil
+}
+
+// calibrate finds, at cal, the wake-up cost w (when the processors were idle enough there to
+// tell it, WakeIdleMin) or else the delay z that gives the measured throughput at the loops'
+// speed there; ok is false when the demands alone are slower than the measurement (w and z
+// then 0, or z the least the delay allows).
+func (m pointModel) calibrate(cal *closedLoopInput) (w, z float64, wake, ok bool) {
+	cycle := float64(cal.Clients) / cal.ThroughputPerS * 1e6 * m.speed(cal)
+	want := float64(cal.Clients) / cycle * 1e6
+	r, err := m.solve(cal, 0, 0)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	if r.throughput < want {
+		// The demands alone are longer than the round: part of the client's time runs beside
+		// the server's (its busy time after its write, while the server reads). That overlap,
+		// −z, is what gives the measured round.
+		lo := -r.clientD
+		if s, err := m.solve(cal, 0, lo); err != nil || s.throughput < want {
+			return 0, lo, false, false
+		}
+		hi := 0.0
+		for range 100 {
+			mid := (lo + hi) / 2
+			if s, err := m.solve(cal, 0, mid); err == nil && s.throughput > want {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		return 0, (lo + hi) / 2, false, true
+	}
+	wake = idleShare(cal, cal.ThroughputPerS) >= WakeIdleMin
+	f := func(v float64) float64 {
+		var s pointSolution
+		if wake {
+			s, err = m.solve(cal, v, 0)
+		} else {
+			s, err = m.solve(cal, 0, v)
+		}
+		if err != nil {
+			return 0
+		}
+		return s.throughput
+	}
+	lo, hi := 0.0, cycle
+	for k := 0; f(hi) > want && k < 30; k++ {
+		lo, hi = hi, 2*hi
+	}
+	for range 100 {
+		mid := (lo + hi) / 2
+		if f(mid) > want {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if wake {
+		return (lo + hi) / 2, 0, true, true
+	}
+	return 0, (lo + hi) / 2, false, true
+}
+
+// binds names the loop station that sets the loops' throughput at s, and why.
+func (s pointSolution) binds(threaded bool) (string, string) {
+	switch {
+	case s.clientU >= LoopBinds && s.clientU >= s.serverU:
+		return "client loop", fmt.Sprintf("the client's one loop thread busy %.0f%% of the time at %.1f µs per reply (its busy time by the clock and its wake-ups): at most %.0f/s",
+			100*s.clientU, s.clientD, 1e6/s.clientD)
+	case s.serverU >= LoopBinds:
+		return "server loop", fmt.Sprintf("the server's loop busy %.0f%% of the time at %.1f µs per request (its processor time and its wake-ups)", 100*s.serverU, s.serverD)
+	}
+	what := "the round's delay"
+	if threaded {
+		what = fmt.Sprintf("the round's delay (the client's %.1f µs per request with its wake-up)", s.clientD)
+	}
+	return "delay", fmt.Sprintf("no loop is busy %.0f%% of the time (server %.0f%%, client %.0f%%): %s and the wake-ups of halted processors (%.0f%% of them found one idle) set it",
+		100*LoopBinds, 100*s.serverU, 100*s.clientU, what, 100*s.idle)
+}
+
+// predictPoints calibrates pm at cal and adds its prediction at every point to cl (the lower
+// of the loops' network and the processors'), with the warnings they deserve: a point missed by
+// more than ExternalPredictionTolerance, a throughput that fell as clients were added, a
+// calibration that could not reach the measurement or could not tell the wake-up cost.
+func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []closedLoopInput, cal *closedLoopInput) []string {
+	var warns []string
+	cl.LoopDemands, cl.Model = "point", ClosedLoopPointModel
+	w, z, wake, ok := pm.calibrate(cal)
+	cl.WakeUS, cl.ZUS = round3(w), round3(z)
+	cycle := float64(cal.Clients) / cal.ThroughputPerS * 1e6
+	switch {
+	case !ok:
+		warns = append(warns, fmt.Sprintf("c%d: the loops' measured demands alone take longer than the measured %.1f µs per request, even with none of the client's time on the path: no wake-up cost or delay calibrated", cal.Clients, cycle))
+	case z < 0:
+		warns = append(warns, fmt.Sprintf("c%d: the loops' measured demands alone take longer than the measured %.1f µs per request: %.1f µs of the client's time per request runs beside the server's (calibrated there, taken off the client's demand at every point), and a halted processor's wake-up cannot be told",
+			cal.Clients, cycle, -z))
+	case !wake:
+		warns = append(warns, fmt.Sprintf("c%d: the machine's other work kept the processors busy at the calibration point (%.0f%% of wake-ups could find one idle): a halted processor's wake-up cannot be told there, and the rest of the round is a constant delay Z = %.1f µs, which the points with more clients may not pay",
+			cal.Clients, 100*idleShare(cal, cal.ThroughputPerS), z))
+	}
+	if res := cal.ResidenceUS; res > 0 {
+		cl.ZShare = math.Round(math.Max(1-res/cycle, 0)*1e4) / 1e4
+	}
+	best, bestAt := 0.0, 0
+	for i := range in {
+		p := &in[i]
+		if best > 0 && p.Clients > bestAt && p.ThroughputPerS < (1-ThroughputFall)*best {
+			warns = append(warns, fmt.Sprintf("c%d: the throughput fell to %.0f/s from %.0f/s at c%d (%+.0f%%): a closed loop's throughput does not fall as clients are added unless something else changed (the machine's other work: the run queue column), which the model cannot predict",
+				p.Clients, p.ThroughputPerS, best, bestAt, 100*(p.ThroughputPerS/best-1)))
+		}
+		if p.ThroughputPerS > best {
+			best, bestAt = p.ThroughputPerS, p.Clients
+		}
+		s, err := pm.solve(p, w, z)
+		if err != nil {
+			continue
+		}
+		speed := pm.speed(p)
+		x := s.throughput * speed
+		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputMeasuredPerS: p.ThroughputPerS, LoopsPerS: math.Round(x), LimitedBy: "loops",
+			ServerResidencePredictedUS: round3(s.serverUS / speed), ServerResidenceMeasuredUS: round3(p.ResidenceUS),
+			ServerDemandUS: round3(s.serverD), ClientDemandUS: round3(s.clientD), IdleShare: round3(s.idle)}
+		pt.Binds, pt.Why = s.binds(p.Client == nil)
+		if speed < 1 {
+			pt.Why += fmt.Sprintf("; the others left the point's processes %.2f of a processor, so the loops ran at that speed", speed)
+		}
+		if xp, d, m, ok := procs.solve(p); ok {
+			pt.ProcessorsPerS, pt.CPUUSPerReq, pt.AvailableProcessors = math.Round(xp), round3(d), round3(m)
+			if xp < x {
+				x, pt.LimitedBy, pt.Binds = xp, "processors", "processors"
+				pt.Why = fmt.Sprintf("the processors: %.1f µs of the point's processes' processor time per request (server, client, recorder) on the %.2f processors the others left: at most %.0f/s",
+					d, m, m/d*1e6)
+			}
+		}
+		pt.ThroughputPredictedPerS = math.Round(x)
+		if p.ThroughputPerS > 0 {
+			pt.Error = math.Round((x/p.ThroughputPerS-1)*1e4) / 1e4
+			if p.ResidenceUS > 0 {
+				pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
+			}
+			if math.Abs(pt.Error) > ExternalPredictionTolerance {
+				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s (limited by the %s), the client measured %.0f/s (%+.0f%%)",
+					p.Clients, x, pt.LimitedBy, p.ThroughputPerS, 100*pt.Error))
+			}
+		}
+		cl.Points = append(cl.Points, pt)
+	}
+	return warns
+}
