@@ -197,10 +197,11 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	if !fi.truncated && !fi.lostSync {
 		c.explained += fi.size
 	}
-	m := c.d.msg(c, ev)
-	m.TS, m.End, m.FirstEnd, m.CallNS, m.Size, m.Calls = fi.ts, fi.end, fi.firstEnd, fi.callNS, fi.size, fi.calls
-	m.LostSync, m.Truncated = fi.lostSync, fi.truncated
-	m.ReqID = fi.reqID
+	d := c.d
+	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: fi.ts, End: fi.end, PID: ev.PID, TID: ev.TID,
+		Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: fi.firstEnd, CallNS: fi.callNS,
+		Size: fi.size, Calls: fi.calls, LostSync: fi.lostSync, Truncated: fi.truncated, ReqID: fi.reqID}
+	m := &d.m
 	var ri recordInfo
 	if c.spec.Records != nil {
 		c.spec.walkRecords(&ri, fi.peek, fi.size)
@@ -241,7 +242,8 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		if c.spec.Records != nil {
 			id = m.ReqID
 		}
-		p, ok := c.pairs.reply(id)
+		p := c.pairs.answer(id)
+		ok := p != nil
 		if ok {
 			m.Command, m.Name, m.ReqTS, m.ReqEnd, m.RTT, m.Answered = p.cmd, p.name, p.ts, p.end, m.End-p.ts, 1
 			if c.spec.hasVer && p.hasCmd && p.cmd == c.spec.verCmdID {

@@ -126,7 +126,20 @@ func (f *framer) field(fl *Field) (uint64, bool) {
 	if fl == nil || fl.Offset+fl.Size > f.have {
 		return 0, false
 	}
-	b := f.buf[fl.Offset : fl.Offset+fl.Size]
+	return f.fieldAt(f.buf[:f.have], fl)
+}
+
+// fieldIn is field read from b, the captured bytes of a frame, instead of f's capture buffer.
+func (f *framer) fieldIn(b []byte, fl *Field) (uint64, bool) {
+	if fl == nil || fl.Offset+fl.Size > len(b) {
+		return 0, false
+	}
+	return f.fieldAt(b, fl)
+}
+
+// fieldAt reads fl, which lies within b.
+func (f *framer) fieldAt(b []byte, fl *Field) (uint64, bool) {
+	b = b[fl.Offset : fl.Offset+fl.Size]
 	switch fl.Size {
 	case 1:
 		return uint64(b[0]), true
@@ -141,33 +154,42 @@ func (f *framer) field(fl *Field) (uint64, bool) {
 
 // parseHeader checks the header in buf and sets frameLen; false means the bytes are no header.
 func (f *framer) parseHeader() bool {
+	size, ok := f.headerIn(f.buf[:f.have])
+	if ok {
+		f.frameLen = int64(size)
+	}
+	return ok
+}
+
+// headerIn checks the header at the start of b (at least hdr.Bytes long) and returns the
+// length of its frame; false means the bytes are no header.
+func (f *framer) headerIn(b []byte) (uint64, bool) {
 	h := f.hdr
 	if h.Magic != nil {
-		if v, _ := f.field(h.Magic); v != h.Magic.Value {
-			return false
+		if v, _ := f.fieldIn(b, h.Magic); v != h.Magic.Value {
+			return 0, false
 		}
 	}
-	size, _ := f.field(&h.Size)
+	size, _ := f.fieldIn(b, &h.Size)
 	if h.Counts == "frame" {
 		if size < uint64(h.Bytes) {
-			return false
+			return 0, false
 		}
 	} else {
 		size += uint64(h.Bytes)
 		if size < uint64(h.Bytes) { // overflow
-			return false
+			return 0, false
 		}
 	}
 	if size > uint64(f.spec.MaxFrame) {
-		return false
+		return 0, false
 	}
 	if h.Command != nil && h.Command.Offset+h.Command.Size <= h.Bytes && len(f.spec.byID) > 0 {
-		if c, _ := f.field(h.Command); f.spec.command(c) == nil {
-			return false
+		if c, _ := f.fieldIn(b, h.Command); f.spec.command(c) == nil {
+			return 0, false
 		}
 	}
-	f.frameLen = int64(size)
-	return true
+	return size, true
 }
 
 // call feeds one call: n bytes moved, head the captured first bytes (len(head) <= n). seq
@@ -178,6 +200,9 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 	}
 	h := int64(len(head))
 	f.seenBytes += n
+	if f.state == stHeader && f.have == 0 && f.consumed == 0 && h >= int64(f.hdr.Bytes) && f.whole(seq, ts, end, n, head, emit) {
+		return
+	}
 	var pos int64
 	if f.state == stLost {
 		if !f.resync(head) {
@@ -244,6 +269,33 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 			f.finish(end, false, emit)
 		}
 	}
+}
+
+// whole is call's fast path for a call that starts a frame with its header in head: when the
+// call carries that frame exactly (the common case, one message a call), the frame is emitted
+// as call would, its fields read from head in place, and whole reports true; otherwise f is
+// left as it was, for call's general path.
+func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit func(*frameInfo)) bool {
+	size, ok := f.headerIn(head)
+	if !ok || int64(size) != n {
+		return false
+	}
+	peek := head[:min(int64(f.peekEnd), n, int64(len(head)))]
+	if f.out == nil {
+		f.out = new(frameInfo)
+	}
+	o := f.out
+	// field by field: a composite literal would be built aside and copied
+	o.ts, o.end, o.firstEnd, o.callNS, o.size, o.calls = ts, end, end, end-ts, n, 1
+	o.lostSync, o.truncated, o.peek = f.lostNext, false, peek
+	o.cmd, o.hasCmd = f.fieldIn(peek, f.hdr.Command)
+	o.flags, o.hasFlags = f.fieldIn(peek, f.hdr.Flags)
+	o.reqID, _ = f.fieldIn(peek, f.hdr.ReqID)
+	f.lastCall = seq
+	f.lostNext = false
+	emit(o)
+	o.peek = nil
+	return true
 }
 
 // resync reports whether a call starting with head starts a frame, and primes the framer.

@@ -76,15 +76,16 @@ func (pr *pairer) trim() {
 }
 
 // take marks q[i] answered, and the unanswered requests before it, hinted to want no reply,
-// answered by nothing.
-func (pr *pairer) take(i int) pendingReq {
+// answered by nothing. It returns q[i]: the slot stays as it is until the next add, which may
+// reuse it.
+func (pr *pairer) take(i int) *pendingReq {
 	for k := 0; k < i; k++ {
 		if pr.q[k].hint == hintNo {
 			pr.q[k].done = true
 		}
 	}
-	p := pr.q[i]
-	pr.q[i].done = true
+	p := &pr.q[i]
+	p.done = true
 	pr.paired++
 	pr.trim()
 	return p
@@ -92,24 +93,42 @@ func (pr *pairer) take(i int) pendingReq {
 
 // byReqID returns the request with id, if it waits for its reply.
 func (pr *pairer) byReqID(id uint64) (pendingReq, bool) {
+	if p := pr.takeID(id); p != nil {
+		return *p, true
+	}
+	return pendingReq{}, false
+}
+
+// takeID is byReqID returning the request's slot (see take), or nil.
+func (pr *pairer) takeID(id uint64) *pendingReq {
 	if id == 0 || pr.byID == nil {
-		return pendingReq{}, false
+		return nil
 	}
 	seq, ok := pr.byID[id]
 	if !ok || seq < pr.first || seq-pr.first >= uint64(len(pr.q)) {
-		return pendingReq{}, false
+		return nil
 	}
 	i := int(seq - pr.first)
 	if pr.q[i].done {
-		return pendingReq{}, false
+		return nil
 	}
-	return pr.take(i), true
+	return pr.take(i)
 }
 
 // reply pairs a reply (carrying request id id, or 0) with the request it answers.
 func (pr *pairer) reply(id uint64) (pendingReq, bool) {
-	if p, ok := pr.byReqID(id); ok {
-		return p, true
+	if p := pr.answer(id); p != nil {
+		return *p, true
+	}
+	return pendingReq{}, false
+}
+
+// answer is reply returning the request's slot (see take), or nil when none is answered.
+func (pr *pairer) answer(id uint64) *pendingReq {
+	if id != 0 {
+		if p := pr.takeID(id); p != nil {
+			return p
+		}
 	}
 	newest := -1
 	for i := range pr.q {
@@ -117,16 +136,16 @@ func (pr *pairer) reply(id uint64) (pendingReq, bool) {
 			continue
 		}
 		if pr.q[i].hint != hintNo {
-			return pr.take(i), true
+			return pr.take(i)
 		}
 		newest = i
 	}
 	if newest >= 0 {
 		pr.overridden++
-		return pr.take(newest), true
+		return pr.take(newest)
 	}
 	pr.unpaired++
-	return pendingReq{}, false
+	return nil
 }
 
 // waiting counts the requests hinted to want a reply that are still unanswered.
