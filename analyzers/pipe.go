@@ -2,6 +2,7 @@ package analyzers
 
 import (
 	"runtime"
+	"slices"
 
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
@@ -174,9 +175,25 @@ func (p *pipe) Record(rec *trace.Record) {
 	p.add(itemEvent, len(b.events)-1)
 }
 
+var _ protocol.MessageStore = (*pipe)(nil)
+
+// NextMessage returns the storage of the next message, the slot past the batch's messages:
+// the decoder builds its message there (protocol.MessageStore), and Message finds it in place.
+func (p *pipe) NextMessage() *protocol.Message {
+	b := p.cur
+	if len(b.msgs) == cap(b.msgs) {
+		b.msgs = slices.Grow(b.msgs, 1)
+	}
+	return &b.msgs[:len(b.msgs)+1][len(b.msgs)]
+}
+
 func (p *pipe) Message(m *protocol.Message) {
 	b := p.cur
-	b.msgs = append(b.msgs, *m)
+	if n := len(b.msgs); n < cap(b.msgs) && m == &b.msgs[:n+1][n] {
+		b.msgs = b.msgs[:n+1] // built in place (NextMessage)
+	} else {
+		b.msgs = append(b.msgs, *m)
+	}
 	if m.Batch != nil {
 		at := len(b.cmds)
 		b.cmds = append(b.cmds, m.Batch.Commands...)

@@ -198,10 +198,10 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		c.explained += fi.size
 	}
 	d := c.d
-	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: fi.ts, End: fi.end, PID: ev.PID, TID: ev.TID,
+	m := d.slot()
+	*m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: fi.ts, End: fi.end, PID: ev.PID, TID: ev.TID,
 		Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: fi.firstEnd, CallNS: fi.callNS,
 		Size: fi.size, Calls: fi.calls, LostSync: fi.lostSync, Truncated: fi.truncated, ReqID: fi.reqID}
-	m := &d.m
 	var ri recordInfo
 	if c.spec.Records != nil {
 		c.spec.walkRecords(&ri, fi.peek, fi.size)

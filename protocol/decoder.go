@@ -24,6 +24,14 @@ type Sink interface {
 	End(i int, rec trace.Recovery, d *Decoder)
 }
 
+// MessageStore is a Sink that keeps the messages it is given (in a batch for another
+// goroutine, say): the decoder builds each message in the storage NextMessage returns and then
+// passes that same pointer to Message, so that a message is written once instead of built and
+// copied. The storage is the decoder's from NextMessage until the next call of the Sink.
+type MessageStore interface {
+	NextMessage() *Message
+}
+
 // Decoder decodes the messages of one trace; after the trace, its methods say what it saw.
 type Decoder struct {
 	trace    int
@@ -34,6 +42,7 @@ type Decoder struct {
 	versions map[uint64][3]int
 	m        Message
 	out      Sink
+	store    MessageStore           // out, when it keeps messages: they are built in its storage
 	protos   map[string]bool        // protocols seen
 	chosen   map[uint64]*Spec       // auto: the protocols the trial chose for connections not started yet
 	batch    Batch                  // Message.Batch's storage
@@ -74,6 +83,7 @@ func Resolve(name, file string, spec *Spec) (*Spec, error) {
 func NewDecoder(i int, fixed *Spec, out Sink) (*Decoder, error) {
 	d := &Decoder{trace: i, fixed: fixed, out: out, conns: map[uint64]*connDecoder{},
 		versions: map[uint64][3]int{}, builtins: map[string]*Spec{}, protos: map[string]bool{}}
+	d.store, _ = out.(MessageStore)
 	for _, n := range Builtins() {
 		s, err := BuiltinSpec(n)
 		if err != nil {
@@ -168,10 +178,20 @@ func (d *Decoder) event(ev *trace.Event) *connDecoder {
 	return c
 }
 
-// msg returns the decoder's Message, reset and filled from ev.
+// msg returns the storage of the next message (slot), reset and filled from ev.
 func (d *Decoder) msg(c *connDecoder, ev *trace.Event) *Message {
-	d.m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
+	m := d.slot()
+	*m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: ev.TS, End: ev.TS + ev.Dur,
 		PID: ev.PID, TID: ev.TID, Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: ev.TS + ev.Dur, CallNS: ev.Dur}
+	return m
+}
+
+// slot returns where to build the next message: the sink's storage when it keeps messages,
+// else the decoder's own.
+func (d *Decoder) slot() *Message {
+	if d.store != nil {
+		return d.store.NextMessage()
+	}
 	return &d.m
 }
 

@@ -43,7 +43,8 @@ type framer struct {
 	spec    *Spec
 	hdr     *Header
 	order   binary.ByteOrder
-	peekEnd int // bytes of the frame to capture: the header and every field
+	big     bool // order is big-endian
+	peekEnd int  // bytes of the frame to capture: the header and every field
 
 	state int
 	// buf holds the captured bytes of the frame being read; it is taken from peekBufs when the
@@ -94,7 +95,7 @@ func newFramer(spec *Spec, hdr *Header, extra *Field) *framer {
 func (f *framer) init(spec *Spec, hdr *Header, extra *Field) {
 	*f = framer{spec: spec, hdr: hdr, order: binary.LittleEndian}
 	if spec.Endian == "big" {
-		f.order = binary.BigEndian
+		f.order, f.big = binary.BigEndian, true
 	}
 	f.peekEnd = peekEndOf(spec, hdr, extra)
 }
@@ -140,6 +141,19 @@ func (f *framer) fieldIn(b []byte, fl *Field) (uint64, bool) {
 // fieldAt reads fl, which lies within b.
 func (f *framer) fieldAt(b []byte, fl *Field) (uint64, bool) {
 	b = b[fl.Offset : fl.Offset+fl.Size]
+	if !f.big {
+		// the usual order, read without a call through the interface
+		switch fl.Size {
+		case 1:
+			return uint64(b[0]), true
+		case 2:
+			return uint64(binary.LittleEndian.Uint16(b)), true
+		case 4:
+			return uint64(binary.LittleEndian.Uint32(b)), true
+		default:
+			return binary.LittleEndian.Uint64(b), true
+		}
+	}
 	switch fl.Size {
 	case 1:
 		return uint64(b[0]), true
