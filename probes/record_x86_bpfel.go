@@ -81,6 +81,7 @@ type recordTask struct {
 	RecvFamily uint16
 	SendCookie uint64
 	RecvCookie uint64
+	Regs       uint64
 	Ev         recordEvent
 	Conn       recordConn
 }

@@ -108,6 +108,7 @@ struct task {
 	__u16 recv_family;
 	__u64 send_cookie;
 	__u64 recv_cookie;
+	__u64 regs; // the thread's saved user registers (struct pt_regs *), fixed for its life; 0 until first needed
 	struct event ev; // the fixed part of the record being put together
 	struct conn conn;
 };
@@ -189,9 +190,21 @@ static __always_inline bool is_send(__u8 op)
 	       op == OP_WRITEV;
 }
 
-static __always_inline struct pt_regs *regs_of(struct task_struct *task)
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+// regs_of returns the saved user registers of task, whose state is t. Where they are is fixed
+// for the thread's life, so it is asked of the kernel once (bpf_task_pt_regs) and kept in t;
+// after that they are read through a read-only cast of the kept address, with no helper call
+// (the cast is a register move once verified; its loads are the JIT's guarded loads).
+static __always_inline struct pt_regs *regs_of(struct task *t, struct task_struct *task)
 {
-	return (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!t->regs) {
+		struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
+		if (!r)
+			return 0;
+		t->regs = (__u64)r;
+	}
+	return bpf_rdonly_cast((void *)t->regs, bpf_core_type_id_kernel(struct pt_regs));
 }
 
 static __always_inline void copy_unix_path(struct sock *sk, char *dst, __u16 *len)
@@ -480,7 +493,7 @@ static __always_inline int on_target(struct task *t, struct task_struct *cur, st
 	__u32 block_nr = t->block_nr, block_fd = t->block_fd;
 	t->send_ts = 0;
 	t->block_ts = 0;
-	struct pt_regs *regs = regs_of(cur);
+	struct pt_regs *regs = regs_of(t, cur);
 	if (!regs)
 		return 0;
 	long nr = regs->orig_ax;
@@ -623,7 +636,7 @@ int BPF_PROG(perflab_switch, bool preempt, struct task_struct *prev, struct task
 	timing_start(&tm);
 	count(CNT_SWITCH);
 	if (!t->block_ts) {
-		struct pt_regs *regs = regs_of(prev);
+		struct pt_regs *regs = regs_of(t, prev);
 		long nr = regs ? regs->orig_ax : -1;
 		if (regs && op_of(nr) != OP_NONE) {
 			t->block_ts = bpf_ktime_get_ns();
