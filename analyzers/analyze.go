@@ -585,9 +585,11 @@ func (a *analyzer) message(m *protocol.Message) {
 	if m.Batch != nil && !m.IsReply {
 		a.batch(m)
 	}
-	// a message counts when it completes, as a client's counters do
-	rec := msgRec{ts: m.End, size: uint32(min(m.Size, math.MaxUint32)), proc: uint16(c.side),
-		cmd: a.cmdIndex(ca), busy: uint32(min(max(m.CallNS, 0), math.MaxUint32))}
+	// a message counts when it completes, as a client's counters do; its record is filled in
+	// where it is kept (a record built apart and copied in stalls on the copy)
+	rec := a.recs.next()
+	rec.ts, rec.size, rec.proc = m.End, uint32(min(m.Size, math.MaxUint32)), uint16(c.side)
+	rec.cmd, rec.busy = a.cmdIndex(ca), uint32(min(max(m.CallNS, 0), math.MaxUint32))
 	if m.Dir == trace.DirSend {
 		rec.kind |= recSend
 	}
@@ -595,19 +597,18 @@ func (a *analyzer) message(m *protocol.Message) {
 		rec.kind |= recReply
 	}
 	if !m.IsReply {
-		a.unitOpener(m, &rec)
+		a.unitOpener(m, rec)
 	}
 	if !m.IsReply && m.Dir == trace.DirRecv && m.CallNS > 0 {
 		a.srvRecv.add(interval{m.End - m.CallNS, m.End}) // a server reading a request
 	}
 	p := a.proc(m.PID)
 	if m.Source == trace.SourceTracer {
-		a.tracerMessage(m, p, ca, &rec)
-		a.recs.add(rec)
+		a.tracerMessage(m, p, ca, rec)
 		return
 	}
-	a.pairedMessage(m, p, ca, &rec)
-	a.lastRecP = a.recs.add(rec)
+	a.pairedMessage(m, p, ca, rec)
+	a.lastRecP = rec
 }
 
 // unitOpener marks r as opening a unit of work when the request m does (by its spec's

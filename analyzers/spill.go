@@ -48,6 +48,20 @@ func (l *spillList[T]) add(v T) *T {
 	return l.grow(v)
 }
 
+// next appends a zero entry and returns a pointer to it, valid as add's.
+func (l *spillList[T]) next() *T {
+	if n := len(l.tail); n < cap(l.tail) {
+		l.tail = l.tail[:n+1]
+		l.mem.n++
+		p := &l.tail[n]
+		var zero T
+		*p = zero
+		return p
+	}
+	var zero T
+	return l.grow(zero)
+}
+
 // sync gives the last block of mem the length of tail.
 func (l *spillList[T]) sync() {
 	if c := &l.mem; len(c.blocks) > 0 {

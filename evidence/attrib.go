@@ -151,21 +151,22 @@ func (a *Analyzer) runnableIn(rt *RoundTrip) (idle, busy, after, lastRun int64) 
 // took under smallRTT, and to its command's (past maxCmdAttr commands, to "(other)").
 func (a *Analyzer) addCauses(rt *RoundTrip, c *causeSums) {
 	at := &a.attr
+	ca := at.cmd(cmdName(rt.Command))
+	at.n++
+	ca.n++
+	if rt.End-rt.ReqTS < smallRTT {
+		at.nSmall++
+		for i := range c {
+			at.total[i] += c[i]
+			at.small[i] += c[i]
+			ca.sums[i] += c[i]
+		}
+		return
+	}
 	for i := range c {
 		at.total[i] += c[i]
-	}
-	at.n++
-	if rt.End-rt.ReqTS < smallRTT {
-		for i := range c {
-			at.small[i] += c[i]
-		}
-		at.nSmall++
-	}
-	ca := at.cmd(cmdName(rt.Command))
-	for i := range c {
 		ca.sums[i] += c[i]
 	}
-	ca.n++
 }
 
 // cmd returns the aggregate of command name (past maxCmdAttr commands, "(other)"'s); the
