@@ -269,6 +269,9 @@ type Result struct {
 type LinkStats struct {
 	Sent     LinkDirection `json:"sent"`     // the client's frames, on their way to the server
 	Received LinkDirection `json:"received"` // the server's frames, those the client waited for
+	// SpinMarginUS is how long before each deadline the link stopped sleeping and spun at the
+	// end of the run, µs (link.SpinMargin: measured from the timer's recent wake-ups, 20 to 200).
+	SpinMarginUS float64 `json:"spin_margin_us"`
 }
 
 // LinkDirection is one direction of the emulated link: its frames, and how long after the time

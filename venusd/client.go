@@ -463,5 +463,5 @@ func (c *client) linkStats() *LinkStats {
 		return LinkDirection{Frames: s.Frames, Late: s.Late,
 			HandOverP50US: us(s.HandOver.Quantile(0.5)), HandOverP99US: us(s.HandOver.Quantile(0.99)), HandOverMaxUS: us(s.HandOver.Max())}
 	}
-	return &LinkStats{Sent: dir(tx), Received: dir(rx)}
+	return &LinkStats{Sent: dir(tx), Received: dir(rx), SpinMarginUS: float64(link.SpinMargin()) / 1e3}
 }

@@ -391,9 +391,9 @@ func printVenusResult(env *Env, r *venusd.Result) {
 		t.FramesSent, t.FramesRecv, t.SendCalls, t.RecvCalls, t.BytesSent, t.BytesRecv)
 	fmt.Fprintf(w, "send avg %.1fµs max %.1fµs; recv avg %.1fµs max %.1fµs\n", t.SendAvgUS, t.SendMaxUS, t.RecvAvgUS, t.RecvMaxUS)
 	if l := r.Link; l != nil {
-		fmt.Fprintf(w, "link: %d frames sent, handed over p50 %.1fµs p99 %.1fµs max %.1fµs after their time; %d received, p50 %.1fµs p99 %.1fµs max %.1fµs\n",
+		fmt.Fprintf(w, "link: %d frames sent, handed over p50 %.1fµs p99 %.1fµs max %.1fµs after their time; %d received, p50 %.1fµs p99 %.1fµs max %.1fµs; spin %.0fµs\n",
 			l.Sent.Frames, l.Sent.HandOverP50US, l.Sent.HandOverP99US, l.Sent.HandOverMaxUS,
-			l.Received.Frames, l.Received.HandOverP50US, l.Received.HandOverP99US, l.Received.HandOverMaxUS)
+			l.Received.Frames, l.Received.HandOverP50US, l.Received.HandOverP99US, l.Received.HandOverMaxUS, l.SpinMarginUS)
 	}
 	for _, m := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", m)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -225,14 +226,57 @@ func Validate(delay, jitter time.Duration, bandwidth float64) error {
 	return nil
 }
 
-// spinMargin is how long before its deadline SleepUntil stops sleeping and spins. The Go
+// SleepUntil sleeps on a timer until SpinMargin before its deadline and spins the rest. The Go
 // runtime's timers wake from epoll_wait, whose timeout has millisecond resolution:
 // time.Sleep(100µs) sleeps about 1.1 ms on this VM, time.Sleep(1.5ms) 2.2 ms. A timerfd armed
 // for the deadline and read through the runtime's poller wakes the goroutine 25-45 µs late
-// (median) without holding a processor while it waits, as nanosleep(2) would, but on a loaded
-// machine a wake-up can take much longer: the last 200 µs are spun (60 µs measured worse
-// under load, BenchmarkLinkAccuracy).
-const spinMargin = 200 * time.Microsecond
+// (median, idle VM) without holding a processor while it waits, as nanosleep(2) would, but on
+// a loaded machine a wake-up can take much longer. So the margin is measured: it is the
+// largest lateness of the timer's last wakeWindow wake-ups in this process, plus half of it,
+// plus minSpin, held between minSpin and maxSpin (maxSpin until wakeWindow wake-ups were seen).
+// A fixed 60 µs measured worse than 200 µs under load (BenchmarkLinkAccuracy); a measured one
+// grows to maxSpin there. The spin is the link's CPU cost: at most maxSpin for each frame (the
+// whole wait for a frame due sooner), none for a frame already due (no delay, jitter or
+// bandwidth: venusd then makes no link at all).
+const (
+	maxSpin    = 200 * time.Microsecond
+	minSpin    = 20 * time.Microsecond
+	wakeWindow = 64
+)
+
+// wakes holds how late the timer's latest wake-ups were, and the spin margin they make.
+var wakes struct {
+	mu     sync.Mutex
+	late   [wakeWindow]time.Duration // a ring
+	next   int
+	seen   int
+	margin atomic.Int64 // ns; 0: maxSpin
+}
+
+// SpinMargin is how long before a deadline SleepUntil stops sleeping and spins now.
+func SpinMargin() time.Duration {
+	if m := wakes.margin.Load(); m > 0 {
+		return time.Duration(m)
+	}
+	return maxSpin
+}
+
+// noteWake counts a timer wake-up late by late, and sets the spin margin from the last
+// wakeWindow of them.
+func noteWake(late time.Duration) {
+	wakes.mu.Lock()
+	defer wakes.mu.Unlock()
+	wakes.late[wakes.next] = max(late, 0)
+	wakes.next = (wakes.next + 1) % wakeWindow
+	if wakes.seen++; wakes.seen < wakeWindow {
+		return
+	}
+	worst := time.Duration(0)
+	for _, l := range wakes.late {
+		worst = max(worst, l)
+	}
+	wakes.margin.Store(int64(min(maxSpin, max(minSpin, worst+worst/2+minSpin))))
+}
 
 // preciseTimer is a timerfd read through the runtime's poller.
 type preciseTimer struct {
@@ -287,21 +331,22 @@ func (t *preciseTimer) sleep(d time.Duration) bool {
 	return err == nil
 }
 
-// SleepUntil returns at t: within a few µs when the machine has a free core (see spinMargin
+// SleepUntil returns at t: within a few µs when the machine has a free core (see SpinMargin
 // and BenchmarkLinkAccuracy).
 func SleepUntil(t time.Time) {
-	if d := time.Until(t); d > spinMargin {
+	margin := SpinMargin()
+	if d := time.Until(t); d > margin {
+		wake := t.Add(-margin)
 		tm := getTimer()
-		if tm == nil || !tm.sleep(d-spinMargin) {
+		if tm != nil && tm.sleep(d-margin) {
+			noteWake(time.Since(wake))
+			putTimer(tm)
+		} else {
 			if tm != nil {
 				tm.f.Close()
-				tm = nil
 			}
 			// No timerfd: a Go timer, which may be late by up to a millisecond.
-			time.Sleep(time.Until(t) - spinMargin)
-		}
-		if tm != nil {
-			putTimer(tm)
+			time.Sleep(time.Until(wake))
 		}
 	}
 	for time.Now().Before(t) {

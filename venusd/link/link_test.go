@@ -54,6 +54,40 @@ func TestSleepUntilNotEarly(t *testing.T) {
 	}
 }
 
+// The spin margin follows the timer's last wakeWindow wake-ups: the largest lateness plus half
+// of it plus minSpin, between minSpin and maxSpin, maxSpin until enough were seen.
+func TestSpinMargin(t *testing.T) {
+	wakes.mu.Lock()
+	saved := wakes.late
+	savedNext, savedSeen, savedMargin := wakes.next, wakes.seen, wakes.margin.Load()
+	wakes.late, wakes.next, wakes.seen = [wakeWindow]time.Duration{}, 0, 0
+	wakes.margin.Store(0)
+	wakes.mu.Unlock()
+	defer func() {
+		wakes.mu.Lock()
+		wakes.late, wakes.next, wakes.seen = saved, savedNext, savedSeen
+		wakes.margin.Store(savedMargin)
+		wakes.mu.Unlock()
+	}()
+	us := time.Microsecond
+	step := func(n int, late time.Duration, want time.Duration) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			noteWake(late)
+		}
+		if got := SpinMargin(); got != want {
+			t.Errorf("after %d wake-ups %v late: margin %v, want %v", n, late, got, want)
+		}
+	}
+	step(wakeWindow-1, 10*us, maxSpin) // too few to go by
+	step(1, 10*us, 35*us)              // 10 + 5 + 20
+	step(1, -5*us, 35*us)              // early counts as on time; the others still rule
+	step(1, 300*us, maxSpin)           // a late one: the largest margin
+	step(wakeWindow-1, 2*us, maxSpin)  // still in the window
+	step(1, 2*us, 23*us)               // out of it: 2 + 1 + 20
+	step(wakeWindow, 0, minSpin)
+}
+
 // fakeClock is a clock the test moves by hand.
 type fakeClock struct{ t time.Time }
 
