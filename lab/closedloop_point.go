@@ -13,6 +13,10 @@ import (
 // told from the rest of the round; the model then takes the rest as a constant delay Z.
 const WakeIdleMin = 0.5
 
+// Saturated is the processors' busy share over a point's window from which a prediction the
+// processors bind, with the point's own D_cpu, is the utilisation law restated: 98%.
+const Saturated = 0.98
+
 // LoopBinds is the utilisation of a loop's station above which the report names that loop as
 // what sets a point's throughput: 80%.
 const LoopBinds = 0.8
@@ -22,11 +26,10 @@ const LoopBinds = 0.8
 //
 //   - the server's loop: its processor time (schedstat of its threads) plus one wake-up per
 //     cycle shared by the cycle's N requests, w·φ/N, on min(k, P) stations;
-//   - the client's own event loop, when it has one: its processor time and its threads' run
-//     delay per reply (schedstat: the waits for the processor it shares with the server's
-//     loop; without the run delay, its busy time by the clock, outside its wait calls), plus
-//     w·φ/N_client; a threaded client without one: its processor time per request plus one
-//     wake-up, w·φ, as a delay;
+//   - the client's own event loop, when it has one: its busy time per reply by the clock
+//     (outside its wait calls: its processor time and its waits for the processor it shares
+//     with the server's loop while it had work), plus w·φ/N_client; a threaded client without
+//     one: its processor time per request plus one wake-up, w·φ, as a delay;
 //   - where the machine's other work took more than OwnShare of the processors, the waits are
 //     mostly theirs: the demands are then processor time alone, run at the speed the others
 //     left (loopSpeed), and the processor station holds the rest;
@@ -133,10 +136,7 @@ func (m pointModel) at(p *closedLoopInput, w, z, idle float64) (pointSolution, e
 	// off the client's demand.
 	if cl := p.Client; cl != nil {
 		d := cl.BusyPerReplyUS
-		switch {
-		case own && p.CPU.ClientRunDelayUS > 0:
-			d = p.CPU.ClientUS + p.CPU.ClientRunDelayUS
-		case !own && p.CPU.ClientUS > 0:
+		if !own && p.CPU.ClientUS > 0 {
 			d = p.CPU.ClientUS
 		}
 		s.clientD = d + w*idle/cl.RepliesPerCycle
@@ -310,8 +310,12 @@ func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []clos
 			pt.ProcessorsPerS, pt.CPUUSPerReq, pt.AvailableProcessors = math.Round(xp), round3(d), round3(m)
 			if xp < x {
 				x, pt.LimitedBy, pt.Binds = xp, "processors", "processors"
-				pt.Why = fmt.Sprintf("the processors: %.1f µs of the point's processes' processor time per request (server, client, recorder) on the %.2f processors the others left: at most %.0f/s",
-					d, m, m/d*1e6)
+				pt.Why = fmt.Sprintf("the processors: %.1f µs of the point's processes' processor time per request (server, client, recorder) on the %.2f processors the others left, busy %.0f%% of the window: at most %.0f/s",
+					d, m, 100*p.CPU.BusyShare, m/d*1e6)
+				if cl.ProcessorDemand != "fit" && p.CPU.BusyShare >= Saturated {
+					warns = append(warns, fmt.Sprintf("c%d: the processors were busy %.0f%% of the window and D_cpu is the point's own: the prediction restates the utilisation law (processors available / D_cpu, both measured there), not a forecast",
+						p.Clients, 100*p.CPU.BusyShare))
+				}
 			}
 		}
 		pt.ThroughputPredictedPerS = math.Round(x)

@@ -136,9 +136,13 @@ func externalHistogram(res *ExternalResult) reports.Section {
 // point, with the measured time per request in and outside the server.
 func externalClosedLoop(res *ExternalResult) reports.Section {
 	cl := res.ClosedLoop
-	sec := reports.Section{Title: "Closed-loop prediction X(c) = min(loops: c / (Z + R_client(c) + R_server(c)), processors: D_cpu on P) (mean value analysis)", Align: "r",
+	title := "Closed-loop prediction X(c) = min(loops: c / (Z + R_client(c) + R_server(c)), processors: D_cpu on P) (mean value analysis)"
+	if cl.LoopDemands == "point" {
+		title = "Closed-loop prediction X(c) = min(loops: each point's own demands and w·φ per wake-up, processors: D_cpu on P) (mean value analysis)"
+	}
+	sec := reports.Section{Title: title, Align: "r",
 		Header: []string{"clients", "throughput predicted /s", "throughput measured /s", "error", "loops /s", "processors /s", "limited by", "binds", "D_cpu µs/req", "processors available",
-			"server residence predicted µs", "server residence measured µs", "outside the server measured µs", "server CPU µs/req", "server run queue µs/req"}}
+			"server residence predicted µs", "server residence measured µs", "outside the server measured µs", "server CPU µs/req", "server run queue µs/req", "client run queue µs/req"}}
 	for _, p := range cl.Points {
 		e := reports.Change(p.Error)
 		if p.Clients == cl.CalibratedAt {
@@ -150,15 +154,18 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 		if math.Abs(p.Error) > ExternalPredictionTolerance {
 			e += " (!)"
 		}
-		var cpu, rq float64
+		var cpu, rq, crq float64
 		for _, q := range res.Points {
 			if q.Clients == p.Clients {
 				cpu, rq = q.ServerCPUUS, q.ServerRunDelayUS
+				if q.CPU != nil {
+					crq = q.CPU.ClientRunDelayUS
+				}
 			}
 		}
 		sec.Rows = append(sec.Rows, []string{reports.Count(p.Clients), reports.Count(p.ThroughputPredictedPerS), reports.Count(p.ThroughputMeasuredPerS), e,
 			reports.Count(p.LoopsPerS), dashCount(p.ProcessorsPerS), p.LimitedBy, dashText(p.Binds), dash(p.CPUUSPerReq), dash(p.AvailableProcessors),
-			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS), dash(cpu), dash(rq)})
+			reports.Num(p.ServerResidencePredictedUS), dash(p.ServerResidenceMeasuredUS), dash(p.OutsideMeasuredUS), dash(cpu), dash(rq), dash(crq)})
 	}
 	if cl.LoopDemands == "point" {
 		sec.Notes = append(sec.Notes, pointNotes(cl)...)
@@ -185,7 +192,7 @@ func externalClosedLoop(res *ExternalResult) reports.Section {
 		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
 		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that",
 		processorNote(cl),
-		"server CPU, run queue: per request of the load, the time the server's threads ran on a processor and waited runnable for one while the point ran (the kernel's schedstat); a run queue wait the model does not see")
+		"server CPU, run queue: per request of the load, the time the server's threads ran on a processor and waited runnable for one while the point ran (the kernel's schedstat); client run queue: the client's threads' wait over the load window; a run queue wait the model does not see")
 	return sec
 }
 
@@ -225,10 +232,11 @@ func pointNotes(cl *ClosedLoop) []string {
 		cal = fmt.Sprintf("Z = %s µs per request, a constant delay calibrated at %s: the processors were too busy with other work there to tell a halted processor's wake-up", reports.Num(cl.ZUS), plural(cl.CalibratedAt, "client"))
 	}
 	notes = append(notes,
-		"loops: each point's own measured demands, per request: the server's loop its processor time (schedstat; with its run-queue wait when every loop thread can have a processor of its own) and a wake-up w·φ per cycle shared by the cycle's N requests; the client's own loop its busy time per reply by the clock (or its processor time and run-queue wait, schedstat) and w·φ per cycle; a threaded client its processor time and w·φ as a delay; φ the share of wake-ups that find a processor idle, from the model's own throughput, the others' processor time and the point's D_cpu",
+		"loops: each point's own measured demands, per request: the server's loop its processor time (schedstat; with its run-queue wait when every loop thread can have a processor of its own and the others left the processors) and a wake-up w·φ per cycle shared by the cycle's N requests; the client's own loop its busy time per reply by the clock (outside its wait calls: its processor time and its waits for the processor it shares with the server's loop) and w·φ per cycle; a threaded client its processor time and w·φ as a delay; where the others took more than half a processor, processor times alone, at the speed the others left; φ the share of wake-ups that find a processor idle, from the model's own throughput, the others' processor time and the point's D_cpu",
 		cal,
 		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
 		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that")
+	notes = append(notes, "server CPU, run queue: per request of the load, the time the server's threads ran on a processor and waited runnable for one while the point ran (the kernel's schedstat); client run queue: the client's threads' wait over the load window (schedstat)")
 	for _, p := range cl.Points {
 		if p.Why != "" {
 			notes = append(notes, fmt.Sprintf("c%d, %s: %s", p.Clients, p.Binds, p.Why))
