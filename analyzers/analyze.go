@@ -27,6 +27,10 @@ type series struct {
 	width  int64 // ns per bucket
 	vals   []float64
 	useMax bool
+	// the bucket of the last add, at, holds the ns from origin in [lo, hi): the next add,
+	// likely in it, then needs no division (hi 0: none yet)
+	lo, hi int64
+	at     int
 }
 
 func (s *series) add(ts int64, v float64) {
@@ -36,10 +40,15 @@ func (s *series) add(ts int64, v float64) {
 	if ts < s.origin {
 		ts = s.origin
 	}
-	if ts-s.origin > 1<<62 || ts-s.origin < -(1<<62) { // a clock that jumped: keep the series bounded
+	d := ts - s.origin
+	if d > 1<<62 || d < -(1<<62) { // a clock that jumped: keep the series bounded
 		return
 	}
-	i := int((ts - s.origin) / s.width)
+	if d >= s.lo && d < s.hi {
+		s.addAt(s.at, v)
+		return
+	}
+	i := int(d / s.width)
 	for i >= maxSeries {
 		merged := make([]float64, (len(s.vals)+1)/2, maxSeries)
 		for k, v := range s.vals {
@@ -51,11 +60,19 @@ func (s *series) add(ts int64, v float64) {
 		}
 		s.vals = merged
 		s.width *= 2
-		i = int((ts - s.origin) / s.width)
+		i = int(d / s.width)
 	}
 	for len(s.vals) <= i {
 		s.vals = append(s.vals, 0)
 	}
+	if d >= 0 {
+		s.lo, s.hi, s.at = int64(i)*s.width, int64(i+1)*s.width, i
+	}
+	s.addAt(i, v)
+}
+
+// addAt adds v to bucket i.
+func (s *series) addAt(i int, v float64) {
 	if s.useMax {
 		// math.Max's, for the counts (never NaN, never -0) this series takes
 		if v > s.vals[i] {
