@@ -199,6 +199,7 @@ type windowAgg struct {
 	sumB    float64
 	maxDur  int64
 	stride  uint64
+	next    uint64 // the calls at which the next window closes: the next multiple of stride
 	windows []Window
 }
 
@@ -499,12 +500,14 @@ func (a *analyzer) event(ev *trace.Event) {
 func (w *windowAgg) add(dir, cmd string, dur, n int64, stride int) {
 	if w.stride == 0 {
 		w.stride = uint64(stride)
+		w.next = w.stride
 	}
 	w.calls++
 	w.sumDur += float64(dur)
 	w.sumB += float64(n)
 	w.maxDur = max(w.maxDur, dur)
-	if w.calls%w.stride == 0 {
+	if w.calls == w.next { // a multiple of the stride
+		w.next += w.stride
 		w.windows = append(w.windows, Window{Dir: dir, Command: cmd, Calls: w.calls, AvgUS: us(w.sumDur / float64(w.calls)),
 			AvgBytes: math.Round(w.sumB / float64(w.calls)), MaxUS: us(float64(w.maxDur))})
 		if len(w.windows) >= 64 {
@@ -516,6 +519,7 @@ func (w *windowAgg) add(dir, cmd string, dur, n int64, stride int) {
 			}
 			w.windows = kept
 			w.stride *= 2
+			w.next = (w.calls/w.stride + 1) * w.stride
 		}
 	}
 }
