@@ -523,26 +523,71 @@ type dec struct {
 	bad bool
 }
 
+// uvarint reads an unsigned varint (uvarintAt).
 func (d *dec) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b[d.p:])
-	if n <= 0 {
+	v, p := uvarintAt(d.b, d.p)
+	if p < 0 {
 		d.bad = true
 		d.p = len(d.b)
 		return 0
 	}
-	d.p += n
+	d.p = p
 	return v
 }
 
-func (d *dec) varint() int64 {
-	v, n := binary.Varint(d.b[d.p:])
-	if n <= 0 {
-		d.bad = true
-		d.p = len(d.b)
-		return 0
+// varint reads a signed (zig-zag) varint, as binary.Varint.
+func (d *dec) varint() int64 { return zigzag(d.uvarint()) }
+
+// zigzag decodes a signed varint's value from its unsigned encoding, as binary.Varint.
+func zigzag(u uint64) int64 {
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	d.p += n
-	return v
+	return x
+}
+
+// uvarintAt reads the unsigned varint at b[p:] and returns it and the position past it, or p < 0
+// when it is malformed or p is already. A one-byte varint (most of a trace's: deltas, sizes,
+// ids) is read inline.
+func uvarintAt(b []byte, p int) (uint64, int) {
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
+		return uint64(b[p]), p + 1
+	}
+	return uvSlow(b, p)
+}
+
+// uvSlow is uvarintAt for any varint, as binary.Uvarint reads them: at most 10 bytes, the last of
+// them at most 1.
+func uvSlow(b []byte, p int) (uint64, int) {
+	if p < 0 {
+		return 0, -1
+	}
+	if len(b)-p >= 3 { // two or three bytes (time deltas and durations), unrolled
+		c0, c1, c2 := b[p], b[p+1], b[p+2]
+		switch {
+		case c0 < 0x80:
+			return uint64(c0), p + 1
+		case c1 < 0x80:
+			return uint64(c0&0x7f) | uint64(c1)<<7, p + 2
+		case c2 < 0x80:
+			return uint64(c0&0x7f) | uint64(c1&0x7f)<<7 | uint64(c2)<<14, p + 3
+		}
+	}
+	var x uint64
+	var s uint
+	for i := 0; i < binary.MaxVarintLen64 && p+i < len(b); i++ {
+		c := b[p+i]
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -1 // overflow
+			}
+			return x | uint64(c)<<s, p + i + 1
+		}
+		x |= uint64(c&0x7f) << s
+		s += 7
+	}
+	return 0, -1
 }
 
 func (d *dec) byte1() byte {
@@ -600,12 +645,18 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 	tag := d.byte1()
 	switch {
 	case tag&tagEvent != 0:
-		// Events are nearly every record: their common fields are decoded here, without a call.
+		// Events are nearly every record: they are decoded here, without a call, from the
+		// body and a position held in registers (p < 0 once a varint was malformed).
 		e := &rec.Event
 		st := &r.st
+		b, p := d.b, d.p
 		var extra byte
 		if tag&evExtra != 0 {
-			extra = d.byte1()
+			if p >= len(b) {
+				return false
+			}
+			extra = b[p]
+			p++
 			if extra&^(exCommand|exReqID|exPayload) != 0 {
 				return false
 			}
@@ -613,22 +664,43 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 		dir := tag >> evDirShift & evDirMask
 		e.Dir = Dir(dir)
 		if dir == evDirEsc {
-			if e.Dir = Dir(d.byte1()); e.Dir <= DirRecv {
+			if p >= len(b) {
+				return false
+			}
+			if e.Dir = Dir(b[p]); e.Dir <= DirRecv {
 				return false // not the writer's encoding
 			}
+			p++
 		}
-		e.TS = st.ts + d.varint()
-		e.Dur = d.varint()
+		var u uint64
+		// the varints of every event are read inline when one byte long (uvarintAt)
+		if uint(p) < uint(len(b)) && b[p] < 0x80 {
+			u, p = uint64(b[p]), p+1
+		} else {
+			u, p = uvSlow(b, p)
+		}
+		e.TS = st.ts + zigzag(u)
+		if uint(p) < uint(len(b)) && b[p] < 0x80 {
+			u, p = uint64(b[p]), p+1
+		} else {
+			u, p = uvSlow(b, p)
+		}
+		e.Dur = zigzag(u)
 		if tag&evSamePIDTID != 0 {
 			e.PID, e.TID = st.pid, st.tid
 		} else {
-			e.PID = d.u32()
-			e.TID = d.u32()
+			var t uint64
+			u, p = uvarintAt(b, p)
+			t, p = uvarintAt(b, p)
+			if u > 1<<32-1 || t > 1<<32-1 {
+				return false
+			}
+			e.PID, e.TID = uint32(u), uint32(t)
 		}
 		if tag&evSameConn != 0 {
 			e.Conn = st.conn
 		} else {
-			e.Conn = d.uvarint()
+			e.Conn, p = uvarintAt(b, p)
 		}
 		if tag&evSameOpSrc != 0 {
 			if dir == evDirEsc {
@@ -636,15 +708,43 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 			}
 			e.Op, e.Source = st.op[dir], st.src[dir]
 		} else {
-			e.Op = Op(d.byte1())
-			e.Source = Source(d.byte1())
+			if p < 0 || len(b)-p < 2 {
+				return false
+			}
+			e.Op, e.Source = Op(b[p]), Source(b[p+1])
+			p += 2
 		}
-		e.Bytes = d.varint()
+		if uint(p) < uint(len(b)) && b[p] < 0x80 {
+			u, p = uint64(b[p]), p+1
+		} else {
+			u, p = uvSlow(b, p)
+		}
+		e.Bytes = zigzag(u)
 		e.Errno, e.Command, e.ReqID, e.Payload = 0, 0, 0, nil
-		if (tag&evErrno != 0 || extra != 0) && !r.decodeEventExtras(&d, tag, extra, e) {
-			return false
+		switch {
+		case extra == exPayload && tag&evErrno == 0:
+			// a payload head alone, the usual extra
+			if uint(p) < uint(len(b)) && b[p] < 0x80 {
+				u, p = uint64(b[p]), p+1
+			} else {
+				u, p = uvSlow(b, p)
+			}
+			if p < 0 || u == 0 || u > MaxPayload || u > uint64(len(b)-p) {
+				return false
+			}
+			e.Payload = b[p : p+int(u)]
+			p += int(u)
+		case tag&evErrno != 0 || extra != 0:
+			if p < 0 {
+				return false
+			}
+			d.p = p
+			if !r.decodeEventExtras(&d, tag, extra, e) || d.bad {
+				return false
+			}
+			p = d.p
 		}
-		if d.bad {
+		if p < 0 {
 			return false
 		}
 		st.ts, st.pid, st.tid, st.conn = e.TS, e.PID, e.TID, e.Conn
@@ -652,6 +752,8 @@ func (r *Reader) decodeRecord(rec *Record) bool {
 			st.op[dir], st.src[dir] = e.Op, e.Source
 		}
 		rec.Kind = KindEvent
+		r.bp = p
+		return true
 	case tag == tagConnection:
 		if !r.decodeConnection(&d, &rec.Conn) {
 			return false
