@@ -74,11 +74,13 @@ func newTrial(i int, meta trace.Meta, chosen map[uint64]*Spec) (*trial, error) {
 // record tries the candidates on rec, when it is a data event of a connection on trial.
 func (t *trial) record(rec *trace.Record) {
 	ev := &rec.Event
-	if rec.Kind != trace.KindEvent || !trialData(ev) || t.cf.Cipher(ev) {
+	if rec.Kind != trace.KindEvent || !trialData(ev) {
 		return
 	}
 	key := connKey(ev)
-	if t.over[key%recentConns] == key+1 {
+	// A connection off trial for good is done with, its ciphertext too: what the filter
+	// would learn of it is never asked again.
+	if t.over[key%recentConns] == key+1 || t.cf.Cipher(ev) {
 		return
 	}
 	k, ok := t.seen[key]

@@ -135,6 +135,9 @@ func (f *framer) fieldIn(b []byte, fl *Field) (uint64, bool) {
 	if fl == nil || fl.Offset+fl.Size > len(b) {
 		return 0, false
 	}
+	if fl.Size == 4 && !f.big { // the usual field, read inline
+		return uint64(binary.LittleEndian.Uint32(b[fl.Offset:])), true
+	}
 	return f.fieldAt(b, fl)
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bufio"
+	"cmp"
 	"io"
 	"maps"
 	"slices"
@@ -36,6 +37,7 @@ type pass struct {
 	live    int
 	lru     []lruEntry
 	lruAt   int
+	lruOn   bool // lru is kept: live went past maxLiveConns once (until then no connection retires)
 }
 
 type lruEntry struct {
@@ -214,7 +216,22 @@ func (p *pass) touch(c *connDecoder) {
 		p.live++
 	}
 	c.stamp = p.stamp
-	p.lru = append(p.lru, lruEntry{c, p.stamp})
+	if !p.lruOn {
+		// Until a connection must retire, the order is only needed once, then: the live
+		// connections by stamp, as lru would hold them compacted (compactLRU).
+		if p.live <= maxLiveConns {
+			return
+		}
+		p.lruOn = true
+		for _, c := range p.d.conns {
+			if c.stamp != 0 {
+				p.lru = append(p.lru, lruEntry{c, c.stamp})
+			}
+		}
+		slices.SortFunc(p.lru, func(a, b lruEntry) int { return cmp.Compare(a.stamp, b.stamp) })
+	} else {
+		p.lru = append(p.lru, lruEntry{c, p.stamp})
+	}
 	// Connections in the middle of an exchange stay live past maxLiveConns and go to the back
 	// of the queue; each data event looks at a few entries at most, so that a trace of very
 	// many connections waiting at once costs no more per event.
