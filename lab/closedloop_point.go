@@ -24,8 +24,9 @@ const LoopBinds = 0.8
 // pointModel is the loops' network built from each point's own measured demands, not from
 // lines through the points (ClosedLoop.LoopDemands "point"). Per request at point p:
 //
-//   - the server's loop: its processor time (schedstat of its threads) plus one wake-up per
-//     cycle shared by the cycle's N requests, w·φ/N, on min(k, P) stations;
+//   - the server's loop: its processor time (schedstat of its threads), with its threads'
+//     run-queue wait where the loops are own (below), plus one wake-up per cycle shared by the
+//     cycle's N requests, w·φ/N, on min(k, P) stations;
 //   - the client's own event loop, when it has one: its busy time per reply by the clock
 //     (outside its wait calls: its processor time and its waits for the processor it shares
 //     with the server's loop while it had work), plus w·φ/N_client; a threaded client without
@@ -45,10 +46,10 @@ const LoopBinds = 0.8
 type pointModel struct {
 	side int // server stations: min(loop threads, processors)
 	// own is set when every loop thread (the server's and the client's) can have a processor of
-	// its own: a station's demand is then the time its thread held or waited for a processor
-	// (schedstat's on-CPU time and run delay, which holds the processor it shares with the
-	// other loop); else the loops share the processors, the min(k, P) stations hold that, and
-	// the demands are the processor time and the clock's busy time.
+	// its own: the server's demand then adds its threads' run-queue wait (schedstat: the
+	// processor it shares with the client's loop), as the client loop's busy time by the clock
+	// holds its own; else the loops share the processors, the min(k, P) stations hold that, and
+	// the server's demand is its processor time.
 	own bool
 }
 

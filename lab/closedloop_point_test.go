@@ -59,8 +59,8 @@ func readSweep(t *testing.T, path string) []closedLoopInput {
 // TestClosedLoopRecordedSweeps runs the closed-loop model over real sweeps. On the ones taken
 // with the VM to itself (quiet-*), where the lines through the points missed by up to 53%
 // (memcached at 2 clients: the one-client point's wake-ups of halted processors, put into a
-// constant delay) and 42% (redis from 8 clients: its fitted loop time per request went below
-// 0), each point's own demands and the wake-up cost calibrated at one client predict every
+// constant delay) and 42% (redis from 8 clients: its fitted loop time per request went to 0
+// or below), each point's own demands and the wake-up cost calibrated at one client predict every
 // point within 20% in at least 5 of the 6 (the sixth's one miss, by 20.2%, is a point whose
 // throughput fell from that of fewer clients: something besides the clients changed there,
 // which no closed-loop model foresees), and every point within 25%. On every sweep: the model
