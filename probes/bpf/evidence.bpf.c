@@ -275,8 +275,9 @@ int BPF_PROG(perflab_runq, bool preempt, struct task_struct *prev, struct task_s
 	r.wake_ts = nt->wake_ts;
 	r.run_ts = now;
 	nt->wake_ts = 0;
-	count(CNT_EV_SCHED);
-	if (bpf_ringbuf_output(&perflab_events, &r, sizeof(r), ring_flags()) != 0)
+	// The ring's fill is looked at once every wakeup_mask+1 records of a CPU, as for events.
+	__u64 n = count(CNT_EV_SCHED);
+	if (bpf_ringbuf_output(&perflab_events, &r, sizeof(r), ring_flags_nth(n)) != 0)
 		count(CNT_EV_LOST);
 	return 0;
 }
