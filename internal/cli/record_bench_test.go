@@ -87,6 +87,9 @@ func runMaybeRecorded(b *testing.B, dir string, record bool, ev probes.Evidence,
 		nsPerEv: res.Stats["probe_ns_per_event"], evNsRun: res.Stats["evidence_ns_per_run"], duration: d, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
+// runSettle is the pause after every run of BenchmarkRecordOverhead.
+const runSettle = 300 * time.Millisecond
+
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
@@ -106,7 +109,11 @@ func median(v []float64) float64 {
 // client's CPU time (recorded / plain: less sensitive to the machine's other load), the events
 // lost at the default ring size, and the kernel time per event as record prints it (the
 // socket probe's; the evidence programs' time per run apart, evidence_ns/run_ev). Metrics of
-// the default way end in _ev. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
+// the default way end in _ev. Every run is followed by a pause of runSettle, so that what a
+// recording leaves to the kernel after it is closed (freeing its programs, maps and 16 MiB ring
+// on a work queue) is done before the next run starts, whichever way that run is. The llm
+// loop generates 288 tokens a run (about 1.3 s on the quiet 2-vCPU VM), so that a run is not
+// decided by a few scheduling delays. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
 func BenchmarkRecordOverhead(b *testing.B) {
 	if err := probes.CheckPrivileges(); err != nil {
 		b.Skip(err)
@@ -119,7 +126,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	}{
 		{"ping_tcp_baseline", []string{"--workload", "ping", "--requests", "60000", "--mode", "baseline"},
 			func(r *venusd.Result) float64 { return r.Ping.ThroughputPerS }, "requests/s"},
-		{"llm_tcp_baseline", []string{"--workload", "llm", "--tokens", "96", "--mode", "baseline"},
+		{"llm_tcp_baseline", []string{"--workload", "llm", "--tokens", "288", "--mode", "baseline"},
 			func(r *venusd.Result) float64 { return r.TokensPerS }, "tokens/s"},
 	}
 	const rounds = 9
@@ -151,6 +158,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 						k := (j + r) % len(modes)
 						m := modes[k]
 						run := runMaybeRecorded(b, dir, m.record, m.ev, []string{recordMainEnv + "=1"}, args...)
+						time.Sleep(runSettle)
 						var res venusd.Result
 						if err := json.Unmarshal(run.stdout, &res); err != nil {
 							b.Fatalf("client output %q: %v", run.stdout, err)
