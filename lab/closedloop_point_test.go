@@ -117,3 +117,47 @@ func TestClosedLoopRecordedSweeps(t *testing.T) {
 		})
 	}
 }
+
+// TestClosedLoopPointCalibration checks the three ways the calibration point sets the one
+// figure taken from the client: the wake-up of a halted processor where the processors were
+// idle enough there, a constant delay where others kept them busy, and the client's overlap
+// with the server where the demands alone are longer than the round, each of the last two
+// warned; and that φ is 1 on an idle machine and 0 on a saturated one.
+func TestClosedLoopPointCalibration(t *testing.T) {
+	in := readSweep(t, filepath.Join("testdata", "sweeps", "quiet-redis-1.json"))
+	cl, warns, err := fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil || cl.WakeUS <= 0 || cl.ZUS != 0 {
+		t.Fatalf("idle calibration point: wake-up %.1f µs, Z %.1f µs (%v)", cl.WakeUS, cl.ZUS, err)
+	}
+	if p := cl.Points[0]; p.IdleShare != 1 || math.Abs(p.Error) > 1e-3 {
+		t.Errorf("c1: φ %.2f, error %+.3f; want 1 and the measured throughput", p.IdleShare, p.Error)
+	}
+	for _, w := range warns {
+		if strings.Contains(w, "cannot be told") {
+			t.Errorf("idle calibration point warned: %s", w)
+		}
+	}
+	if got := idleShare(&in[0], 1e6/in[0].CPU.OwnUS*2); got != 0 {
+		t.Errorf("φ %.2f with the processors saturated, want 0", got)
+	}
+
+	// The others took 0.6 of the 2 processors at one client.
+	busy := readSweep(t, filepath.Join("testdata", "sweeps", "quiet-redis-1.json"))
+	c := *busy[0].CPU
+	c.AvailableProcessors = 1.4
+	busy[0].CPU = &c
+	cl, warns, err = fitClosedLoop(busy, 2, loops.DefaultConfidence)
+	if err != nil || cl.WakeUS != 0 || cl.ZUS <= 0 || !strings.Contains(strings.Join(warns, "\n"), "cannot be told there") {
+		t.Errorf("busy calibration point: wake-up %.1f µs, Z %.1f µs, warnings %q (%v); want Z and a warning", cl.WakeUS, cl.ZUS, warns, err)
+	}
+
+	// The client's loop busy for longer than the whole round at one client.
+	long := readSweep(t, filepath.Join("testdata", "sweeps", "quiet-redis-1.json"))
+	cli := *long[0].Client
+	cli.BusyPerReplyUS = 1e6 / long[0].ThroughputPerS
+	long[0].Client = &cli
+	cl, warns, err = fitClosedLoop(long, 2, loops.DefaultConfidence)
+	if err != nil || cl.ZUS >= 0 || math.Abs(cl.Points[0].Error) > 0.01 || !strings.Contains(strings.Join(warns, "\n"), "runs beside the server's") {
+		t.Errorf("demands longer than the round: Z %.1f µs, c1 error %+.3f, warnings %q (%v); want the overlap calibrated and warned", cl.ZUS, cl.Points[0].Error, warns, err)
+	}
+}

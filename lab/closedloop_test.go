@@ -324,14 +324,16 @@ func TestWindowCPU(t *testing.T) {
 	// 2 processors, 1.5 busy (1 of it the point's own), sampled every 20 ms from 0 to 1 s.
 	var s []cpuSample
 	for at := int64(0); at <= 1e9; at += 20e6 {
-		s = append(s, cpuSample{at: at, busy: at * 3 / 2, own: at})
+		s = append(s, cpuSample{at: at, busy: at * 3 / 2, own: at, kids: at / 4, kidsRunDelay: at / 10})
 	}
 	w, ok := windowCPU(s, 105e6, 605e6, 10000, 2)
 	if !ok {
 		t.Fatal("window inside the samples: no figures")
 	}
-	// 0.5 s: 0.5 s own for 10,000 requests = 50 µs; 0.75 s busy = 75 µs; others 0.5 processor.
-	if w.OwnUS != 50 || w.MachineUS != 75 || w.AvailableProcessors != 1.5 || w.BusyShare != 0.75 || w.BoundPerS != 30000 || w.Samples != 25 {
+	// 0.5 s: 0.5 s own for 10,000 requests = 50 µs; 0.75 s busy = 75 µs; others 0.5 processor;
+	// the client 12.5 µs, and its threads waited 5 µs per request for a processor.
+	if w.OwnUS != 50 || w.MachineUS != 75 || w.AvailableProcessors != 1.5 || w.BusyShare != 0.75 || w.BoundPerS != 30000 || w.Samples != 25 ||
+		w.ClientUS != 12.5 || w.ClientRunDelayUS != 5 {
 		t.Errorf("%+v", w)
 	}
 	for _, win := range [][2]int64{{-1, 5e8}, {5e8, 2e9}, {5e8, 5e8}} {
@@ -409,7 +411,7 @@ func TestMachineSampler(t *testing.T) {
 	}
 	for i := 1; i < len(samples); i++ {
 		a, b := samples[i-1], samples[i]
-		if b.at <= a.at || b.busy < a.busy || b.own < a.own {
+		if b.at <= a.at || b.busy < a.busy || b.own < a.own || b.kidsRunDelay < a.kidsRunDelay {
 			t.Fatalf("sample %d %+v after %+v: back in time or in busy time", i, b, a)
 		}
 	}
