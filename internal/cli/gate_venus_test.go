@@ -206,10 +206,24 @@ func TestGateOneRunPerSide(t *testing.T) {
 		}
 		t.Logf("A/A try %d: exit %d, verdict %s (the machine's load may have changed); again", try, code, res.Verdict)
 	}
-	code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", a1, slow)
-	res = compare.GateResult{}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
+	// +1 ms each way is a regression. A burst of load during the baseline run can spread its
+	// token times so far that the slow-down is not significant (seen: 42 tokens/s instead of
+	// ~350, p=0.08); such an inconclusive verdict is retried with a fresh pair of runs, up to
+	// three times. A gate that misses the slow-down every time fails the test.
+	for try := 1; ; try++ {
+		if try > 1 {
+			a1, slow = run(fmt.Sprintf("a1-%d", try)), run(fmt.Sprintf("slow-%d", try), "--delay", "1ms")
+		}
+		code, out, _ = gateCLI(t, "gate", "--format", "json", "--baseline", a1, slow)
+		res = compare.GateResult{}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict == "inconclusive" && code == 0 && try < 3 {
+			t.Logf("+1 ms each way, try %d: inconclusive (the machine's load may have spread the token times); again", try)
+			continue
+		}
+		break
 	}
 	if code != 1 || res.Verdict != "regression" {
 		t.Errorf("+1 ms each way: exit %d, verdict %s, want 1 and regression", code, res.Verdict)
