@@ -199,9 +199,10 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	}
 	d := c.d
 	m := d.slot()
-	*m = Message{Trace: d.trace, Conn: ev.Conn, Dir: ev.Dir, TS: fi.ts, End: fi.end, PID: ev.PID, TID: ev.TID,
-		Source: ev.Source, Protocol: c.spec.Name, spec: c.spec, FirstEnd: fi.firstEnd, CallNS: fi.callNS,
-		Size: fi.size, Calls: fi.calls, LostSync: fi.lostSync, Truncated: fi.truncated, ReqID: fi.reqID}
+	m.Trace, m.Conn, m.Dir, m.TS, m.End, m.PID, m.TID = d.trace, ev.Conn, ev.Dir, fi.ts, fi.end, ev.PID, ev.TID
+	m.Source, m.Protocol, m.Command, m.Name, m.Size, m.Status, m.Calls = ev.Source, c.spec.Name, 0, "", fi.size, 0, fi.calls
+	m.WantsReply, m.IsReply, m.ReqID, m.RTT, m.ReqTS, m.ReqEnd = false, false, fi.reqID, 0, 0, 0
+	m.FirstEnd, m.CallNS, m.Answered, m.Batch, m.Truncated, m.LostSync, m.spec = fi.firstEnd, fi.callNS, 0, nil, fi.truncated, fi.lostSync, c.spec
 	var ri recordInfo
 	if c.spec.Records != nil {
 		c.spec.walkRecords(&ri, fi.peek, fi.size)

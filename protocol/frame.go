@@ -44,6 +44,7 @@ type framer struct {
 	hdr     *Header
 	order   binary.ByteOrder
 	big     bool // order is big-endian
+	le4     bool // every field of the header is 4 bytes, little-endian: whole reads them inline
 	peekEnd int  // bytes of the frame to capture: the header and every field
 
 	state int
@@ -98,6 +99,18 @@ func (f *framer) init(spec *Spec, hdr *Header, extra *Field) {
 		f.order, f.big = binary.BigEndian, true
 	}
 	f.peekEnd = peekEndOf(spec, hdr, extra)
+	f.le4 = !f.big && hdr.Size.Size == 4
+	for _, fl := range [...]*Field{hdr.Magic, hdr.Command, hdr.Flags, hdr.ReqID} {
+		f.le4 = f.le4 && (fl == nil || fl.Size == 4)
+	}
+}
+
+// le32 reads the 4-byte little-endian field fl of b, and false when b ends before it.
+func le32(b []byte, fl *Field) (uint64, bool) {
+	if fl.Offset+4 > len(b) {
+		return 0, false
+	}
+	return uint64(binary.LittleEndian.Uint32(b[fl.Offset:])), true
 }
 
 // peekEndOf returns how many leading bytes of each frame a framer of hdr's frames captures.
@@ -182,12 +195,19 @@ func (f *framer) parseHeader() bool {
 // length of its frame; false means the bytes are no header.
 func (f *framer) headerIn(b []byte) (uint64, bool) {
 	h := f.hdr
-	if h.Magic != nil {
-		if v, _ := f.fieldIn(b, h.Magic); v != h.Magic.Value {
-			return 0, false
+	var magic, size uint64
+	if f.le4 {
+		if h.Magic != nil {
+			magic, _ = le32(b, h.Magic)
 		}
+		size, _ = le32(b, &h.Size)
+	} else {
+		magic, _ = f.fieldIn(b, h.Magic)
+		size, _ = f.fieldIn(b, &h.Size)
 	}
-	size, _ := f.fieldIn(b, &h.Size)
+	if h.Magic != nil && magic != h.Magic.Value {
+		return 0, false
+	}
 	if h.Counts == "frame" {
 		if size < uint64(h.Bytes) {
 			return 0, false
@@ -305,9 +325,22 @@ func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit func(*fra
 	// field by field: a composite literal would be built aside and copied
 	o.ts, o.end, o.firstEnd, o.callNS, o.size, o.calls = ts, end, end, end-ts, n, 1
 	o.lostSync, o.truncated, o.peek = f.lostNext, false, peek
-	o.cmd, o.hasCmd = f.fieldIn(peek, f.hdr.Command)
-	o.flags, o.hasFlags = f.fieldIn(peek, f.hdr.Flags)
-	o.reqID, _ = f.fieldIn(peek, f.hdr.ReqID)
+	if h := f.hdr; f.le4 {
+		o.cmd, o.hasCmd, o.flags, o.hasFlags, o.reqID = 0, false, 0, false, 0
+		if h.Command != nil {
+			o.cmd, o.hasCmd = le32(peek, h.Command)
+		}
+		if h.Flags != nil {
+			o.flags, o.hasFlags = le32(peek, h.Flags)
+		}
+		if h.ReqID != nil {
+			o.reqID, _ = le32(peek, h.ReqID)
+		}
+	} else {
+		o.cmd, o.hasCmd = f.fieldIn(peek, h.Command)
+		o.flags, o.hasFlags = f.fieldIn(peek, h.Flags)
+		o.reqID, _ = f.fieldIn(peek, h.ReqID)
+	}
 	f.lastCall = seq
 	f.lostNext = false
 	emit(o)
