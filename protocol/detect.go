@@ -26,10 +26,10 @@ var candidates = []string{"venus", "ggml-rpc", "resp", "http", "memcached"}
 // connection's choice before its first data event (pass). Connections whose first data event
 // is a tracer's frame, the Venus magic or a ggml-rpc HELLO keep the first-bytes detection.
 type trial struct {
-	decs   []*Decoder    // the candidates, decoding into nothing
-	first  *Decoder      // for the first-bytes detection
-	cf     *CipherFilter // the trial's own, asked only of the data events
-	seen   map[uint64]int
+	decs   []*Decoder       // the candidates, decoding into nothing
+	first  *Decoder         // for the first-bytes detection
+	cf     *CipherFilter    // the trial's own, asked only of the data events
+	seen   keyInts          // connection key -> data events tried, or firstBytes
 	chosen map[uint64]*Spec // decided and not yet taken by the decoder (Decoder.chosen)
 	order  []uint64         // connections on trial, oldest first (some may be decided already)
 
@@ -56,7 +56,7 @@ const (
 func newTrial(i int, meta trace.Meta, chosen map[uint64]*Spec) (*trial, error) {
 	sink := &msgSink{fn: func(*Message) error { return nil }}
 	t := &trial{decs: make([]*Decoder, len(candidates)), cf: NewCipherFilter(meta),
-		seen: map[uint64]int{}, chosen: chosen, bare: map[uint64]bool{}}
+		chosen: chosen, bare: map[uint64]bool{}}
 	for k, n := range candidates {
 		s, err := BuiltinSpec(n)
 		if err != nil {
@@ -83,12 +83,12 @@ func (t *trial) record(rec *trace.Record) {
 	if t.over[key%recentConns] == key+1 || t.cf.Cipher(ev) {
 		return
 	}
-	k, ok := t.seen[key]
+	k, ok := t.seen.get(key)
 	if !ok {
 		// A tracer's frames, the Venus magic and a ggml-rpc HELLO say what the connection
 		// speaks; the others are tried.
 		if sp := t.first.detect(ev); sp.Name == "venus" || sp.Name == "ggml-rpc" {
-			t.seen[key] = firstBytes
+			t.seen.set(key, firstBytes)
 			t.over[key%recentConns] = key + 1
 			return
 		}
@@ -100,7 +100,7 @@ func (t *trial) record(rec *trace.Record) {
 	if k == 0 {
 		t.begin(key)
 	}
-	t.seen[key] = k + 1
+	t.seen.set(key, k+1)
 	t.feed(key, k, ev)
 	if k+1 == trialEvents {
 		t.decide(key)
@@ -151,7 +151,7 @@ func (t *trial) begin(key uint64) {
 	for len(t.order) > maxTrialConns {
 		old := t.order[0]
 		t.order = t.order[1:]
-		if n := t.seen[old]; n > 0 && n < trialEvents {
+		if n, _ := t.seen.get(old); n > 0 && n < trialEvents {
 			t.decide(old)
 		}
 	}
@@ -165,7 +165,7 @@ func (t *trial) decide(key uint64) {
 	} else {
 		t.chosen[key] = best(t.decs, key)
 	}
-	t.seen[key] = trialEvents
+	t.seen.set(key, trialEvents)
 }
 
 // waiting reports whether connection key is on trial and not decided yet: the decoder must not
@@ -174,7 +174,7 @@ func (t *trial) waiting(key uint64) bool {
 	if t.over[key%recentConns] == key+1 {
 		return false
 	}
-	n := t.seen[key]
+	n, _ := t.seen.get(key)
 	return n > 0 && n < trialEvents
 }
 
