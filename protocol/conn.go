@@ -107,9 +107,13 @@ const hotConns = 64
 // frame, while a trace of many connections holds framers only for hotConns of them and those
 // in the middle of a frame.
 func (c *connDecoder) touch() {
-	if c.hot {
-		return
+	if !c.hot {
+		c.join()
 	}
+}
+
+// join makes c one of the hot connections (touch).
+func (c *connDecoder) join() {
 	d := c.d
 	if old := d.hot[d.hotPos]; old != nil {
 		old.hot = false

@@ -216,12 +216,18 @@ func (p *pass) touch(c *connDecoder) {
 		p.live++
 	}
 	c.stamp = p.stamp
+	if p.lruOn || p.live > maxLiveConns {
+		p.order(c)
+	}
+}
+
+// order keeps c's place in the order of the live connections by their latest data, and
+// retires the connection whose data is oldest when more than maxLiveConns have carried data.
+func (p *pass) order(c *connDecoder) {
 	if !p.lruOn {
-		// Until a connection must retire, the order is only needed once, then: the live
-		// connections by stamp, as lru would hold them compacted (compactLRU).
-		if p.live <= maxLiveConns {
-			return
-		}
+		// Until a connection must retire (touch) the order is not kept; it is needed from
+		// then on: the live connections by stamp, as lru would hold them compacted
+		// (compactLRU).
 		p.lruOn = true
 		for _, c := range p.d.conns {
 			if c.stamp != 0 {

@@ -23,7 +23,11 @@ func NewCipherFilter(meta trace.Meta) *CipherFilter {
 
 // Cipher reports whether ev is a system call that moved TLS ciphertext.
 func (f *CipherFilter) Cipher(ev *trace.Event) bool {
-	if !f.on || ev.Op.UserSpace() || ev.Source != trace.SourceEBPF || ev.Errno != 0 || ev.Bytes <= 0 {
+	return f.on && f.cipher(ev) // inline: a trace without plaintext costs no call
+}
+
+func (f *CipherFilter) cipher(ev *trace.Event) bool {
+	if ev.Op.UserSpace() || ev.Source != trace.SourceEBPF || ev.Errno != 0 || ev.Bytes <= 0 {
 		return false
 	}
 	key := connKey(ev)
