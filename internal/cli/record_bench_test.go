@@ -112,7 +112,7 @@ func median(v []float64) float64 {
 // the default way end in _ev. Every run is followed by a pause of runSettle, so that what a
 // recording leaves to the kernel after it is closed (freeing its programs, maps and 16 MiB ring
 // on a work queue) is done before the next run starts, whichever way that run is. The llm
-// loop generates 288 tokens a run (about 1.3 s on the quiet 2-vCPU VM), so that a run is not
+// loop generates 288 tokens a run (1.3 s at 227 tokens/s, a plain run at load 12), so that a run is not
 // decided by a few scheduling delays. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
 func BenchmarkRecordOverhead(b *testing.B) {
 	if err := probes.CheckPrivileges(); err != nil {
