@@ -18,7 +18,7 @@ func FuzzAnalyzeEvents(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := protocol.NewDecoder(0, nil, sink{a: a})
+		d, err := protocol.NewDecoder(0, nil, &sink{a: a})
 		if err != nil {
 			t.Fatal(err)
 		}

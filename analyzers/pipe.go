@@ -101,6 +101,10 @@ func (p *pipe) run() {
 
 // feed makes the calls of the scan that b holds on out, in order.
 func (b *batch) feed(out protocol.Sink) {
+	if s, ok := out.(*sink); ok {
+		b.feedSink(s)
+		return
+	}
 	var rec trace.Record
 	var last *protocol.Message
 	for _, it := range b.items {
@@ -121,6 +125,32 @@ func (b *batch) feed(out protocol.Sink) {
 		case itemEnd:
 			x := &b.ends[it.idx]
 			out.End(x.i, x.rec, x.d)
+		}
+	}
+}
+
+// feedSink is feed for the analyzer's sink, called directly; its events are handed over in
+// place, copied into a record only for a visitor.
+func (b *batch) feedSink(s *sink) {
+	var rec trace.Record
+	var last *protocol.Message
+	for _, it := range b.items {
+		switch it.kind {
+		case itemEvent:
+			s.event(&b.events[it.idx], &rec)
+		case itemRecord:
+			s.Record(&b.records[it.idx])
+		case itemMessage:
+			last = &b.msgs[it.idx]
+			s.Message(last)
+		case itemAnswered:
+			s.Answered(last, b.answered[it.idx])
+		case itemBegin:
+			x := &b.begins[it.idx]
+			s.Begin(x.i, x.path, x.meta)
+		case itemEnd:
+			x := &b.ends[it.idx]
+			s.End(x.i, x.rec, x.d)
 		}
 	}
 }

@@ -12,21 +12,31 @@ type sink struct {
 	also protocol.Visitor
 }
 
-func (s sink) Begin(i int, path string, meta trace.Meta) {
+func (s *sink) Begin(i int, path string, meta trace.Meta) {
 	s.a.begin(i, path, meta)
 	if s.also != nil {
 		s.also.Begin(i, path, meta)
 	}
 }
 
-func (s sink) Record(rec *trace.Record) {
+func (s *sink) Record(rec *trace.Record) {
 	s.record(rec)
 	if s.also != nil {
 		s.also.Record(rec)
 	}
 }
 
-func (s sink) record(rec *trace.Record) {
+// event hands the analyzer an event of the scan, and also as a record (in rec, which it
+// overwrites) when also is set.
+func (s *sink) event(ev *trace.Event, rec *trace.Record) {
+	s.a.event(ev)
+	if s.also != nil {
+		rec.Kind, rec.Event = trace.KindEvent, *ev
+		s.also.Record(rec)
+	}
+}
+
+func (s *sink) record(rec *trace.Record) {
 	switch rec.Kind {
 	case trace.KindEvent:
 		s.a.event(&rec.Event)
@@ -39,21 +49,21 @@ func (s sink) record(rec *trace.Record) {
 	}
 }
 
-func (s sink) Message(m *protocol.Message) {
+func (s *sink) Message(m *protocol.Message) {
 	s.a.message(m)
 	if s.also != nil {
 		s.also.Message(m)
 	}
 }
 
-func (s sink) Answered(m *protocol.Message, req protocol.Answered) {
+func (s *sink) Answered(m *protocol.Message, req protocol.Answered) {
 	s.a.answered(m, req)
 	if s.also != nil {
 		s.also.Answered(m, req)
 	}
 }
 
-func (s sink) End(i int, rec trace.Recovery, d *protocol.Decoder) {
+func (s *sink) End(i int, rec trace.Recovery, d *protocol.Decoder) {
 	s.a.end(i, rec, d)
 	if s.also != nil {
 		s.also.End(i, rec)

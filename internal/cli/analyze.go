@@ -123,7 +123,11 @@ func analyzeOptions(proto, spec, unit, unitCmd, markers string) (analyzers.Optio
 func analyzeSummary(env *Env, paths []string, opt analyzers.Options) (*analyzers.Summary, error) {
 	conns := &connRecords{keep: len(paths) >= 2 && len(paths) <= maxHostTraces}
 	merged := splitVisitor(opt)
-	s, err := analyzers.AnalyzeVisit(traceInputs(paths), opt, protocol.Tee(conns, merged))
+	var also protocol.Visitor = merged
+	if conns.keep { // else conns takes nothing: not called on every record and message
+		also = protocol.Tee(conns, merged)
+	}
+	s, err := analyzers.AnalyzeVisit(traceInputs(paths), opt, also)
 	if err != nil {
 		return nil, analyzeError(err)
 	}
