@@ -81,7 +81,15 @@ func (a *analyzer) finishCommands() {
 		if x.Kind != y.Kind {
 			return x.Kind > y.Kind
 		}
-		return x.Direction > y.Direction
+		if x.Direction != y.Direction {
+			return x.Direction > y.Direction
+		}
+		// Two protocols (venus and venus-mesa) or two ids can share a name: order them too,
+		// so that the rows do not follow the map's order from run to run.
+		if x.Protocol != y.Protocol {
+			return x.Protocol < y.Protocol
+		}
+		return x.ID < y.ID
 	})
 }
 
