@@ -143,6 +143,20 @@ func (l *spillList[T]) len() int { return l.mem.n }
 // the budget (readErr), to be reported.
 func (l *spillList[T]) all() iter.Seq[*T] {
 	return func(yield func(*T) bool) {
+		for blk := range l.chunks() {
+			for k := range blk {
+				if !yield(&blk[k]) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// chunks yields the entries of all, a block at a time (a block read back from the file is
+// valid until the next one is yielded).
+func (l *spillList[T]) chunks() iter.Seq[[]T] {
+	return func(yield func([]T) bool) {
 		l.sync()
 		if l.nFile > 0 {
 			l.passes++
@@ -159,19 +173,15 @@ func (l *spillList[T]) all() iter.Seq[*T] {
 					}
 					return
 				}
-				for k := range l.buf[:n] {
-					if !yield(&l.buf[k]) {
-						return
-					}
+				if !yield(l.buf[:n]) {
+					return
 				}
 				off += n
 			}
 		}
 		for _, blk := range l.mem.blocks {
-			for k := range blk {
-				if !yield(&blk[k]) {
-					return
-				}
+			if len(blk) > 0 && !yield(blk) {
+				return
 			}
 		}
 	}

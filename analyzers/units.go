@@ -220,7 +220,7 @@ type phaseAcc struct {
 	msgs, reqs, reps, rts, rtev, sent, recv, bytes uint64
 }
 
-func (c *phaseAcc) add(r msgRec) {
+func (c *phaseAcc) add(r *msgRec) {
 	if r.kind&recRTEvent != 0 {
 		c.rtev++
 		return
@@ -245,20 +245,23 @@ func (c *phaseAcc) add(r msgRec) {
 func (a *analyzer) countPhases(phases, unitPhase []span, procs []bool, anyProc bool) ([]phaseAcc, phaseAcc) {
 	pacc := make([]phaseAcc, len(phases))
 	var unitAcc phaseAcc
-	for r := range a.recs.all() {
-		for k := range phases {
-			if r.ts >= phases[k].from && r.ts < phases[k].to {
-				pacc[k].add(*r)
-				break
+	for blk := range a.recs.chunks() { // a block at a time: no call per record
+		for i := range blk {
+			r := &blk[i]
+			for k := range phases {
+				if r.ts >= phases[k].from && r.ts < phases[k].to {
+					pacc[k].add(r)
+					break
+				}
 			}
-		}
-		if anyProc && !procs[r.proc] {
-			continue
-		}
-		for _, p := range unitPhase {
-			if r.ts >= p.from && r.ts <= p.to {
-				unitAcc.add(*r)
-				break
+			if anyProc && !procs[r.proc] {
+				continue
+			}
+			for _, p := range unitPhase {
+				if r.ts >= p.from && r.ts <= p.to {
+					unitAcc.add(r)
+					break
+				}
 			}
 		}
 	}
