@@ -641,119 +641,134 @@ func (r *Reader) str(d *dec) string {
 
 // decodeRecord decodes the record at body[bp] into rec and reports whether it was well formed.
 func (r *Reader) decodeRecord(rec *Record) bool {
-	d := dec{b: r.body, p: r.bp}
-	tag := d.byte1()
-	switch {
-	case tag&tagEvent != 0:
-		// Events are nearly every record: they are decoded here, without a call, from the
-		// body and a position held in registers (p < 0 once a varint was malformed).
-		e := &rec.Event
-		st := &r.st
-		b, p := d.b, d.p
-		var extra byte
-		if tag&evExtra != 0 {
-			if p >= len(b) {
-				return false
-			}
-			extra = b[p]
-			p++
-			if extra&^(exCommand|exReqID|exPayload) != 0 {
-				return false
-			}
+	b, p := r.body, r.bp
+	if p >= len(b) {
+		return false
+	}
+	tag := b[p]
+	p++
+	if tag&tagEvent == 0 {
+		return r.decodeOther(tag, rec)
+	}
+	// Events are nearly every record: they are decoded here, without a call, from the
+	// body and a position held in registers (p < 0 once a varint was malformed).
+	e := &rec.Event
+	st := &r.st
+	var extra byte
+	if tag&evExtra != 0 {
+		if p >= len(b) {
+			return false
 		}
-		dir := tag >> evDirShift & evDirMask
-		e.Dir = Dir(dir)
+		extra = b[p]
+		p++
+		if extra&^(exCommand|exReqID|exPayload) != 0 {
+			return false
+		}
+	}
+	dir := tag >> evDirShift & evDirMask
+	e.Dir = Dir(dir)
+	if dir == evDirEsc {
+		if p >= len(b) {
+			return false
+		}
+		if e.Dir = Dir(b[p]); e.Dir <= DirRecv {
+			return false // not the writer's encoding
+		}
+		p++
+	}
+	var u uint64
+	// the varints of every event are read inline when one byte long (uvarintAt)
+	// (the time delta and the duration when two bytes long too)
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
+		u, p = uint64(b[p]), p+1
+	} else if p >= 0 && p+1 < len(b) && b[p+1] < 0x80 {
+		u, p = uint64(b[p]&0x7f)|uint64(b[p+1])<<7, p+2
+	} else {
+		u, p = uvSlow(b, p)
+	}
+	e.TS = st.ts + zigzag(u)
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
+		u, p = uint64(b[p]), p+1
+	} else if p >= 0 && p+1 < len(b) && b[p+1] < 0x80 {
+		u, p = uint64(b[p]&0x7f)|uint64(b[p+1])<<7, p+2
+	} else {
+		u, p = uvSlow(b, p)
+	}
+	e.Dur = zigzag(u)
+	if tag&evSamePIDTID != 0 {
+		e.PID, e.TID = st.pid, st.tid
+	} else {
+		var t uint64
+		u, p = uvarintAt(b, p)
+		t, p = uvarintAt(b, p)
+		if u > 1<<32-1 || t > 1<<32-1 {
+			return false
+		}
+		e.PID, e.TID = uint32(u), uint32(t)
+	}
+	if tag&evSameConn != 0 {
+		e.Conn = st.conn
+	} else {
+		e.Conn, p = uvarintAt(b, p)
+	}
+	if tag&evSameOpSrc != 0 {
 		if dir == evDirEsc {
-			if p >= len(b) {
-				return false
-			}
-			if e.Dir = Dir(b[p]); e.Dir <= DirRecv {
-				return false // not the writer's encoding
-			}
-			p++
+			return false
 		}
-		var u uint64
-		// the varints of every event are read inline when one byte long (uvarintAt)
+		e.Op, e.Source = st.op[dir], st.src[dir]
+	} else {
+		if p < 0 || len(b)-p < 2 {
+			return false
+		}
+		e.Op, e.Source = Op(b[p]), Source(b[p+1])
+		p += 2
+	}
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
+		u, p = uint64(b[p]), p+1
+	} else {
+		u, p = uvSlow(b, p)
+	}
+	e.Bytes = zigzag(u)
+	e.Errno, e.Command, e.ReqID, e.Payload = 0, 0, 0, nil
+	switch {
+	case extra == exPayload && tag&evErrno == 0:
+		// a payload head alone, the usual extra
 		if uint(p) < uint(len(b)) && b[p] < 0x80 {
 			u, p = uint64(b[p]), p+1
 		} else {
 			u, p = uvSlow(b, p)
 		}
-		e.TS = st.ts + zigzag(u)
-		if uint(p) < uint(len(b)) && b[p] < 0x80 {
-			u, p = uint64(b[p]), p+1
-		} else {
-			u, p = uvSlow(b, p)
+		if p < 0 || u == 0 || u > MaxPayload || u > uint64(len(b)-p) {
+			return false
 		}
-		e.Dur = zigzag(u)
-		if tag&evSamePIDTID != 0 {
-			e.PID, e.TID = st.pid, st.tid
-		} else {
-			var t uint64
-			u, p = uvarintAt(b, p)
-			t, p = uvarintAt(b, p)
-			if u > 1<<32-1 || t > 1<<32-1 {
-				return false
-			}
-			e.PID, e.TID = uint32(u), uint32(t)
-		}
-		if tag&evSameConn != 0 {
-			e.Conn = st.conn
-		} else {
-			e.Conn, p = uvarintAt(b, p)
-		}
-		if tag&evSameOpSrc != 0 {
-			if dir == evDirEsc {
-				return false
-			}
-			e.Op, e.Source = st.op[dir], st.src[dir]
-		} else {
-			if p < 0 || len(b)-p < 2 {
-				return false
-			}
-			e.Op, e.Source = Op(b[p]), Source(b[p+1])
-			p += 2
-		}
-		if uint(p) < uint(len(b)) && b[p] < 0x80 {
-			u, p = uint64(b[p]), p+1
-		} else {
-			u, p = uvSlow(b, p)
-		}
-		e.Bytes = zigzag(u)
-		e.Errno, e.Command, e.ReqID, e.Payload = 0, 0, 0, nil
-		switch {
-		case extra == exPayload && tag&evErrno == 0:
-			// a payload head alone, the usual extra
-			if uint(p) < uint(len(b)) && b[p] < 0x80 {
-				u, p = uint64(b[p]), p+1
-			} else {
-				u, p = uvSlow(b, p)
-			}
-			if p < 0 || u == 0 || u > MaxPayload || u > uint64(len(b)-p) {
-				return false
-			}
-			e.Payload = b[p : p+int(u)]
-			p += int(u)
-		case tag&evErrno != 0 || extra != 0:
-			if p < 0 {
-				return false
-			}
-			d.p = p
-			if !r.decodeEventExtras(&d, tag, extra, e) || d.bad {
-				return false
-			}
-			p = d.p
-		}
+		e.Payload = b[p : p+int(u)]
+		p += int(u)
+	case tag&evErrno != 0 || extra != 0:
 		if p < 0 {
 			return false
 		}
-		st.ts, st.pid, st.tid, st.conn = e.TS, e.PID, e.TID, e.Conn
-		if dir != evDirEsc {
-			st.op[dir], st.src[dir] = e.Op, e.Source
+		d := dec{b: b, p: p}
+		if !r.decodeEventExtras(&d, tag, extra, e) || d.bad {
+			return false
 		}
-		rec.Kind = KindEvent
-		r.bp = p
-		return true
+		p = d.p
+	}
+	if p < 0 {
+		return false
+	}
+	st.ts, st.pid, st.tid, st.conn = e.TS, e.PID, e.TID, e.Conn
+	if dir != evDirEsc {
+		st.op[dir], st.src[dir] = e.Op, e.Source
+	}
+	rec.Kind = KindEvent
+	r.bp = p
+	return true
+}
+
+// decodeOther decodes the record at body[bp] whose tag is not an event's.
+func (r *Reader) decodeOther(tag byte, rec *Record) bool {
+	d := dec{b: r.body, p: r.bp + 1}
+	switch {
 	case tag == tagConnection:
 		if !r.decodeConnection(&d, &rec.Conn) {
 			return false
