@@ -194,15 +194,26 @@ func (p *pipe) Record(rec *trace.Record) {
 		p.add(itemRecord, len(b.records)-1)
 		return
 	}
-	b.events = append(b.events, rec.Event)
-	if pl := rec.Event.Payload; pl != nil {
+	n := len(b.events)
+	if n == cap(b.events) {
+		b.events = slices.Grow(b.events, 1)
+	}
+	b.events = b.events[:n+1]
+	e := &b.events[n]
+	pl := rec.Event.Payload
+	*e = rec.Event
+	if pl != nil {
 		at := len(b.payload)
 		b.payload = append(b.payload, pl...)
 		// the slice is taken now and stays valid when payload grows later: the old array is
 		// left as it is
-		b.events[len(b.events)-1].Payload = b.payload[at:len(b.payload):len(b.payload)]
+		e.Payload = b.payload[at:len(b.payload):len(b.payload)]
 	}
-	p.add(itemEvent, len(b.events)-1)
+	// add, inline: an event never comes right before the Answered of a message
+	b.items = append(b.items, item{itemEvent, int32(n)})
+	if len(b.items) >= pipeBatch {
+		p.send()
+	}
 }
 
 var _ protocol.MessageStore = (*pipe)(nil)
