@@ -68,7 +68,6 @@ type row struct {
 	gap                 time.Duration
 	wait                string // "link" or "sleep"
 	rtt, server, client float64
-	n                   int
 }
 
 // waits are the ways the client waits a gap.
