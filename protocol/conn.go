@@ -183,7 +183,7 @@ func (c *connDecoder) event(ev *trace.Event) {
 		if c.framers[ev.Dir] == nil {
 			c.makeFramers()
 		}
-		c.framers[ev.Dir].call(c.seq, ev.TS, ev.TS+ev.Dur, ev.Bytes, ev.Payload, c.frame)
+		c.framers[ev.Dir].call(c.seq, ev.TS, ev.TS+ev.Dur, ev.Bytes, ev.Payload, c)
 		c.touch()
 	case "resp":
 		c.respCall(ev)
@@ -197,7 +197,9 @@ func (c *connDecoder) event(ev *trace.Event) {
 // frame receives a frame rebuilt by one of the framers.
 func (c *connDecoder) frame(fi *frameInfo) {
 	ev := c.ev
-	c.venusVariant(fi)
+	if !c.variantDone {
+		c.venusVariant(fi)
+	}
 	if !fi.truncated && !fi.lostSync {
 		c.explained += fi.size
 	}

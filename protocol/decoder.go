@@ -230,7 +230,7 @@ func (d *Decoder) flushConn(c *connDecoder, ev *trace.Event) {
 		}
 		*ev = trace.Event{Conn: c.id, PID: c.pid, Dir: trace.Dir(dir)}
 		c.ev = ev
-		f.flush(f.ts, c.frame)
+		f.flush(f.ts, c)
 	}
 	for _, st := range c.text {
 		if st != nil {

@@ -230,8 +230,8 @@ func (f *framer) headerIn(b []byte) (uint64, bool) {
 }
 
 // call feeds one call: n bytes moved, head the captured first bytes (len(head) <= n). seq
-// identifies the call. emit is called for every frame that ends in this call.
-func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*frameInfo)) {
+// identifies the call. emit's frame is called for every frame that ends in this call.
+func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit *connDecoder) {
 	if int64(len(head)) > n {
 		head = head[:n]
 	}
@@ -312,7 +312,7 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit func(*fram
 // call carries that frame exactly (the common case, one message a call), the frame is emitted
 // as call would, its fields read from head in place, and whole reports true; otherwise f is
 // left as it was, for call's general path.
-func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit func(*frameInfo)) bool {
+func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit *connDecoder) bool {
 	size, ok := f.headerIn(head)
 	if !ok || int64(size) != n {
 		return false
@@ -343,7 +343,7 @@ func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit func(*fra
 	}
 	f.lastCall = seq
 	f.lostNext = false
-	emit(o)
+	emit.frame(o)
 	o.peek = nil
 	return true
 }
@@ -381,7 +381,7 @@ func (f *framer) reset() {
 	f.calls = 0
 }
 
-func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
+func (f *framer) finish(end int64, truncated bool, emit *connDecoder) {
 	if f.out == nil {
 		f.out = new(frameInfo)
 	}
@@ -400,12 +400,12 @@ func (f *framer) finish(end int64, truncated bool, emit func(*frameInfo)) {
 	f.lostNext = false
 	f.state = stHeader
 	f.reset()
-	emit(o)
+	emit.frame(o)
 	o.peek = nil // the capture buffer stays for the next frame (releaseFramers gives it back)
 }
 
 // flush ends the stream: a frame in progress is emitted as truncated.
-func (f *framer) flush(end int64, emit func(*frameInfo)) {
+func (f *framer) flush(end int64, emit *connDecoder) {
 	if f.state == stLost || (f.have == 0 && f.consumed == 0) {
 		return
 	}
