@@ -257,7 +257,7 @@ type analyzer struct {
 	nServed           uint64
 	unpaired          uint64                  // replies with no request to answer
 	overridden        uint64                  // replies answering a request the decoder thought wanted none
-	calls             Hist                    // call latency, when there are no round trips
+	calls             Hist                    // call latency, when there are no round trips (kept only until there is one)
 	byN               [maxInFlightN + 1]*Hist // RTT by requests in flight at issue (nil: none)
 	inflMax           int
 	infl              series
@@ -491,7 +491,11 @@ func (a *analyzer) event(ev *trace.Event) {
 	t.Bytes += uint64(ev.Bytes)
 	c := a.connAgg(ev.Conn, ev.PID)
 	c.dir(ev.Dir).call(ev.Dur, ev.Bytes)
-	a.calls.Add(ev.Dur)
+	if a.rtt.n == 0 && a.service.n == 0 {
+		// the call latencies stand in for round trips only in a pass that has neither
+		// (finishDistribution): once there is one, they are never read
+		a.calls.Add(ev.Dur)
+	}
 }
 
 // add counts one call of dur ns moving n bytes, and closes a window every stride calls: the
