@@ -343,7 +343,7 @@ func analyze(ins []protocol.Input, opt Options, also protocol.Visitor) (*analyze
 			return nil, err
 		}
 	}
-	if err := scan(ins, a.opt.Spec, &sink{a, also}); err != nil {
+	if err := scan(ins, a.opt.Spec, &sink{a: a, also: also}); err != nil {
 		return nil, err
 	}
 	a.finish()

@@ -104,7 +104,7 @@ func BenchmarkAnalyzeBack(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out := &sink{a, nil}
+		out := &sink{a: a}
 		for _, bt := range batches {
 			bt.feed(out)
 		}

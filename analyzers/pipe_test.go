@@ -22,7 +22,7 @@ func TestPipeSameReport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := scanPiped(ins, a.opt.Spec, &sink{a, nil}, piped); err != nil {
+		if err := scanPiped(ins, a.opt.Spec, &sink{a: a}, piped); err != nil {
 			t.Fatal(err)
 		}
 		a.finish()

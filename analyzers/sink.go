@@ -10,18 +10,29 @@ import (
 type sink struct {
 	a    *analyzer
 	also protocol.Visitor
+	// idle is set while also takes nothing of the current trace (it said so: idler); also is
+	// then handed only the trace's Begin and End
+	idle bool
+}
+
+// idler is a Visitor that can tell, after a trace's Begin, that it takes none of that trace's
+// records, messages and answered requests.
+type idler interface {
+	Idle() bool
 }
 
 func (s *sink) Begin(i int, path string, meta trace.Meta) {
 	s.a.begin(i, path, meta)
 	if s.also != nil {
 		s.also.Begin(i, path, meta)
+		v, ok := s.also.(idler)
+		s.idle = ok && v.Idle()
 	}
 }
 
 func (s *sink) Record(rec *trace.Record) {
 	s.record(rec)
-	if s.also != nil {
+	if s.also != nil && !s.idle {
 		s.also.Record(rec)
 	}
 }
@@ -30,7 +41,7 @@ func (s *sink) Record(rec *trace.Record) {
 // overwrites) when also is set.
 func (s *sink) event(ev *trace.Event, rec *trace.Record) {
 	s.a.event(ev)
-	if s.also != nil {
+	if s.also != nil && !s.idle {
 		rec.Kind, rec.Event = trace.KindEvent, *ev
 		s.also.Record(rec)
 	}
@@ -51,14 +62,14 @@ func (s *sink) record(rec *trace.Record) {
 
 func (s *sink) Message(m *protocol.Message) {
 	s.a.message(m)
-	if s.also != nil {
+	if s.also != nil && !s.idle {
 		s.also.Message(m)
 	}
 }
 
 func (s *sink) Answered(m *protocol.Message, req protocol.Answered) {
 	s.a.answered(m, req)
-	if s.also != nil {
+	if s.also != nil && !s.idle {
 		s.also.Answered(m, req)
 	}
 }

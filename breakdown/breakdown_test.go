@@ -108,3 +108,18 @@ func TestNothingToSplit(t *testing.T) {
 		t.Errorf("got %+v, want no round trips and one warning", r)
 	}
 }
+
+// TestVisitorIdle: a Visitor is idle on every trace but the first merged one, the one it feeds.
+func TestVisitorIdle(t *testing.T) {
+	merged := trace.Meta{Clocks: []trace.Clock{{}, {}}}
+	v := NewVisitor(nil)
+	for i, c := range []struct {
+		meta trace.Meta
+		idle bool
+	}{{trace.Meta{}, true}, {merged, false}, {merged, true}, {trace.Meta{}, true}} {
+		v.Begin(i, "t.plt", c.meta)
+		if v.Idle() != c.idle {
+			t.Errorf("trace %d: Idle %v, want %v", i, v.Idle(), c.idle)
+		}
+	}
+}

@@ -30,6 +30,10 @@ func (v *Visitor) Begin(i int, _ string, meta trace.Meta) {
 	}
 }
 
+// Idle reports whether v takes nothing of the current trace (it is not the merged trace v
+// feeds), so that a scan may skip handing it that trace's records and messages.
+func (v *Visitor) Idle() bool { return v.Builder == nil || v.cur != v.trace }
+
 // Record takes the merged trace's connections and markers.
 func (v *Visitor) Record(rec *trace.Record) {
 	if v.Builder == nil || v.cur != v.trace {
