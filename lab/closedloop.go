@@ -282,8 +282,10 @@ func (cl *ClosedLoop) processors(in []closedLoopInput, cal *closedLoopInput, con
 	if f, _, err := loops.FitPoints(pts, conf); err == nil {
 		cl.ProcessorFit = f
 		// The fit is the demand only where the points agree on it: N spread enough to tell
-		// T_fixed from T_per_req, and a line through them.
-		if hi-lo >= 0.5 && f.R2 >= ProcessorFitR2 {
+		// T_fixed from T_per_req, a line through them, and every point's own D_cpu within
+		// ExternalPredictionTolerance of the line's (points of one N, memcached's workers at 1-4
+		// clients, can differ by 40% with the line through their mean).
+		if hi-lo >= 0.5 && f.R2 >= ProcessorFitR2 && onLine(in, f) {
 			n.fit, cl.ProcessorDemand = f, "fit"
 		}
 	}
@@ -305,6 +307,20 @@ func (cl *ClosedLoop) processors(in []closedLoopInput, cal *closedLoopInput, con
 		}
 	}
 	return n
+}
+
+// onLine reports whether every point's own processor time per request is within
+// ExternalPredictionTolerance of the fit's, T_fixed/N + T_per_req.
+func onLine(in []closedLoopInput, f *loops.Fit) bool {
+	for _, p := range in {
+		if p.CPU == nil || p.CPU.OwnUS <= 0 || p.N <= 0 {
+			continue
+		}
+		if d := f.TFixedUS/p.N + f.TPerReqUS; d <= 0 || math.Abs(p.CPU.OwnUS/d-1) > ExternalPredictionTolerance {
+			return false
+		}
+	}
+	return true
 }
 
 // demand is the processor time per request at p, µs (0: unknown).
