@@ -210,7 +210,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	m.WantsReply, m.IsReply, m.ReqID, m.RTT, m.ReqTS, m.ReqEnd = false, false, fi.reqID, 0, 0, 0
 	m.FirstEnd, m.CallNS, m.Answered, m.Batch, m.Truncated, m.LostSync, m.spec = fi.firstEnd, fi.callNS, 0, nil, fi.truncated, fi.lostSync, c.spec
 	var ri recordInfo
-	if c.spec.Records != nil {
+	if r := c.spec.Records; r != nil && len(fi.peek) >= r.Offset+r.Bytes { // a record in the head
 		c.spec.walkRecords(&ri, fi.peek, fi.size)
 		if ri.parsed > 0 && c.spec.Records.ReqID != nil {
 			m.ReqID = ri.reqID
