@@ -172,9 +172,12 @@ func (l *Link) WriteFrame(frame []byte) error {
 
 // WriteOwned is WriteFrame without its copy, which at 10 Gbit/s costs as much CPU as the
 // transport's own: the link keeps frame until it has written it, and the caller must not
-// touch frame after a call that returned no error. It returns an empty buffer with at least
-// frame's capacity for the caller to build its next frame in (a recycled one when the link has
-// one); after an error, frame[:0].
+// touch frame after a call that returned no error. It returns an empty buffer for the caller
+// to build its next frame in (a recycled one when the link has one), with frame's capacity up
+// to linkFreeMaxBytes: a frame that once grew past what the link keeps (a weight upload) must
+// not make every later frame's buffer that large, since the link would then drop each one
+// after writing it and allocate the next afresh (hundreds of MB of garbage per run, whose
+// collections delayed the link's sender by hundreds of µs); after an error, frame[:0].
 func (l *Link) WriteOwned(frame []byte) ([]byte, error) {
 	now, at, err := l.enter(len(frame))
 	if err != nil {
@@ -182,7 +185,7 @@ func (l *Link) WriteOwned(frame []byte) ([]byte, error) {
 	}
 	l.tx <- linkItem{b: frame, sent: now, release: at}
 	l.sending.Done()
-	return l.freeTx.get(cap(frame))[:0], nil
+	return l.freeTx.get(min(cap(frame), linkFreeMaxBytes))[:0], nil
 }
 
 // enter times a frame of n bytes entering the link now: when it was sent and when it leaves.

@@ -407,6 +407,35 @@ func TestWriteOwned(t *testing.T) {
 	}
 }
 
+// A frame larger than the link keeps (a weight upload) does not make every later frame's
+// buffer that large: the link would drop each such buffer after writing it and allocate the
+// next afresh, hundreds of MB of garbage per venusd run whose collections made the link's
+// sender hundreds of µs late. After one large frame, small frames reuse the link's buffers.
+func TestWriteOwnedLargeFrameCapacity(t *testing.T) {
+	rec := &recordFrames{closed: make(chan struct{})}
+	l := New(rec, 0, 0, 1e12, 1)
+	defer l.Close()
+	next, err := l.WriteOwned(make([]byte, 100, 2*linkFreeMaxBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(next) > linkFreeMaxBytes {
+		t.Fatalf("after a frame of capacity %d: next buffer capacity %d, want at most %d", 2*linkFreeMaxBytes, cap(next), linkFreeMaxBytes)
+	}
+	frame := next[:1000]
+	allocs := testing.AllocsPerRun(100, func() {
+		n, err := l.WriteOwned(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame = n[:1000]
+	})
+	// The link keeps up to linkFreeBytes of buffers: in steady state each one comes back.
+	if allocs > 1 {
+		t.Errorf("%.1f allocations per small frame after a large one, want at most 1", allocs)
+	}
+}
+
 // TestCloseWhileWriting closes a link while other goroutines write to it: every write either
 // is delivered or returns an error, and none sends on the closed queue (which would panic).
 func TestCloseWhileWriting(t *testing.T) {
