@@ -46,7 +46,8 @@ func modelVenusRun(t *testing.T, cfg venusd.ClientConfig, tracePath string) *ven
 
 // TestModelVenusValidation checks `perflab model` against venusd: from a traced baseline run,
 // the predictions for coalesce, pipeline and both must be within ±20% of the measured tokens/s
-// (medians over interleaved rounds) and exact for messages per token, at link delays of 0,
+// (medians over interleaved rounds: 7 at 0, 5 below a millisecond, where the pipelined modes
+// vary most from round to round, 3 at 1 ms, 2 at 5 ms) and exact for messages per token, at link delays of 0,
 // 100 µs, 500 µs, 1 ms and 5 ms each way. The ±20% is asserted with PERFLAB_PERF_ASSERT=1 (a timed assertion; the
 // figures in docs/models.md come from such runs); otherwise the test asserts the exact counts
 // and that every prediction over a delayed link beats the baseline.
@@ -66,7 +67,7 @@ func TestModelVenusValidation(t *testing.T) {
 	for _, tc := range []struct {
 		delay  time.Duration
 		rounds int
-	}{{0, 7}, {100 * time.Microsecond, 3}, {500 * time.Microsecond, 3}, {time.Millisecond, 3}, {5 * time.Millisecond, 2}} {
+	}{{0, 7}, {100 * time.Microsecond, 5}, {500 * time.Microsecond, 5}, {time.Millisecond, 3}, {5 * time.Millisecond, 2}} {
 		pred := map[venusd.Mode][]float64{}
 		meas := map[venusd.Mode][]float64{}
 		predMsgs := map[venusd.Mode]float64{}
