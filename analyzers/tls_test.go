@@ -1,6 +1,7 @@
 package analyzers
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -54,8 +55,8 @@ func TestTLSPlaintext(t *testing.T) {
 	r := &tapRecorder{start: time.Now(), head: 256}
 	cfg := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	tr := &http.Transport{}
-	tr.DialTLS = func(network, addr string) (net.Conn, error) {
-		raw, err := r.dial(t.Context(), network, addr)
+	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := r.dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}

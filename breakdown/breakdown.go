@@ -331,14 +331,6 @@ func index(ms []Msg, send bool) endMsgs {
 	return e
 }
 
-func (e endMsgs) offsets() []int64 {
-	out := make([]int64, 0, len(e.list))
-	for off := range e.byOff {
-		out = append(out, off)
-	}
-	return out
-}
-
 // Report decomposes the round trips. unit names the markers that span a unit of work ("" for
 // "token"); when the trace has none, requests flagged Unit open the units.
 func (b *Builder) Report(unit string) *Report {

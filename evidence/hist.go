@@ -148,13 +148,6 @@ func (h *hist) quantile(q float64) float64 {
 	return float64(h.max)
 }
 
-func (h *hist) mean() float64 {
-	if h.n == 0 {
-		return 0
-	}
-	return h.sum / float64(h.n)
-}
-
 // us converts ns to µs rounded to 0.1 µs.
 func us(ns float64) float64 { return math.Round(ns/100) / 10 }
 

@@ -275,10 +275,3 @@ func per(total float64, n uint64, perUnit float64, unit Unit, thing string) (flo
 	}
 	return v, thing
 }
-
-func plural(n uint64, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}

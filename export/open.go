@@ -43,16 +43,3 @@ func holdTraces(ins []protocol.Input) (held []protocol.Input, done func(), err e
 	}
 	return held, done, nil
 }
-
-// openHeld returns a reader of the held trace in, from its start.
-func openHeld(in protocol.Input) (*trace.Reader, error) {
-	f, err := in.Open()
-	if err != nil {
-		return nil, &protocol.ReadError{Path: in.Name, Err: err}
-	}
-	r, err := trace.NewReader(f)
-	if err != nil {
-		return nil, &protocol.ReadError{Path: in.Name, Err: err}
-	}
-	return r, nil
-}

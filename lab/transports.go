@@ -89,9 +89,7 @@ func transportsSection(res *Result) []reports.Section {
 	}
 	slices.SortFunc(names, func(a, b string) int { return transportRank(a) - transportRank(b) })
 	sec := reports.Section{Title: "Transports at each client count (throughput /s)", Header: []string{"mode", "depth", "clients"}}
-	for _, t := range names {
-		sec.Header = append(sec.Header, t)
-	}
+	sec.Header = append(sec.Header, names...)
 	sec.Header = append(sec.Header, "fastest")
 	wins := 0
 	for _, r := range res.Transports {

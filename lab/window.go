@@ -19,10 +19,9 @@ type roundTrip struct {
 // waitCalls sums one client thread's wait calls: how many, their time, and the span from the
 // first one's start to the last one's end, ns.
 type waitCalls struct {
-	calls         int64
-	waitNS        int64
-	first, last   int64
-	repliesInLoop int64 // the load's replies this thread received
+	calls       int64
+	waitNS      int64
+	first, last int64
 }
 
 // pointScan is what one pass over a point's trace collects: the client's round trips, the
@@ -35,7 +34,6 @@ type pointScan struct {
 	resNS    float64 // sum of the server's residences: its request's first read to its reply's last byte
 	res      int64   // replies the server sent with a paired request
 	waits    map[uint32]*waitCalls
-	err      error
 }
 
 func (s *pointScan) Begin(int, string, trace.Meta)                 {}

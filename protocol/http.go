@@ -12,17 +12,16 @@ import (
 // "METHOD /path/template", with the ids and numbers of the path collapsed ("/users/{id}") so
 // that endpoints group; responses carry their request's name and their status.
 type httpProto struct {
-	c        *connDecoder
-	resp     bool // this direction carries responses
-	decided  bool // replies is known (from the first message's first bytes)
-	state    int
-	length   int64 // Content-Length, -1 when absent
-	chunked  bool
-	close    bool // Connection: close, or HTTP/1.0 without keep-alive
-	http10   bool
-	noBody   bool // a response that has no body (1xx, 204, 304, to HEAD)
-	interim  bool // a 1xx response
-	inChunks bool // reading the chunk-size lines of a chunked body
+	c       *connDecoder
+	resp    bool // this direction carries responses
+	decided bool // replies is known (from the first message's first bytes)
+	state   int
+	length  int64 // Content-Length, -1 when absent
+	chunked bool
+	close   bool // Connection: close, or HTTP/1.0 without keep-alive
+	http10  bool
+	noBody  bool // a response that has no body (1xx, 204, 304, to HEAD)
+	interim bool // a 1xx response
 }
 
 const (

@@ -44,7 +44,6 @@ type textStream struct {
 
 	line    *[maxLineKept]byte // made on the first byte of a line: a stream that never sees one (no payload heads) costs no buffer
 	lineLen int                // bytes of the current line so far (may exceed maxLineKept)
-	cr      bool               // the last byte of the line so far was '\r'
 
 	open  bool  // a message is in progress
 	skip  int64 // body bytes still to count off

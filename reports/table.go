@@ -9,15 +9,6 @@ import (
 	"github.com/perflab/perflab/analyzers"
 )
 
-// section is one titled table of an analyze report, shared by the table and markdown formats so
-// that both show the same numbers.
-type section struct {
-	title  string
-	header []string
-	rows   [][]string
-	notes  []string // lines printed under the table
-}
-
 // maxConnRows bounds the connections listed by the table and markdown reports, as
 // htmlMaxConns does for HTML.
 const maxConnRows = htmlMaxConns

@@ -517,7 +517,7 @@ func TestHostileBatchNonReaders(t *testing.T) {
 	deadline := time.Now().Add(frameTimeout + 20*time.Second)
 	for s.Stats().Active != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("non-readers still connected %v after the frame timeout: %+v", deadline.Sub(time.Now())+frameTimeout+20*time.Second, s.Stats())
+			t.Fatalf("non-readers still connected %v after the frame timeout: %+v", time.Until(deadline)+frameTimeout+20*time.Second, s.Stats())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

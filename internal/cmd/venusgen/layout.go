@@ -74,7 +74,7 @@ func writeSpecCommands(path string, cmds []CommandType) error {
 	}
 	var list []cmd
 	for _, c := range append(append([]CommandType(nil), cmds...), venusPlus...) {
-		list = append(list, cmd{c.ID, c.Name})
+		list = append(list, cmd(c))
 	}
 	spec["commands"] = list
 	var buf bytes.Buffer
