@@ -456,20 +456,29 @@ func (cl *ClosedLoop) predict(stations loopStations, procs processorNet, in []cl
 				x, pt.LimitedBy = xp, "processors"
 			}
 		}
-		pt.ThroughputPredictedPerS = math.Round(x)
-		if p.ThroughputPerS > 0 {
-			pt.Error = math.Round((x/p.ThroughputPerS-1)*1e4) / 1e4
-			if p.ResidenceUS > 0 {
-				pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
-			}
-			// Every point is judged, the calibration one too: the loops give it its measured
-			// throughput, the processors may not.
-			if math.Abs(pt.Error) > ExternalPredictionTolerance {
-				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s (limited by the %s), the client measured %.0f/s (%+.0f%%)",
-					p.Clients, x, pt.LimitedBy, p.ThroughputPerS, 100*pt.Error))
-			}
-		}
+		// Every point is judged, the calibration one too: the loops give it its measured
+		// throughput, the processors may not.
+		warns = pt.judge(p, x, warns)
 		cl.Points = append(cl.Points, pt)
+	}
+	return warns
+}
+
+// judge sets pt's prediction to x requests/s and, where p has a measured throughput, its
+// error and the time outside the server; it returns warns with a warning added when the error
+// is beyond ExternalPredictionTolerance.
+func (pt *ClosedLoopPoint) judge(p *closedLoopInput, x float64, warns []string) []string {
+	pt.ThroughputPredictedPerS = math.Round(x)
+	if p.ThroughputPerS <= 0 {
+		return warns
+	}
+	pt.Error = math.Round((x/p.ThroughputPerS-1)*1e4) / 1e4
+	if p.ResidenceUS > 0 {
+		pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
+	}
+	if math.Abs(pt.Error) > ExternalPredictionTolerance {
+		warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s (limited by the %s), the client measured %.0f/s (%+.0f%%)",
+			p.Clients, x, pt.LimitedBy, p.ThroughputPerS, 100*pt.Error))
 	}
 	return warns
 }

@@ -319,17 +319,7 @@ func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []clos
 				}
 			}
 		}
-		pt.ThroughputPredictedPerS = math.Round(x)
-		if p.ThroughputPerS > 0 {
-			pt.Error = math.Round((x/p.ThroughputPerS-1)*1e4) / 1e4
-			if p.ResidenceUS > 0 {
-				pt.OutsideMeasuredUS = round3(float64(p.Clients)/p.ThroughputPerS*1e6 - p.ResidenceUS)
-			}
-			if math.Abs(pt.Error) > ExternalPredictionTolerance {
-				warns = append(warns, fmt.Sprintf("c%d: the closed-loop model predicts %.0f/s (limited by the %s), the client measured %.0f/s (%+.0f%%)",
-					p.Clients, x, pt.LimitedBy, p.ThroughputPerS, 100*pt.Error))
-			}
-		}
+		warns = pt.judge(p, x, warns)
 		cl.Points = append(cl.Points, pt)
 	}
 	return warns
