@@ -425,21 +425,35 @@ func (cl *ClosedLoop) calibrate(stations loopStations, cal *closedLoopInput) []s
 // that slows with more connections, and no model of the loops predicts it.
 const ThroughputFall = 0.10
 
+// throughputPeak is the highest throughput of a sweep's points so far, and at how many clients.
+type throughputPeak struct {
+	perS    float64
+	clients int
+}
+
+// see takes point p, the next of a sweep in the order of clients, and returns warns with a
+// warning added when p's throughput fell by more than ThroughputFall from the peak of the points
+// of fewer clients before it.
+func (k *throughputPeak) see(p *closedLoopInput, warns []string) []string {
+	if k.perS > 0 && p.Clients > k.clients && p.ThroughputPerS < (1-ThroughputFall)*k.perS {
+		warns = append(warns, fmt.Sprintf("c%d: the throughput fell to %.0f/s from %.0f/s at c%d (%+.0f%%): a closed loop's throughput does not fall as clients are added unless something else changed (the machine's other work: the run queue column), which the model cannot predict",
+			p.Clients, p.ThroughputPerS, k.perS, k.clients, 100*(p.ThroughputPerS/k.perS-1)))
+	}
+	if p.ThroughputPerS > k.perS {
+		k.perS, k.clients = p.ThroughputPerS, p.Clients
+	}
+	return warns
+}
+
 // predict adds the model's prediction at every point to cl, with a warning at each point but
 // the calibration one that it misses by more than ExternalPredictionTolerance, and at each point
 // whose throughput fell by more than ThroughputFall from a point of fewer clients.
 func (cl *ClosedLoop) predict(stations loopStations, procs processorNet, in []closedLoopInput) []string {
 	var warns []string
-	best, bestAt := 0.0, 0
+	var peak throughputPeak
 	for i := range in {
 		p := &in[i]
-		if best > 0 && p.Clients > bestAt && p.ThroughputPerS < (1-ThroughputFall)*best {
-			warns = append(warns, fmt.Sprintf("c%d: the throughput fell to %.0f/s from %.0f/s at c%d (%+.0f%%): a closed loop's throughput does not fall as clients are added unless something else changed (the machine's other work: the run queue column), which the model cannot predict",
-				p.Clients, p.ThroughputPerS, best, bestAt, 100*(p.ThroughputPerS/best-1)))
-		}
-		if p.ThroughputPerS > best {
-			best, bestAt = p.ThroughputPerS, p.Clients
-		}
+		warns = peak.see(p, warns)
 		r, err := stations.solve(p.Clients, cl.ZUS)
 		if err != nil {
 			continue

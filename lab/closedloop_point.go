@@ -284,16 +284,10 @@ func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []clos
 	if res := cal.ResidenceUS; res > 0 {
 		cl.ZShare = math.Round(math.Max(1-res/cycle, 0)*1e4) / 1e4
 	}
-	best, bestAt := 0.0, 0
+	var peak throughputPeak
 	for i := range in {
 		p := &in[i]
-		if best > 0 && p.Clients > bestAt && p.ThroughputPerS < (1-ThroughputFall)*best {
-			warns = append(warns, fmt.Sprintf("c%d: the throughput fell to %.0f/s from %.0f/s at c%d (%+.0f%%): a closed loop's throughput does not fall as clients are added unless something else changed (the machine's other work: the run queue column), which the model cannot predict",
-				p.Clients, p.ThroughputPerS, best, bestAt, 100*(p.ThroughputPerS/best-1)))
-		}
-		if p.ThroughputPerS > best {
-			best, bestAt = p.ThroughputPerS, p.Clients
-		}
+		warns = peak.see(p, warns)
 		s, err := pm.solve(p, w, z)
 		if err != nil {
 			continue
