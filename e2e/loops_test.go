@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -350,11 +351,12 @@ func runMcLoop(spec string) error {
 	// The run's window opens once the clients are connected, before the first of them sends
 	// (as redis-benchmark's does): the set and the dials before it are not the load.
 	start := time.Now()
-	for i, fd := range fds {
-		k := total / clients
-		if i < total%clients {
-			k++
-		}
+	// The requests are taken one at a time from what is left, by whichever connection is free
+	// (as redis-benchmark's clients do): every connection stays in flight to the end. A fixed
+	// share each would let a connection that ran faster finish first and leave the others to
+	// run the rest with fewer in flight than the clients asked for.
+	left := int64(total)
+	for _, fd := range fds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -367,7 +369,7 @@ func runMcLoop(spec string) error {
 				errs = append(errs, err)
 				mu.Unlock()
 			}
-			for j := 0; j < k; j++ {
+			for atomic.AddInt64(&left, -1) >= 0 {
 				t0 := time.Now()
 				// Raw system calls: this thread and its P are the client's alone
 				// (GOMAXPROCS above), so the Go scheduler need not know it blocks.

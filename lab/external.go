@@ -37,6 +37,11 @@ const ClientBusy = 0.8
 // it: 25%.
 const RunDelayShare = 0.25
 
+// SteadyShare is the least share of a point's load window over which all its connections must
+// be in flight together (its steady window) for the point to be taken as that many clients
+// throughout without a warning: 90%.
+const SteadyShare = 0.9
+
 // ClientsPlaceholder is replaced by the point's client count in ExternalConfig.Client.
 const ClientsPlaceholder = "{clients}"
 
@@ -414,6 +419,14 @@ func checkExternalPoints(res *ExternalResult) []loops.Point {
 		if cycle := float64(p.Clients) / p.ThroughputPerS * 1e6; p.ThroughputPerS > 0 && p.ServerRunDelayUS > RunDelayShare*cycle {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the server's threads waited %.1f µs per request for a processor (run queue), %.0f%% of each request's %.1f µs: the machine's other work, which no model of the loops sees, sets this point",
 				label, p.ServerRunDelayUS, 100*p.ServerRunDelayUS/cycle, cycle))
+		}
+		if w := p.SteadyWindow; p.Clients > 1 && p.LoadWindow.Seconds > 0 && (w == nil || w.Seconds < SteadyShare*p.LoadWindow.Seconds) {
+			steady := 0.0
+			if w != nil {
+				steady = w.Seconds
+			}
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: all %d connections were in flight together for %.0f%% of the %.3f s load window (%.2f in flight on average): the client's connections started or finished apart (a client that gives each connection a fixed share of the requests ends them one by one), so this point is not %d clients throughout, as the closed-loop model takes it",
+				label, p.Clients, 100*steady/p.LoadWindow.Seconds, p.LoadWindow.Seconds, p.InflightMean, p.Clients))
 		}
 		if p.LoopThreads == 0 {
 			res.Warnings = append(res.Warnings, label+": no event loop found in the server (its wait calls were not recorded, or it serves requests without them)")

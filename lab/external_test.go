@@ -12,7 +12,8 @@ import (
 // TestAnalyzeExternal checks the sweep's analysis on points that follow the batch model
 // exactly (T_cycle = 20 + 10·N µs, one loop thread): the fit recovers it, every prediction is
 // the measured throughput, and a point whose trace L over its window disagrees with the
-// client's λ times the trace's W is the one Little's-law warning; the closed-loop section is
+// client's λ times the trace's W is the one Little's-law warning, a point whose connections were
+// in flight together for 60% of its window the one such warning; the closed-loop section is
 // there.
 func TestAnalyzeExternal(t *testing.T) {
 	res := &ExternalResult{}
@@ -27,13 +28,14 @@ func TestAnalyzeExternal(t *testing.T) {
 		}
 		res.Points = append(res.Points, ExternalPoint{Clients: clients, ThroughputPerS: tput, RTTUS: RTT{Mean: w + 1},
 			InflightMean: l, TraceRoundTrips: 1000, TraceRTTMeanUS: w, LoopThreads: 1, RequestsPerCycle: n, CycleUS: cycle,
-			LoadWindow: Window{Seconds: 1, RoundTrips: 1000}, ServerResidenceUS: 10 + 10*n,
+			LoadWindow: Window{Seconds: 1, RoundTrips: 1000}, SteadyWindow: &Window{Seconds: 0.95, RoundTrips: 950}, ServerResidenceUS: 10 + 10*n,
 			Loops:   []loops.Thread{{ByN: []loops.NCycles{{N: 1, Cycles: 10, BusyUS: 12, PathUS: 12}, {N: clients + 1, Cycles: 10, BusyUS: 2 + 10*float64(clients+1), PathUS: 2 + 10*float64(clients+1)}}}},
 			samples: []float64{w * 0.9, w, w * 1.1}})
 	}
 	res.Points[4].ClientLoop = &ClientLoop{TID: 42, Cycles: 100, Replies: 1000, BusyUS: 50, RepliesPerCycle: 10, BusyPerReplyUS: 5, Utilization: 0.95}
 	res.Points[4].Utilization = 0.3
 	res.Points[3].ServerCPUUS, res.Points[3].ServerRunDelayUS = 5, 0.5*8/res.Points[3].ThroughputPerS*1e6 // half of c8's cycle
+	res.Points[2].SteadyWindow.Seconds = 0.6                                                              // c4's connections were all in flight for 60% of its window only
 	analyzeExternal(res)
 	f := res.BatchFit
 	if f == nil || math.Abs(f.TFixedUS-20) > 1e-3 || math.Abs(f.TPerReqUS-10) > 1e-3 || f.R2 < 0.9999 {
@@ -56,6 +58,9 @@ func TestAnalyzeExternal(t *testing.T) {
 	}
 	if strings.Count(warns, "waited") != 1 || !strings.Contains(warns, "c8: the server's threads waited 51.4 µs per request for a processor (run queue), 50% of each request's 102.9 µs") {
 		t.Errorf("warnings:\n%s\nwant the run-queue warning at c8 only", warns)
+	}
+	if strings.Count(warns, "in flight together") != 1 || !strings.Contains(warns, "c4: all 4 connections were in flight together for 60% of the 1.000 s load window") {
+		t.Errorf("warnings:\n%s\nwant the warning of connections not in flight together at c4 only", warns)
 	}
 	if len(res.Histogram) == 0 {
 		t.Error("no RTT histogram at the largest client count")
