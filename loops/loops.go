@@ -39,6 +39,8 @@ type cycleAcc struct {
 	lastRecvEnd         int64 // end of the cycle's last receive, 0 when none
 	firstSend, lastSend int64 // the cycle's sends after its last receive began, 0 when none
 	requests, replies   int
+	// interleaved: a request was received after one of the cycle's replies was sent.
+	interleaved bool
 }
 
 // byN accumulates the cycles that carried the same number of requests.
@@ -69,6 +71,9 @@ type thread struct {
 	write     hist
 	n         map[int]*byN
 	interrupt uint64 // wait calls that failed (EINTR and others)
+	// Cycles that received two requests or more and sent a reply, and those of them that sent
+	// none before their last request was read (replies held to the cycle's end).
+	multi, atEnd uint64
 	// The active span: from the start of the first cycle that received a request to the end
 	// of the last one, and the cycles (empty ones between included) up to each.
 	activeFrom, activeTo   int64
@@ -157,6 +162,9 @@ func (b *Builder) Message(m *Msg) {
 	switch {
 	case m.Dir == trace.DirRecv && m.Request:
 		t.cur.requests++
+		if t.cur.replies > 0 {
+			t.cur.interleaved = true
+		}
 	case m.Dir == trace.DirSend && m.Reply:
 		t.cur.replies += max(m.Answered, 1)
 	}
@@ -203,6 +211,12 @@ func (t *thread) closeCycle(end int64) {
 	t.process.add(max(busy-read-write, 0))
 	t.requests += uint64(c.requests)
 	t.replies += uint64(c.replies)
+	if c.requests >= 2 && c.replies > 0 {
+		t.multi++
+		if !c.interleaved {
+			t.atEnd++
+		}
+	}
 	if c.requests == 0 {
 		t.empty++
 	} else {
@@ -298,6 +312,10 @@ func (t *thread) report(conf float64) Thread {
 		out.ActiveCycles = n
 		out.ActiveCycleUS = round(float64(t.activeTo-t.activeFrom)/float64(n)/1e3, 3)
 		out.ActiveRequestsPerCycle = round(float64(t.activeReqs)/float64(n), 3)
+	}
+	out.MultiRequestCycles = t.multi
+	if t.multi > 0 {
+		out.RepliesAtCycleEnd = round(float64(t.atEnd)/float64(t.multi), 4)
 	}
 	out.CycleUS = quantiles(&t.cycle)
 	out.BusyUS = quantiles(&t.busy)

@@ -67,6 +67,10 @@ func TestCyclesAndFit(t *testing.T) {
 	if math.Abs(th.Utilization-wantUtil) > 1e-3 {
 		t.Errorf("utilization %.4f, want %.4f", th.Utilization, wantUtil)
 	}
+	// synth writes a cycle's replies once its requests are read: 350 cycles of two or more.
+	if th.MultiRequestCycles != 350 || th.RepliesAtCycleEnd != 1 {
+		t.Errorf("%d multi-request cycles, %.3f of them with the replies at the end; want 350, 1", th.MultiRequestCycles, th.RepliesAtCycleEnd)
+	}
 	if len(th.ByN) != 9 || th.ByN[0].N != 0 || th.ByN[8].N != 8 || th.ByN[8].Cycles != 50 {
 		t.Errorf("by N %+v: want N 0..8, 50 cycles of 8", th.ByN)
 	}
@@ -104,6 +108,59 @@ func TestCyclesAndFit(t *testing.T) {
 	}
 	if math.Abs(share-1) > 0.01 {
 		t.Errorf("phase shares add to %.3f, want 1", share)
+	}
+}
+
+// TestRepliesAtCycleEnd tells a loop that holds its replies to a cycle's end (redis: read
+// every ready connection, then write) from one that answers each request as it reads it
+// (memcached), and counts only the cycles of two requests or more that sent a reply.
+func TestRepliesAtCycleEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// the cycles, each a string of r (a request read) and w (a reply sent)
+		cycles    []string
+		multi     uint64
+		atEndWant float64
+	}{
+		{"at the end", []string{"rrww", "rrrwww", "rw", "rrww"}, 3, 1},
+		{"each as read", []string{"rwrw", "rwrwrw", "rw", "rwrw"}, 3, 0},
+		{"mixed", []string{"rrww", "rwrw", "rrww", "rwrw", "rr"}, 4, 0.5},
+		{"one request a cycle", []string{"rw", "rw", "rw"}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			b.Begin(0)
+			ts := int64(1e9)
+			wait := func() {
+				b.Event(&trace.Event{TS: ts, Dur: 1000, PID: 1, TID: 2, Op: trace.OpEpollWait})
+				ts += 2000
+			}
+			// MinCycles cycles or more: the given ones, repeated.
+			for k := 0; k < MinCycles; k++ {
+				for _, c := range tc.cycles {
+					wait()
+					for _, op := range c {
+						ev := trace.Event{TS: ts, Dur: 100, PID: 1, TID: 2, Dir: trace.DirRecv, Op: trace.OpRead, Bytes: 20, Conn: 1}
+						m := Msg{PID: 1, TID: 2, Dir: trace.DirRecv, Request: true}
+						if op == 'w' {
+							ev.Dir, ev.Op, m.Dir, m.Request, m.Reply, m.Answered = trace.DirSend, trace.OpWrite, trace.DirSend, false, true, 1
+						}
+						b.Event(&ev)
+						b.Message(&m)
+						ts += 200
+					}
+				}
+			}
+			wait()
+			r := b.Report(DefaultConfidence)
+			if len(r.Threads) != 1 {
+				t.Fatalf("%d loop threads, want 1", len(r.Threads))
+			}
+			th := r.Threads[0]
+			if th.MultiRequestCycles != tc.multi*MinCycles || th.RepliesAtCycleEnd != tc.atEndWant {
+				t.Errorf("%d multi-request cycles, replies at the end in %.3f; want %d, %.3f", th.MultiRequestCycles, th.RepliesAtCycleEnd, tc.multi*MinCycles, tc.atEndWant)
+			}
+		})
 	}
 }
 

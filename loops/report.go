@@ -38,6 +38,13 @@ type Thread struct {
 	ActiveCycles           uint64  `json:"active_cycles"`
 	ActiveCycleUS          float64 `json:"active_cycle_us"`
 	ActiveRequestsPerCycle float64 `json:"active_requests_per_cycle"`
+	// MultiRequestCycles are the cycles that received two requests or more and sent a reply;
+	// RepliesAtCycleEnd is the share of them that sent no reply before their last request was
+	// read. A loop that writes its replies once a cycle's requests are all read (redis) has 1; one
+	// that answers each connection as it reads it (memcached) has 0. Where it is 1, a request's
+	// reply waits for the requests read after it in its cycle.
+	MultiRequestCycles uint64  `json:"multi_request_cycles"`
+	RepliesAtCycleEnd  float64 `json:"replies_at_cycle_end"`
 	// CycleUS is the loop time (wait call start to the next one's start); BusyUS the part after
 	// the wait call returned.
 	CycleUS Quantiles `json:"cycle_us"`
