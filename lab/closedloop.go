@@ -127,16 +127,22 @@ type ClosedLoopPoint struct {
 	ProcessorsPerS      float64 `json:"processors_per_s,omitempty"`
 	CPUUSPerReq         float64 `json:"cpu_us_per_req,omitempty"`
 	AvailableProcessors float64 `json:"available_processors,omitempty"`
-	LimitedBy           string  `json:"limited_by"`
+	// ProcessorDelayUS is the processor network's delay at this point with LoopDemands
+	// "point": the calibration point's, times φ here over φ there (µs).
+	ProcessorDelayUS float64 `json:"processor_delay_us,omitempty"`
+	LimitedBy        string  `json:"limited_by"`
 	// With LoopDemands "point": ServerDemandUS is the server's demand per request at this point
 	// (processor time and its share of a wake-up), ClientDemandUS the client loop's per reply
 	// (busy time and its share of a wake-up) or a threaded client's delay per request, µs;
 	// IdleShare the share of wake-ups that found a processor idle (φ, from the model's own
-	// throughput); Binds what sets the prediction ("server loop", "client loop", "delay",
+	// throughput); ServerHoldUS the time a request's reply waits in its cycle for the requests
+	// read after it, where the server holds a cycle's replies to its end (pointModel);
+	// Binds what sets the prediction ("server loop", "client loop", "delay",
 	// "processors") and Why, in words, with the figures.
 	ServerDemandUS float64 `json:"server_demand_us,omitempty"`
 	ClientDemandUS float64 `json:"client_demand_us,omitempty"`
 	IdleShare      float64 `json:"idle_share,omitempty"`
+	ServerHoldUS   float64 `json:"server_hold_us,omitempty"`
 	Binds          string  `json:"binds,omitempty"`
 	Why            string  `json:"why,omitempty"`
 }
@@ -147,12 +153,16 @@ type closedLoopInput struct {
 	ThroughputPerS float64         // the client's
 	ServerByN      []loops.NCycles // the server's loop cycles by N, all its loop threads
 	LoopThreads    int
-	ResidenceUS    float64     // the server's measured residence per request (0: unknown)
-	CPUUS          float64     // the server's processor time per request (0: unknown)
-	RunDelayUS     float64     // the server's threads' run delay per request (schedstat; 0: unknown)
-	N              float64     // requests per cycle of each server loop thread
-	Client         *ClientLoop // nil when the client has no event loop of its own
-	CPU            *WindowCPU  // the processors over the load window (nil: unknown)
+	ResidenceUS    float64 // the server's measured residence per request (0: unknown)
+	CPUUS          float64 // the server's processor time per request (0: unknown)
+	RunDelayUS     float64 // the server's threads' run delay per request (schedstat; 0: unknown)
+	N              float64 // requests per cycle of each server loop thread
+	// RepliesAtEnd is the share of the server loops' cycles of two requests or more that held
+	// their replies until their last request was read (loops.Thread.RepliesAtCycleEnd, over
+	// all its loop threads).
+	RepliesAtEnd float64
+	Client       *ClientLoop // nil when the client has no event loop of its own
+	CPU          *WindowCPU  // the processors over the load window (nil: unknown)
 }
 
 // errNoClosedLoop is returned when the points do not give the model what it needs.

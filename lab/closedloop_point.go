@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/perflab/perflab/loops"
 	"github.com/perflab/perflab/models"
 )
 
@@ -34,6 +35,11 @@ const LoopBinds = 0.8
 //   - where the machine's other work took more than OwnShare of the processors, the waits are
 //     mostly theirs: the demands are then processor time alone, run at the speed the others
 //     left (loopSpeed), and the processor station holds the rest;
+//   - where the server holds a cycle's replies until its last request is read (redis writes
+//     them once it has read every ready connection), a request's reply waits for the requests
+//     read after it: (N_r − 1)/2 of the server's demand, N_r the requests per cycle as a
+//     request sees it (Σ N²/Σ N over the cycles, a request being more likely in a large
+//     cycle), times the share of such cycles; a delay, since no other request waits for it;
 //   - φ, the share of wake-ups that find a processor idle, from the model's own throughput
 //     (idleShare): a loop thread woken while another processor is idle pays that processor's
 //     wake from its halt; one woken while all are busy waits in the run queue instead, which
@@ -108,6 +114,27 @@ type pointSolution struct {
 	idle       float64 // φ
 	serverU    float64 // utilisation of the busiest server station
 	clientU    float64 // of the client loop's station (0: none)
+	hold       float64 // a reply's wait for the rest of its cycle, µs
+}
+
+// requestN is the requests per cycle of the server's loops as a request sees them: Σ N²/Σ N
+// over the cycles that received requests (0: none).
+func requestN(byN []loops.NCycles) float64 {
+	var sq, n float64
+	for _, g := range byN {
+		sq += float64(g.N) * float64(g.N) * float64(g.Cycles)
+		n += float64(g.N) * float64(g.Cycles)
+	}
+	if n == 0 {
+		return 0
+	}
+	return sq / n
+}
+
+// hold is the time a request's reply waits in its cycle for the requests read after it at p,
+// for a server demand d per request on side stations, µs.
+func hold(p *closedLoopInput, d float64, side int) float64 {
+	return p.RepliesAtEnd * math.Max(requestN(p.ServerByN)-1, 0) / 2 * d / float64(side)
 }
 
 // idleShare is φ at p with the point's processes running x requests/s: the share of the
@@ -148,6 +175,8 @@ func (m pointModel) at(p *closedLoopInput, w, z, idle float64) (pointSolution, e
 		s.clientD = math.Max(p.CPU.ClientUS+w*idle+z, 0)
 		c.DelayUS = s.clientD
 	}
+	s.hold = hold(p, s.serverD, m.side)
+	c.DelayUS += s.hold
 	r, err := models.MVA(c)
 	if err != nil || r.ThroughputPerS <= 0 {
 		return s, fmt.Errorf("closed-loop model at %d clients: no throughput (%v)", p.Clients, err)
@@ -157,17 +186,35 @@ func (m pointModel) at(p *closedLoopInput, w, z, idle float64) (pointSolution, e
 		s.serverUS += r.QueueLen[i] / r.ThroughputPerS * 1e6
 		s.serverU = math.Max(s.serverU, r.Utilization[i])
 	}
+	s.serverUS += s.hold
 	if p.Client != nil {
 		s.clientU = r.Utilization[m.side]
 	}
 	return s, nil
 }
 
-// solve is the network at p with φ from its own throughput: the least x with x = X(w·φ(x)),
-// reached from x = 0 (φ falls as x rises and the throughput rises as φ falls, so the
-// iterates rise to it).
+// solve is the network at p with φ from its own throughput: the greatest x with
+// x = X(w·φ(x)), reached from the throughput with φ = 0, the most the network gives (φ falls
+// as x rises and the throughput rises as φ falls, so the iterates fall to it). Where the
+// wake-ups cost much, a second, lower one can exist (lowest): processors that halt between
+// requests make every request pay a wake-up, which keeps them idle enough to halt. solve
+// takes the busy one: once the processors are busy a wake-up finds none halted, which keeps
+// them busy; predictPoints warns where the two differ.
 func (m pointModel) solve(p *closedLoopInput, w, z float64) (pointSolution, error) {
-	x := 0.0
+	s0, err := m.at(p, w, z, 0)
+	if err != nil {
+		return s0, err
+	}
+	return m.fixedPoint(p, w, z, s0.throughput)
+}
+
+// lowest is the least x with x = X(w·φ(x)), reached from x = 0 (the iterates rise to it).
+func (m pointModel) lowest(p *closedLoopInput, w, z float64) (pointSolution, error) {
+	return m.fixedPoint(p, w, z, 0)
+}
+
+// fixedPoint iterates x = X(w·φ(x)) from x.
+func (m pointModel) fixedPoint(p *closedLoopInput, w, z, x float64) (pointSolution, error) {
 	var s pointSolution
 	for range 200 {
 		var err error
@@ -257,6 +304,9 @@ func (s pointSolution) binds(threaded bool) (string, string) {
 	if threaded {
 		what = fmt.Sprintf("the round's delay (the client's %.1f µs per request with its wake-up)", s.clientD)
 	}
+	if s.hold > 0 {
+		what += fmt.Sprintf(", the replies the server holds to its cycle's end (%.1f µs a request)", s.hold)
+	}
 	return "delay", fmt.Sprintf("no loop is busy %.0f%% of the time (server %.0f%%, client %.0f%%): %s and the wake-ups of halted processors (%.0f%% of them found one idle) set it",
 		100*LoopBinds, 100*s.serverU, 100*s.clientU, what, 100*s.idle)
 }
@@ -292,17 +342,31 @@ func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []clos
 		if err != nil {
 			continue
 		}
+		if lo, err := pm.lowest(p, w, z); err == nil && lo.throughput < (1-ExternalPredictionTolerance)*s.throughput {
+			warns = append(warns, fmt.Sprintf("c%d: the loops have two steady states: %.0f/s with the processors kept busy (φ %.2f), the one predicted, and %.0f/s with them halting between requests (φ %.2f: every request pays the %.1f µs wake-up, which keeps them idle enough to halt); the machine can settle in either",
+				p.Clients, s.throughput, s.idle, lo.throughput, lo.idle, w))
+		}
 		speed := pm.speed(p)
 		x := s.throughput * speed
 		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputMeasuredPerS: p.ThroughputPerS, LoopsPerS: math.Round(x), LimitedBy: "loops",
 			ServerResidencePredictedUS: round3(s.serverUS / speed), ServerResidenceMeasuredUS: round3(p.ResidenceUS),
-			ServerDemandUS: round3(s.serverD), ClientDemandUS: round3(s.clientD), IdleShare: round3(s.idle)}
+			ServerDemandUS: round3(s.serverD), ClientDemandUS: round3(s.clientD), IdleShare: round3(s.idle), ServerHoldUS: round3(s.hold)}
 		pt.Binds, pt.Why = s.binds(p.Client == nil)
 		if speed < 1 {
 			pt.Why += fmt.Sprintf("; the others left the point's processes %.2f of a processor, so the loops ran at that speed", speed)
 		}
-		if xp, d, m, ok := procs.solve(p); ok {
+		// The processors' delay, calibrated where the processors were idle, is mostly the
+		// wake-up of halted ones: at p it is paid in the share of wake-ups that find one
+		// idle, φ(p)/φ(cal) of it.
+		pp := procs
+		if f := idleShare(cal, cal.ThroughputPerS); f > 0 && p != cal {
+			pp.zUS *= math.Min(s.idle/f, 1)
+		}
+		if xp, d, m, ok := pp.solve(p); ok {
 			pt.ProcessorsPerS, pt.CPUUSPerReq, pt.AvailableProcessors = math.Round(xp), round3(d), round3(m)
+			if !pp.bound {
+				pt.ProcessorDelayUS = round3(pp.zUS)
+			}
 			if xp < x {
 				x, pt.LimitedBy, pt.Binds = xp, "processors", "processors"
 				pt.Why = fmt.Sprintf("the processors: %.1f µs of the point's processes' processor time per request (server, client, recorder) on the %.2f processors the others left, busy %.0f%% of the window: at most %.0f/s",

@@ -28,7 +28,9 @@ type recordedSweep struct {
 		CPU         *WindowCPU  `json:"cpu"`
 		Client      *ClientLoop `json:"client_loop"`
 		Loops       []struct {
-			ByN []loops.NCycles `json:"by_n"`
+			ByN   []loops.NCycles `json:"by_n"`
+			Multi uint64          `json:"multi_request_cycles"`
+			AtEnd float64         `json:"replies_at_cycle_end"`
 		} `json:"loops"`
 	} `json:"points"`
 }
@@ -48,8 +50,14 @@ func readSweep(t *testing.T, path string) []closedLoopInput {
 	for _, p := range s.Points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.Throughput, LoopThreads: p.LoopThreads, ResidenceUS: p.ResidenceUS,
 			CPUUS: p.CPUUS, RunDelayUS: p.RunDelayUS, N: p.N, Client: p.Client, CPU: p.CPU}
+		var multi, atEnd float64
 		for _, l := range p.Loops {
 			q.ServerByN = append(q.ServerByN, l.ByN...)
+			multi += float64(l.Multi)
+			atEnd += l.AtEnd * float64(l.Multi)
+		}
+		if multi > 0 {
+			q.RepliesAtEnd = atEnd / multi
 		}
 		in = append(in, q)
 	}
@@ -61,11 +69,12 @@ func readSweep(t *testing.T, path string) []closedLoopInput {
 // (memcached at 2 clients: the one-client point's wake-ups of halted processors, put into a
 // constant delay) and 42% (redis from 8 clients: its fitted loop time per request went to 0
 // or below), each point's own demands and the wake-up cost calibrated at one client predict every
-// point within 20% in at least 5 of the 6 (the sixth's one miss, by 20.2%, is a point whose
-// throughput fell from that of fewer clients: something besides the clients changed there,
-// which no closed-loop model foresees), and every point within 25%. On every sweep: the model
-// is built of the points' demands, each point says what binds it and why, and each miss is
-// warned.
+// point within 20% in at least 80% of the sweeps (the misses, by 20-23%, are points whose
+// throughput fell from that of fewer clients, or a memcached sweep whose two clients ran with
+// the processors halting between requests), and every point within 25%. The sweeps recorded
+// with each loop's replies_at_cycle_end (*-hold*) hold redis's replies to its cycles' end and
+// not memcached's. On every sweep: the model is built of the points' demands, each point says
+// what binds it and why, and each miss is warned.
 func TestClosedLoopRecordedSweeps(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "sweeps", "*.json"))
 	if err != nil || len(paths) < 6 {
@@ -73,8 +82,8 @@ func TestClosedLoopRecordedSweeps(t *testing.T) {
 	}
 	quiet, within := 0, 0
 	defer func() {
-		if quiet < 6 || within < quiet-1 {
-			t.Errorf("%d of %d quiet sweeps predicted within %.0f%% at every point, want all but one at most", within, quiet, 100*ExternalPredictionTolerance)
+		if quiet < 18 || 5*within < 4*quiet {
+			t.Errorf("%d of %d quiet sweeps predicted within %.0f%% at every point, want at least 80%% of 18 or more", within, quiet, 100*ExternalPredictionTolerance)
 		}
 	}()
 	for _, path := range paths {
@@ -110,6 +119,15 @@ func TestClosedLoopRecordedSweeps(t *testing.T) {
 					}
 					if !strings.Contains(warned, "c"+strconv.Itoa(p.Clients)+": the closed-loop model predicts") {
 						t.Errorf("c%d: missed by %+.1f%% without a warning", p.Clients, 100*p.Error)
+					}
+				}
+			}
+			if strings.Contains(name, "-hold") {
+				for i, p := range cl.Points {
+					redis := strings.Contains(name, "redis")
+					if redis && requestN(in[i].ServerByN) > 1.05 && p.ServerHoldUS <= 0 || !redis && p.ServerHoldUS != 0 {
+						t.Errorf("c%d: reply hold %.1f µs at N_r %.2f (replies at the cycle's end in %.2f of the cycles); want one for redis only",
+							p.Clients, p.ServerHoldUS, requestN(in[i].ServerByN), in[i].RepliesAtEnd)
 					}
 				}
 			}
@@ -159,5 +177,60 @@ func TestClosedLoopPointCalibration(t *testing.T) {
 	cl, warns, err = fitClosedLoop(long, 2, loops.DefaultConfidence)
 	if err != nil || cl.ZUS >= 0 || math.Abs(cl.Points[0].Error) > 0.01 || !strings.Contains(strings.Join(warns, "\n"), "runs beside the server's") {
 		t.Errorf("demands longer than the round: Z %.1f µs, c1 error %+.3f, warnings %q (%v); want the overlap calibrated and warned", cl.ZUS, cl.Points[0].Error, warns, err)
+	}
+}
+
+// TestServerHold checks the wait of a reply held to its cycle's end: (N_r − 1)/2 of the
+// server's demand per station, N_r = Σ N²/Σ N over the cycles, times the share of cycles that
+// held their replies; none for a server that answers each request as it reads it. With one
+// client the closed network's round is the sum of its demands and delays, so the hold adds to
+// it exactly.
+func TestServerHold(t *testing.T) {
+	byN := []loops.NCycles{{N: 1, Cycles: 30}, {N: 3, Cycles: 10}} // Σ N² = 120, Σ N = 60: N_r 2
+	for _, tc := range []struct {
+		name   string
+		atEnd  float64
+		side   int
+		holdUS float64
+	}{
+		{"held to the end", 1, 1, 10}, // (2-1)/2 · 20 µs
+		{"held in half the cycles", 0.5, 1, 5},
+		{"answered as read", 0, 1, 0},
+		{"two stations", 1, 2, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := closedLoopInput{Clients: 1, ThroughputPerS: 1e4, ServerByN: byN, CPUUS: 20, N: 1.5, RepliesAtEnd: tc.atEnd,
+				Client: &ClientLoop{BusyPerReplyUS: 30, RepliesPerCycle: 1}, CPU: &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: 50}}
+			if got := hold(&p, 20, tc.side); math.Abs(got-tc.holdUS) > 1e-9 {
+				t.Fatalf("hold %.3f µs, want %.3f", got, tc.holdUS)
+			}
+			s, err := pointModel{side: 1}.at(&p, 0, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 1e6 / (20 + 30 + hold(&p, 20, 1)); math.Abs(s.throughput/want-1) > 1e-9 || s.hold != hold(&p, 20, 1) {
+				t.Errorf("throughput %.1f/s with hold %.3f µs, want %.1f/s", s.throughput, s.hold, want)
+			}
+		})
+	}
+}
+
+// TestClosedLoopTwoSteadyStates checks a memcached sweep whose wake-up cost, calibrated at one
+// client, was large (15 µs): at two clients the loops have a steady state with the processors
+// busy (no wake-up finds one halted) and one with them halting between requests. The model
+// predicts the busy one, which the machine was in (74,516/s measured, the processors busy 99%
+// of the window), and warns of the other.
+func TestClosedLoopTwoSteadyStates(t *testing.T) {
+	in := readSweep(t, filepath.Join("testdata", "sweeps", "quiet-hold2-memcached-6.json"))
+	cl, warns, err := fitClosedLoop(in, 2, loops.DefaultConfidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cl.Points[1]
+	if p.Clients != 2 || math.Abs(p.Error) > ExternalPredictionTolerance || p.IdleShare > 0.05 {
+		t.Errorf("c%d: predicted %.0f/s (φ %.2f), measured %.0f/s; want the busy state within 20%%", p.Clients, p.ThroughputPredictedPerS, p.IdleShare, p.ThroughputMeasuredPerS)
+	}
+	if w := strings.Join(warns, "\n"); !strings.Contains(w, "c2: the loops have two steady states") || strings.Count(w, "two steady states") != 1 {
+		t.Errorf("warnings %q: want the two steady states at c2 only", warns)
 	}
 }
