@@ -198,20 +198,43 @@ http {
 		}
 		addr := symbolAddr(t, pid, lib, elfSymbol(t, lib, "SSL_read"))
 		out := filepath.Join(dir, "nginx.plt")
-		rec := exec.Command(perflab, "record", "--tls", "-o", out, "--payload-bytes", "256", "-p", strconv.Itoa(pid))
-		var errb bytes.Buffer
-		rec.Stderr = &errb
+		// --progress: record's first progress line comes once every probe is attached. The
+		// int3 in SSL_read alone does not say so: another recorder's uprobe on the same
+		// library (a second test run on the machine) sets the same byte.
+		rec := exec.Command(perflab, "record", "--tls", "--progress", "-o", out, "--payload-bytes", "256", "-p", strconv.Itoa(pid))
+		var errb syncBuffer
+		stderr, err := rec.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := rec.Start(); err != nil {
 			t.Fatal(err)
 		}
-		recDone := make(chan error, 1)
-		go func() { recDone <- rec.Wait() }()
-		for deadline := time.Now().Add(30 * time.Second); codeByte(t, pid, addr) != 0xcc; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				rec.Process.Kill()
-				<-recDone
-				t.Fatalf("SSL_read of nginx was never probed; perflab said:\n%s", errb.String())
+		attached := make(chan struct{})
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			br := bufio.NewReader(stderr)
+			line, err := br.ReadString('\n')
+			errb.Write([]byte(line))
+			if err == nil {
+				close(attached)
 			}
+			io.Copy(&errb, br)
+		}()
+		recDone := make(chan error, 1)
+		go func() { <-copied; recDone <- rec.Wait() }()
+		select {
+		case <-attached:
+		case <-time.After(30 * time.Second):
+			rec.Process.Kill()
+			<-recDone
+			t.Fatalf("record never said its probes were attached; perflab said:\n%s", errb.String())
+		}
+		if codeByte(t, pid, addr) != 0xcc {
+			rec.Process.Kill()
+			<-recDone
+			t.Fatalf("record is attached but SSL_read of nginx is not probed; perflab said:\n%s", errb.String())
 		}
 		args := []string{"-s", "--cacert", cert}
 		for _, p := range []string{"/users/5", "/users/66", "/"} {
