@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/perflab/perflab/internal/ggmlpeer"
+	"github.com/perflab/perflab/internal/testutil"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -82,7 +83,7 @@ func needNetns(t *testing.T) {
 // recorded is a `perflab record` running in a namespace.
 type recorded struct {
 	cmd  *exec.Cmd
-	errb *syncBuffer
+	errb *testutil.SyncBuffer
 	done chan error
 }
 
@@ -92,7 +93,7 @@ func record(t *testing.T, ns netns, out string, env []string, args ...string) *r
 	full := append([]string{"netns", "exec", string(ns), perflab, "record", "-o", out, "--"}, args...)
 	cmd := exec.Command("ip", full...)
 	cmd.Env = append(os.Environ(), env...)
-	r := &recorded{cmd: cmd, errb: newSyncBuffer(), done: make(chan error, 1)}
+	r := &recorded{cmd: cmd, errb: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = r.errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

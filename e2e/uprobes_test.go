@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perflab/perflab/internal/testutil"
 	"github.com/perflab/perflab/trace"
 )
 
@@ -202,7 +203,7 @@ http {
 		// int3 in SSL_read alone does not say so: another recorder's uprobe on the same
 		// library (a second test run on the machine) sets the same byte.
 		rec := exec.Command(perflab, "record", "--tls", "--progress", "-o", out, "--payload-bytes", "256", "-p", strconv.Itoa(pid))
-		var errb syncBuffer
+		var errb testutil.SyncBuffer
 		stderr, err := rec.StderrPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/perflab/perflab/internal/testutil"
 )
 
 // written is one record as handed to a Writer, for comparison with what a Reader returns.
@@ -303,7 +305,7 @@ func TestReadFileMerges(t *testing.T) {
 
 // TestTimedFlush checks that an idle writer writes its records within FlushInterval.
 func TestTimedFlush(t *testing.T) {
-	var mu lockedBuffer
+	var mu testutil.SyncBuffer
 	w, err := NewWriter(&mu, testMeta, &WriterOptions{FlushInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +336,7 @@ func TestTimedFlush(t *testing.T) {
 // TestConcurrentWriters writes from several goroutines while the flush timer runs: every record
 // arrives, and each goroutine's records keep their order.
 func TestConcurrentWriters(t *testing.T) {
-	var buf lockedBuffer
+	var buf testutil.SyncBuffer
 	w, err := NewWriter(&buf, testMeta, &WriterOptions{FlushRecords: 50, FlushInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,29 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perflab/perflab/internal/testutil"
 	"github.com/perflab/perflab/trace"
 )
 
-// syncBuffer is a bytes.Buffer safe for a verb writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func runVenusIn(ctx context.Context, env map[string]string, args ...string) (int, string, string) {
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	code := Main(ctx, &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return env[k] }}, append([]string{"venus"}, args...))
 	return code, out.String(), errb.String()
@@ -89,7 +71,7 @@ func TestVenusBadUsage(t *testing.T) {
 func serveInBackground(t *testing.T, listen string, extra ...string) (stop func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, &Env{Stdin: strings.NewReader(""), Stdout: &stderr, Stderr: &stderr, Getenv: func(string) string { return "" }},

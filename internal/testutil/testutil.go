@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -50,4 +51,38 @@ func Golden(t testing.TB, name string, got []byte) {
 		_ = os.WriteFile(path+".got", got, 0o644)
 		t.Errorf("%s differs from the golden file; see %s.got (run with -update to accept)", path, path)
 	}
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer in one goroutine (a verb, a command's output
+// copier, a trace writer's timer) while the test reads it in another.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns a copy of what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Len is how many bytes were written so far.
+func (s *SyncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// Bytes returns a copy of what was written so far.
+func (s *SyncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
 }
