@@ -212,6 +212,9 @@ func processorNote(cl *ClosedLoop) string {
 		}
 	}
 	net := fmt.Sprintf("with %s µs per request off the processors (calibrated at the calibration point)", reports.Num(cl.ProcessorZUS))
+	if cl.LoopDemands == "point" {
+		net = fmt.Sprintf("with %s µs per request off the processors at the calibration point, mostly the wake-ups of halted processors, paid at each point in the share of its wake-ups that find one idle (φ there over φ at the calibration point)", reports.Num(cl.ProcessorZUS))
+	}
 	if cl.ProcessorNetwork == "bound" {
 		net = "as the bound P/D_cpu alone (at the calibration point D_cpu is longer than the round: part of it runs beside the requests' path)"
 	}
@@ -232,7 +235,7 @@ func pointNotes(cl *ClosedLoop) []string {
 		cal = fmt.Sprintf("Z = %s µs per request, a constant delay calibrated at %s: the processors were too busy with other work there to tell a halted processor's wake-up", reports.Num(cl.ZUS), plural(cl.CalibratedAt, "client"))
 	}
 	notes = append(notes,
-		"loops: each point's own measured demands, per request: the server's loop its processor time (schedstat; with its run-queue wait when every loop thread can have a processor of its own and the others left the processors) and a wake-up w·φ per cycle shared by the cycle's N requests; the client's own loop its busy time per reply by the clock (outside its wait calls: its processor time and its waits for the processor it shares with the server's loop) and w·φ per cycle; a threaded client its processor time and w·φ as a delay; where the others took more than half a processor, processor times alone, at the speed the others left; φ the share of wake-ups that find a processor idle, from the model's own throughput, the others' processor time and the point's D_cpu",
+		"loops: each point's own measured demands, per request: the server's loop its processor time (schedstat; with its run-queue wait when every loop thread can have a processor of its own and the others left the processors) and a wake-up w·φ per cycle shared by the cycle's N requests; the client's own loop its busy time per reply by the clock (outside its wait calls: its processor time and its waits for the processor it shares with the server's loop) and w·φ per cycle; a threaded client its processor time and w·φ as a delay; where the server holds a cycle's replies to its end (loops' replies_at_cycle_end), a reply's wait for the requests read after it, (N_r − 1)/2 of the server's demand (N_r = ΣN²/ΣN), as a delay; where the others took more than half a processor, processor times alone, at the speed the others left; φ the share of wake-ups that find a processor idle, from the model's own throughput, the others' processor time and the point's D_cpu, solved with it (where two solutions exist, the one with the processors busy)",
 		cal,
 		fmt.Sprintf("%s of a request's time at the calibration point passes outside the server (1 − measured server residence / cycle)", reports.Share(cl.ZShare)),
 		"server residence measured: the server's first read of the request to its reply's last byte; outside the server: clients / throughput − that")
