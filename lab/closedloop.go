@@ -159,10 +159,28 @@ type closedLoopInput struct {
 	N              float64 // requests per cycle of each server loop thread
 	// RepliesAtEnd is the share of the server loops' cycles of two requests or more that held
 	// their replies until their last request was read (loops.Thread.RepliesAtCycleEnd, over
-	// all its loop threads).
+	// all its loop threads); holdShare the wait of a reply for the rest of its cycle, as a
+	// share of the server's demand per request (hold). Both set by setServerLoops.
 	RepliesAtEnd float64
+	holdShare    float64
 	Client       *ClientLoop // nil when the client has no event loop of its own
 	CPU          *WindowCPU  // the processors over the load window (nil: unknown)
+}
+
+// setServerLoops sets q's figures of the server's loop threads: their cycles by N, and the
+// share of their cycles of two requests or more that held their replies to the cycle's end,
+// with the hold it makes a request's reply wait.
+func (q *closedLoopInput) setServerLoops(threads []loops.Thread) {
+	var multi, atEnd float64
+	for _, t := range threads {
+		q.ServerByN = append(q.ServerByN, t.ByN...)
+		multi += float64(t.MultiRequestCycles)
+		atEnd += t.RepliesAtCycleEnd * float64(t.MultiRequestCycles)
+	}
+	if multi > 0 {
+		q.RepliesAtEnd = atEnd / multi
+	}
+	q.holdShare = q.RepliesAtEnd * math.Max(requestN(q.ServerByN)-1, 0) / 2
 }
 
 // errNoClosedLoop is returned when the points do not give the model what it needs.

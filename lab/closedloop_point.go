@@ -132,9 +132,10 @@ func requestN(byN []loops.NCycles) float64 {
 }
 
 // hold is the time a request's reply waits in its cycle for the requests read after it at p,
-// for a server demand d per request on side stations, µs.
+// for a server demand d per request on side stations, µs: (N_r − 1)/2 of d per station, times
+// the share of cycles that held their replies (holdShare, from setServerLoops).
 func hold(p *closedLoopInput, d float64, side int) float64 {
-	return p.RepliesAtEnd * math.Max(requestN(p.ServerByN)-1, 0) / 2 * d / float64(side)
+	return p.holdShare * d / float64(side)
 }
 
 // idleShare is φ at p with the point's processes running x requests/s: the share of the

@@ -18,20 +18,16 @@ import (
 type recordedSweep struct {
 	Note   string `json:"note"`
 	Points []struct {
-		Clients     int         `json:"clients"`
-		Throughput  float64     `json:"throughput_per_s"`
-		LoopThreads int         `json:"loop_threads"`
-		ResidenceUS float64     `json:"server_residence_us"`
-		CPUUS       float64     `json:"server_cpu_us"`
-		RunDelayUS  float64     `json:"server_run_delay_us"`
-		N           float64     `json:"requests_per_cycle"`
-		CPU         *WindowCPU  `json:"cpu"`
-		Client      *ClientLoop `json:"client_loop"`
-		Loops       []struct {
-			ByN   []loops.NCycles `json:"by_n"`
-			Multi uint64          `json:"multi_request_cycles"`
-			AtEnd float64         `json:"replies_at_cycle_end"`
-		} `json:"loops"`
+		Clients     int            `json:"clients"`
+		Throughput  float64        `json:"throughput_per_s"`
+		LoopThreads int            `json:"loop_threads"`
+		ResidenceUS float64        `json:"server_residence_us"`
+		CPUUS       float64        `json:"server_cpu_us"`
+		RunDelayUS  float64        `json:"server_run_delay_us"`
+		N           float64        `json:"requests_per_cycle"`
+		CPU         *WindowCPU     `json:"cpu"`
+		Client      *ClientLoop    `json:"client_loop"`
+		Loops       []loops.Thread `json:"loops"`
 	} `json:"points"`
 }
 
@@ -50,15 +46,7 @@ func readSweep(t *testing.T, path string) []closedLoopInput {
 	for _, p := range s.Points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.Throughput, LoopThreads: p.LoopThreads, ResidenceUS: p.ResidenceUS,
 			CPUUS: p.CPUUS, RunDelayUS: p.RunDelayUS, N: p.N, Client: p.Client, CPU: p.CPU}
-		var multi, atEnd float64
-		for _, l := range p.Loops {
-			q.ServerByN = append(q.ServerByN, l.ByN...)
-			multi += float64(l.Multi)
-			atEnd += l.AtEnd * float64(l.Multi)
-		}
-		if multi > 0 {
-			q.RepliesAtEnd = atEnd / multi
-		}
+		q.setServerLoops(p.Loops)
 		in = append(in, q)
 	}
 	return in
@@ -199,8 +187,9 @@ func TestServerHold(t *testing.T) {
 		{"two stations", 1, 2, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := closedLoopInput{Clients: 1, ThroughputPerS: 1e4, ServerByN: byN, CPUUS: 20, N: 1.5, RepliesAtEnd: tc.atEnd,
+			p := closedLoopInput{Clients: 1, ThroughputPerS: 1e4, CPUUS: 20, N: 1.5,
 				Client: &ClientLoop{BusyPerReplyUS: 30, RepliesPerCycle: 1}, CPU: &WindowCPU{Processors: 2, AvailableProcessors: 2, OwnUS: 50}}
+			p.setServerLoops([]loops.Thread{{ByN: byN, MultiRequestCycles: 10, RepliesAtCycleEnd: tc.atEnd}})
 			if got := hold(&p, 20, tc.side); math.Abs(got-tc.holdUS) > 1e-9 {
 				t.Fatalf("hold %.3f µs, want %.3f", got, tc.holdUS)
 			}

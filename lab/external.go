@@ -501,15 +501,7 @@ func closedLoop(res *ExternalResult) {
 	for _, p := range res.Points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS, LoopThreads: p.LoopThreads,
 			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, RunDelayUS: p.ServerRunDelayUS, N: p.RequestsPerCycle, Client: p.ClientLoop, CPU: p.CPU}
-		var multi, atEnd float64
-		for _, t := range p.Loops {
-			q.ServerByN = append(q.ServerByN, t.ByN...)
-			multi += float64(t.MultiRequestCycles)
-			atEnd += t.RepliesAtCycleEnd * float64(t.MultiRequestCycles)
-		}
-		if multi > 0 {
-			q.RepliesAtEnd = atEnd / multi
-		}
+		q.setServerLoops(p.Loops)
 		in = append(in, q)
 	}
 	cl, warns, err := fitClosedLoop(in, runtime.NumCPU(), loops.DefaultConfidence)
