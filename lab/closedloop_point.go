@@ -305,7 +305,7 @@ func (s pointSolution) binds(threaded bool) (string, string) {
 	if threaded {
 		what = fmt.Sprintf("the round's delay (the client's %.1f µs per request with its wake-up)", s.clientD)
 	}
-	if s.hold > 0 {
+	if s.hold >= 0.05 { // what prints as 0.0 µs is not named
 		what += fmt.Sprintf(", the replies the server holds to its cycle's end (%.1f µs a request)", s.hold)
 	}
 	return "delay", fmt.Sprintf("no loop is busy %.0f%% of the time (server %.0f%%, client %.0f%%): %s and the wake-ups of halted processors (%.0f%% of them found one idle) set it",
