@@ -143,8 +143,16 @@ type ClosedLoopPoint struct {
 	ClientDemandUS float64 `json:"client_demand_us,omitempty"`
 	IdleShare      float64 `json:"idle_share,omitempty"`
 	ServerHoldUS   float64 `json:"server_hold_us,omitempty"`
-	Binds          string  `json:"binds,omitempty"`
-	Why            string  `json:"why,omitempty"`
+	// LockstepShare is the share of the requests that moved in lock-step at this point (every
+	// client's request read in one of the server's cycles, which held the replies to its end,
+	// and the client's loop taking them back together), and LockstepUS their time per request
+	// in that state: the server's busy time per such cycle over the clients, the client's
+	// processor time per request and two wake-ups over the clients, the loops never running
+	// at once (pointModel). Neither is there when no request moved so.
+	LockstepShare float64 `json:"lockstep_share,omitempty"`
+	LockstepUS    float64 `json:"lockstep_us,omitempty"`
+	Binds         string  `json:"binds,omitempty"`
+	Why           string  `json:"why,omitempty"`
 }
 
 // closedLoopInput is what the closed-loop model needs of one sweep point.
@@ -163,8 +171,17 @@ type closedLoopInput struct {
 	// share of the server's demand per request (hold). Both set by setServerLoops.
 	RepliesAtEnd float64
 	holdShare    float64
-	Client       *ClientLoop // nil when the client has no event loop of its own
-	CPU          *WindowCPU  // the processors over the load window (nil: unknown)
+	// lockShare is the share of the requests that moved in lock-step: read in a cycle that
+	// took every client's request at once, of a server that held that cycle's replies to its
+	// end, with a client that has an event loop of its own (it reads the replies in one cycle
+	// and writes the next requests together); lockBusyUS the server's busy time per such
+	// cycle, µs; spreadN the requests per cycle of the other cycles, of which holdShare then
+	// is. Set by setServerLoops.
+	lockShare  float64
+	lockBusyUS float64
+	spreadN    float64
+	Client     *ClientLoop // nil when the client has no event loop of its own
+	CPU        *WindowCPU  // the processors over the load window (nil: unknown)
 }
 
 // setServerLoops sets q's figures of the server's loop threads: their cycles by N, and the
@@ -180,7 +197,38 @@ func (q *closedLoopInput) setServerLoops(threads []loops.Thread) {
 	if multi > 0 {
 		q.RepliesAtEnd = atEnd / multi
 	}
-	q.holdShare = q.RepliesAtEnd * math.Max(requestN(q.ServerByN)-1, 0) / 2
+	spread := q.ServerByN
+	if q.Clients > 1 && q.Client != nil && q.RepliesAtEnd >= 0.5 {
+		spread = q.lockStep()
+	}
+	q.holdShare = q.RepliesAtEnd * math.Max(requestN(spread)-1, 0) / 2
+}
+
+// lockStep sets q's lock-step share, the server's busy time per lock-step cycle and the
+// requests per cycle of the other cycles from its cycles by N, and returns those others.
+func (q *closedLoopInput) lockStep() []loops.NCycles {
+	var spread []loops.NCycles
+	var all, lock, lockCycles, lockBusy, cycles float64
+	for _, g := range q.ServerByN {
+		req := float64(g.N) * float64(g.Cycles)
+		all += req
+		if g.N >= q.Clients {
+			lock += req
+			lockCycles += float64(g.Cycles)
+			lockBusy += g.BusyUS * float64(g.Cycles)
+			continue
+		}
+		spread = append(spread, g)
+		if g.N > 0 {
+			cycles += float64(g.Cycles)
+		}
+	}
+	if lock == 0 || lock == all {
+		return q.ServerByN
+	}
+	q.lockShare, q.lockBusyUS = lock/all, lockBusy/lockCycles
+	q.spreadN = (all - lock) / cycles
+	return spread
 }
 
 // errNoClosedLoop is returned when the points do not give the model what it needs.

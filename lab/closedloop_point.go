@@ -40,6 +40,14 @@ const LoopBinds = 0.8
 //     read after it: (N_r − 1)/2 of the server's demand, N_r the requests per cycle as a
 //     request sees it (Σ N²/Σ N over the cycles, a request being more likely in a large
 //     cycle), times the share of such cycles; a delay, since no other request waits for it;
+//   - where the client's event loop also takes the held replies together and writes the next
+//     requests together, the two loops can fall into lock-step: every client's request read
+//     in one of the server's cycles, then every reply in one of the client's, the loops never
+//     running at once. A request in that state takes the server's busy time per such cycle
+//     over the clients, the client's processor time and two wake-ups of a halted processor
+//     over the clients; the share of requests read in such cycles, measured at the point
+//     (setServerLoops), moves at that pace, the others through the network below (its N
+//     and hold of their own cycles), and the throughput is their mixture in time;
 //   - φ, the share of wake-ups that find a processor idle, from the model's own throughput
 //     (idleShare): a loop thread woken while another processor is idle pays that processor's
 //     wake from its halt; one woken while all are busy waits in the run queue instead, which
@@ -115,6 +123,7 @@ type pointSolution struct {
 	serverU    float64 // utilisation of the busiest server station
 	clientU    float64 // of the client loop's station (0: none)
 	hold       float64 // a reply's wait for the rest of its cycle, µs
+	lockUS     float64 // a request's time in lock-step (0: none moved so), µs
 }
 
 // requestN is the requests per cycle of the server's loops as a request sees them: Σ N²/Σ N
@@ -150,10 +159,36 @@ func idleShare(p *closedLoopInput, x float64) float64 {
 	return 1 - math.Min(math.Max(busy/spare, 0), 1)
 }
 
-// at solves the network at p for the wake-up cost w and the delay z (µs) with a given φ.
+// at solves the loops at p for the wake-up cost w and the delay z (µs) with a given φ: the
+// network, mixed in time with the lock-step of p's share of requests that moved so.
 func (m pointModel) at(p *closedLoopInput, w, z, idle float64) (pointSolution, error) {
+	s, err := m.network(p, w, z, idle)
+	if err != nil || p.lockShare <= 0 {
+		return s, err
+	}
+	c := float64(p.Clients)
+	client := p.CPU.ClientUS
+	if client <= 0 {
+		client = p.Client.BusyPerReplyUS
+	}
+	// In lock-step each loop sleeps while the other works, so each hand-over wakes a halted
+	// processor, and the client runs on a processor of its own (no run-queue wait).
+	s.lockUS = p.lockBusyUS/c + math.Max(client+math.Min(z, 0), 0) + math.Max(z, 0) + 2*w/c
+	f := p.lockShare
+	s.throughput = 1 / (f*s.lockUS*1e-6 + (1-f)/s.throughput)
+	s.serverUS = f*(p.lockBusyUS+w) + (1-f)*s.serverUS
+	return s, nil
+}
+
+// network solves the loops' queueing network at p for the wake-up cost w and the delay z
+// (µs) with a given φ.
+func (m pointModel) network(p *closedLoopInput, w, z, idle float64) (pointSolution, error) {
 	own := m.ownAt(p)
-	s := pointSolution{idle: idle, serverD: p.CPUUS + w*idle/p.N}
+	n := p.N
+	if p.lockShare > 0 {
+		n = p.spreadN
+	}
+	s := pointSolution{idle: idle, serverD: p.CPUUS + w*idle/n}
 	if own {
 		s.serverD += p.RunDelayUS
 	}
@@ -312,6 +347,18 @@ func (s pointSolution) binds(threaded bool) (string, string) {
 		100*LoopBinds, 100*s.serverU, 100*s.clientU, what, 100*s.idle)
 }
 
+// LockstepNamed is the least share of a point's requests in lock-step that its why names: 5%.
+const LockstepNamed = 0.05
+
+// lockstep is what a point's why adds for its requests in lock-step ("" below LockstepNamed).
+func lockstep(p *closedLoopInput, s pointSolution) string {
+	if p.lockShare < LockstepNamed {
+		return ""
+	}
+	return fmt.Sprintf("; %.0f%% of the requests moved in lock-step (all %d in one of the server's cycles, then in one of the client's, the loops never working at once) at %.1f µs a request, the others at the loops' pace above",
+		100*p.lockShare, p.Clients, s.lockUS)
+}
+
 // predictPoints calibrates pm at cal and adds its prediction at every point to cl (the lower
 // of the loops' network and the processors'), with the warnings they deserve: a point missed by
 // more than ExternalPredictionTolerance, a throughput that fell as clients were added, a
@@ -352,7 +399,11 @@ func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []clos
 		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputMeasuredPerS: p.ThroughputPerS, LoopsPerS: math.Round(x), LimitedBy: "loops",
 			ServerResidencePredictedUS: round3(s.serverUS / speed), ServerResidenceMeasuredUS: round3(p.ResidenceUS),
 			ServerDemandUS: round3(s.serverD), ClientDemandUS: round3(s.clientD), IdleShare: round3(s.idle), ServerHoldUS: round3(s.hold)}
+		if s.lockUS > 0 {
+			pt.LockstepShare, pt.LockstepUS = round3(p.lockShare), round3(s.lockUS)
+		}
 		pt.Binds, pt.Why = s.binds(p.Client == nil)
+		pt.Why += lockstep(p, s)
 		if speed < 1 {
 			pt.Why += fmt.Sprintf("; the others left the point's processes %.2f of a processor, so the loops ran at that speed", speed)
 		}
