@@ -107,7 +107,7 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 	// screenshots.
 	keep := filepath.Join(repoRoot, "build", "e2e")
 	if err := os.MkdirAll(keep, 0o755); err == nil {
-		name := fmt.Sprintf("%s-%d.json", strings.ToLower(strings.TrimPrefix(t.Name(), "Test")), sweeps)
+		name := fmt.Sprintf("%s-%s-%d.json", strings.ToLower(strings.TrimPrefix(t.Name(), "Test")), sweepsStarted, sweeps)
 		if err := os.WriteFile(filepath.Join(keep, name), []byte(r.stdout), 0o644); err == nil {
 			t.Logf("sweep JSON in build/e2e/%s", name)
 		}
@@ -178,6 +178,10 @@ func runSweep(t *testing.T, pid int, client string, countOK func(t *testing.T, s
 
 // sweeps counts the sweeps of this test binary, to name their JSON files.
 var sweeps int
+
+// sweepsStarted names this test process's sweeps in build/e2e (UTC, to the second), so that a
+// later run, or `go test ./...` running these tests again, does not overwrite them.
+var sweepsStarted = time.Now().UTC().Format("20060102T150405")
 
 // sweepRounds is how many times a sweep is run before its load-dependent checks fail: one
 // point can be slowed by other work on the machine (the counts must hold in every run).
