@@ -135,14 +135,19 @@ type ClosedLoopPoint struct {
 	// (processor time and its share of a wake-up), ClientDemandUS the client loop's per reply
 	// (busy time and its share of a wake-up) or a threaded client's delay per request, µs;
 	// IdleShare the share of wake-ups that found a processor idle (φ, from the model's own
-	// throughput); ServerHoldUS the time a request's reply waits in its cycle for the requests
+	// throughput); ServerWakeShare the share of requests that found the server's loop asleep
+	// in its wait call, and so woke it, and ClientWakeShare the share of replies that woke the
+	// client's loop (1 − its station's utilisation with one client fewer, solved with the
+	// demands they set); ServerHoldUS the time a request's reply waits in its cycle for the requests
 	// read after it, where the server holds a cycle's replies to its end (pointModel);
 	// Binds what sets the prediction ("server loop", "client loop", "delay",
 	// "processors") and Why, in words, with the figures.
-	ServerDemandUS float64 `json:"server_demand_us,omitempty"`
-	ClientDemandUS float64 `json:"client_demand_us,omitempty"`
-	IdleShare      float64 `json:"idle_share,omitempty"`
-	ServerHoldUS   float64 `json:"server_hold_us,omitempty"`
+	ServerDemandUS  float64 `json:"server_demand_us,omitempty"`
+	ClientDemandUS  float64 `json:"client_demand_us,omitempty"`
+	IdleShare       float64 `json:"idle_share,omitempty"`
+	ServerWakeShare float64 `json:"server_wake_share,omitempty"`
+	ClientWakeShare float64 `json:"client_wake_share,omitempty"`
+	ServerHoldUS    float64 `json:"server_hold_us,omitempty"`
 	// LockstepShare is the share of the requests that moved in lock-step at this point (every
 	// client's request read in one of the server's cycles, which held the replies to its end,
 	// and the client's loop taking them back together), and LockstepUS their time per request
@@ -175,11 +180,9 @@ type closedLoopInput struct {
 	// took every client's request at once, of a server that held that cycle's replies to its
 	// end, with a client that has an event loop of its own (it reads the replies in one cycle
 	// and writes the next requests together); lockBusyUS the server's busy time per such
-	// cycle, µs; spreadN the requests per cycle of the other cycles, of which holdShare then
-	// is. Set by setServerLoops.
+	// cycle, µs; holdShare is then of the other cycles. Set by setServerLoops.
 	lockShare  float64
 	lockBusyUS float64
-	spreadN    float64
 	Client     *ClientLoop // nil when the client has no event loop of its own
 	CPU        *WindowCPU  // the processors over the load window (nil: unknown)
 }
@@ -204,11 +207,11 @@ func (q *closedLoopInput) setServerLoops(threads []loops.Thread) {
 	q.holdShare = q.RepliesAtEnd * math.Max(requestN(spread)-1, 0) / 2
 }
 
-// lockStep sets q's lock-step share, the server's busy time per lock-step cycle and the
-// requests per cycle of the other cycles from its cycles by N, and returns those others.
+// lockStep sets q's lock-step share and the server's busy time per lock-step cycle from its
+// cycles by N, and returns the other cycles.
 func (q *closedLoopInput) lockStep() []loops.NCycles {
 	var spread []loops.NCycles
-	var all, lock, lockCycles, lockBusy, cycles float64
+	var all, lock, lockCycles, lockBusy float64
 	for _, g := range q.ServerByN {
 		req := float64(g.N) * float64(g.Cycles)
 		all += req
@@ -219,15 +222,11 @@ func (q *closedLoopInput) lockStep() []loops.NCycles {
 			continue
 		}
 		spread = append(spread, g)
-		if g.N > 0 {
-			cycles += float64(g.Cycles)
-		}
 	}
 	if lock == 0 || lock == all {
 		return q.ServerByN
 	}
 	q.lockShare, q.lockBusyUS = lock/all, lockBusy/lockCycles
-	q.spreadN = (all - lock) / cycles
 	return spread
 }
 

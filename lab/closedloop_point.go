@@ -26,12 +26,17 @@ const LoopBinds = 0.8
 // lines through the points (ClosedLoop.LoopDemands "point"). Per request at point p:
 //
 //   - the server's loop: its processor time (schedstat of its threads), with its threads'
-//     run-queue wait where the loops are own (below), plus one wake-up per cycle shared by the
-//     cycle's N requests, w·φ/N, on min(k, P) stations;
+//     run-queue wait where the loops are own (below), plus a wake-up, w·φ, for each request
+//     that finds it asleep in its wait call, on min(k, P) stations;
 //   - the client's own event loop, when it has one: its busy time per reply by the clock
 //     (outside its wait calls: its processor time and its waits for the processor it shares
-//     with the server's loop while it had work), plus w·φ/N_client; a threaded client without
-//     one: its processor time per request plus one wake-up, w·φ, as a delay;
+//     with the server's loop while it had work), plus w·φ for each reply that finds it asleep;
+//     a threaded client without one: its processor time per request plus one wake-up, w·φ
+//     (each of its threads sleeps until its reply), as a delay;
+//   - a request finds a loop asleep, by the arrival theorem, with the probability that its
+//     station is idle with one client fewer, 1 − U(c − 1), solved together with the demands it
+//     sets (wakeShares): a loop kept busy rarely waits, and a wait that returns at once wakes
+//     nothing;
 //   - where the machine's other work took more than OwnShare of the processors, the waits are
 //     mostly theirs: the demands are then processor time alone, run at the speed the others
 //     left (loopSpeed), and the processor station holds the rest;
@@ -124,7 +129,12 @@ type pointSolution struct {
 	clientU    float64 // of the client loop's station (0: none)
 	hold       float64 // a reply's wait for the rest of its cycle, µs
 	lockUS     float64 // a request's time in lock-step (0: none moved so), µs
+	wake       wakeShares
 }
+
+// wakeShares are the shares of requests that find the server's loop asleep in its wait call
+// and of replies that find the client's loop asleep: each such arrival wakes its loop.
+type wakeShares struct{ server, client float64 }
 
 // requestN is the requests per cycle of the server's loops as a request sees them: Σ N²/Σ N
 // over the cycles that received requests (0: none).
@@ -181,14 +191,37 @@ func (m pointModel) at(p *closedLoopInput, w, z, idle float64) (pointSolution, e
 }
 
 // network solves the loops' queueing network at p for the wake-up cost w and the delay z
-// (µs) with a given φ.
+// (µs) with a given φ, and the shares of arrivals that wake a loop with it: 1 − U(c − 1) of
+// each loop's station, from every loop woken (the most) until they settle. Half a step at a
+// time: more wake-ups lengthen the demands, which keeps the loops busier and wakes them less.
 func (m pointModel) network(p *closedLoopInput, w, z, idle float64) (pointSolution, error) {
-	own := m.ownAt(p)
-	n := p.N
-	if p.lockShare > 0 {
-		n = p.spreadN
+	wake := wakeShares{1, 1}
+	fewer := *p
+	fewer.Clients--
+	var s pointSolution
+	for range 100 {
+		var err error
+		if s, err = m.stations(p, w, z, idle, wake); err != nil || p.Clients == 1 {
+			return s, err
+		}
+		f, err := m.stations(&fewer, w, z, idle, wake)
+		if err != nil {
+			return s, err
+		}
+		next := wakeShares{1 - f.serverU, 1 - f.clientU}
+		if math.Abs(next.server-wake.server) < 1e-6 && math.Abs(next.client-wake.client) < 1e-6 {
+			break
+		}
+		wake = wakeShares{(wake.server + next.server) / 2, (wake.client + next.client) / 2}
 	}
-	s := pointSolution{idle: idle, serverD: p.CPUUS + w*idle/n}
+	return s, nil
+}
+
+// stations solves the loops' queueing network at p for the wake-up cost w, the delay z (µs),
+// φ and the shares of arrivals that wake each loop.
+func (m pointModel) stations(p *closedLoopInput, w, z, idle float64, wake wakeShares) (pointSolution, error) {
+	own := m.ownAt(p)
+	s := pointSolution{idle: idle, serverD: p.CPUUS + w*idle*wake.server, wake: wake}
 	if own {
 		s.serverD += p.RunDelayUS
 	}
@@ -203,7 +236,7 @@ func (m pointModel) network(p *closedLoopInput, w, z, idle float64) (pointSoluti
 		if !own && p.CPU.ClientUS > 0 {
 			d = p.CPU.ClientUS
 		}
-		s.clientD = d + w*idle/cl.RepliesPerCycle
+		s.clientD = d + w*idle*wake.client
 		s.clientD = math.Max(s.clientD+math.Min(z, 0), 0)
 		c.DemandsUS = append(c.DemandsUS, s.clientD)
 		c.DelayUS = math.Max(z, 0)
@@ -398,7 +431,11 @@ func (cl *ClosedLoop) predictPoints(pm pointModel, procs processorNet, in []clos
 		x := s.throughput * speed
 		pt := ClosedLoopPoint{Clients: p.Clients, ThroughputMeasuredPerS: p.ThroughputPerS, LoopsPerS: math.Round(x), LimitedBy: "loops",
 			ServerResidencePredictedUS: round3(s.serverUS / speed), ServerResidenceMeasuredUS: round3(p.ResidenceUS),
-			ServerDemandUS: round3(s.serverD), ClientDemandUS: round3(s.clientD), IdleShare: round3(s.idle), ServerHoldUS: round3(s.hold)}
+			ServerDemandUS: round3(s.serverD), ClientDemandUS: round3(s.clientD), IdleShare: round3(s.idle), ServerHoldUS: round3(s.hold),
+			ServerWakeShare: round3(s.wake.server)}
+		if p.Client != nil {
+			pt.ClientWakeShare = round3(s.wake.client)
+		}
 		if s.lockUS > 0 {
 			pt.LockstepShare, pt.LockstepUS = round3(p.lockShare), round3(s.lockUS)
 		}
