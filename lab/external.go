@@ -417,8 +417,8 @@ func checkExternalPoints(res *ExternalResult) []loops.Point {
 				label, cl.TID, 100*cl.Utilization, 100*p.Utilization))
 		}
 		if cycle := float64(p.Clients) / p.ThroughputPerS * 1e6; p.ThroughputPerS > 0 && p.ServerRunDelayUS > RunDelayShare*cycle {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the server's threads waited %.1f µs per request for a processor (run queue), %.0f%% of each request's %.1f µs: the machine's other work, which no model of the loops sees, sets this point",
-				label, p.ServerRunDelayUS, 100*p.ServerRunDelayUS/cycle, cycle))
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the server's threads waited %.1f µs per request for a processor (run queue), %.0f%% of each request's %.1f µs: %s",
+				label, p.ServerRunDelayUS, 100*p.ServerRunDelayUS/cycle, cycle, runQueueCause(p.CPU)))
 		}
 		if w := p.SteadyWindow; p.Clients > 1 && p.LoadWindow.Seconds > 0 && (w == nil || w.Seconds < SteadyShare*p.LoadWindow.Seconds) {
 			steady := 0.0
@@ -511,4 +511,19 @@ func closedLoop(res *ExternalResult) {
 	}
 	res.ClosedLoop = cl
 	res.Warnings = append(res.Warnings, warns...)
+}
+
+// runQueueCause says whose work kept a point's threads waiting for a processor: the machine's
+// other work, when it took more than OwnShare of the processors over the point's window, else
+// the point's own threads (the server's, the client's and the recorder's, runnable at once or
+// placed on one processor while another idled).
+func runQueueCause(c *WindowCPU) string {
+	if c == nil || c.Processors <= 0 {
+		return "the machine's other work or the point's own threads, which no model of the loops tells apart, set this point"
+	}
+	others := float64(c.Processors) - c.AvailableProcessors
+	if others > OwnShare {
+		return fmt.Sprintf("the machine's other work (%.2f of the %d processors), which no model of the loops sees, sets this point", others, c.Processors)
+	}
+	return fmt.Sprintf("the machine's other work took only %.2f of the %d processors, so the point's own threads (server, client, recorder) waited for each other, runnable together or placed on one processor while another idled; the loops' model holds that wait only as part of the demands it measured", math.Max(others, 0), c.Processors)
 }

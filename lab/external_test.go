@@ -92,3 +92,23 @@ func TestRunExternalBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRunQueueCause checks that a point's run-queue wait is put on the machine's other work
+// only where that work took more than half a processor over the point's window.
+func TestRunQueueCause(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cpu   *WindowCPU
+		cause string
+	}{
+		{"others took 1.2 processors", &WindowCPU{Processors: 2, AvailableProcessors: 0.8}, "the machine's other work (1.20 of the 2 processors)"},
+		{"others took 0.02", &WindowCPU{Processors: 2, AvailableProcessors: 1.98}, "the point's own threads (server, client, recorder) waited for each other"},
+		{"processors unknown", nil, "which no model of the loops tells apart"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runQueueCause(tc.cpu); !strings.Contains(got, tc.cause) {
+				t.Errorf("%q, want it to say %q", got, tc.cause)
+			}
+		})
+	}
+}
