@@ -114,6 +114,7 @@ func median(v []float64) float64 {
 // on a work queue) is done before the next run starts, whichever way that run is. The llm
 // loop generates 288 tokens a run (1.3 s at 227 tokens/s, a plain run at load 12), so that a run is not
 // decided by a few scheduling delays. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
+// (-benchtime 3x: 27 rounds, the medians over all of them, reported as rounds).
 func BenchmarkRecordOverhead(b *testing.B) {
 	if err := probes.CheckPrivileges(); err != nil {
 		b.Skip(err)
@@ -135,18 +136,18 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			addr := startServerProcess(b)
 			args := append([]string{"venus", "run", "--connect", addr, "--json", "--no-verify"}, wl.args...)
 			dir := b.TempDir()
+			// The three ways of running it, alternated in every round: plain, recorded without
+			// kernel evidence, recorded as perflab record does by default (every evidence part
+			// on). The rounds accumulate over b.N: -benchtime 3x gives 3 * rounds of them.
+			modes := []struct {
+				record bool
+				ev     probes.Evidence
+			}{{false, 0}, {true, 0}, {true, probes.EvidenceAll}}
+			var rates, ratios, cpuRatios [3][]float64
+			var lost, events [3]uint64
+			var nsPerEv, evNsRun [3][]float64
+			var load []float64
 			for i := 0; i < b.N; i++ {
-				// The three ways of running it, alternated in every round: plain, recorded
-				// without kernel evidence, recorded as perflab record does by default (every
-				// evidence part on).
-				modes := []struct {
-					record bool
-					ev     probes.Evidence
-				}{{false, 0}, {true, 0}, {true, probes.EvidenceAll}}
-				var rates, ratios, cpuRatios [3][]float64
-				var lost, events [3]uint64
-				var nsPerEv, evNsRun [3][]float64
-				var load []float64
 				for r := 0; r < rounds; r++ {
 					load = append(load, loadAverage())
 					var rate [3]float64
@@ -176,24 +177,25 @@ func BenchmarkRecordOverhead(b *testing.B) {
 						cpuRatios[k] = append(cpuRatios[k], float64(cpu[k])/float64(cpu[0]))
 					}
 				}
-				b.ReportMetric(median(rates[0]), "plain_"+wl.label)
-				// Without evidence (--evidence none), then as record runs by default (_ev).
-				for k, suffix := range []string{"", "", "_ev"} {
-					if k == 0 {
-						continue
-					}
-					b.ReportMetric(median(ratios[k]), "ratio"+suffix)
-					// The client's CPU time (user + system) recorded over plain: less
-					// sensitive to the machine's other load than throughput.
-					b.ReportMetric(median(cpuRatios[k]), "client_cpu_ratio"+suffix)
-					b.ReportMetric(median(rates[k]), "recorded_"+wl.label+suffix)
-					b.ReportMetric(float64(lost[k]), "lost"+suffix)
-					b.ReportMetric(float64(events[k])/rounds, "events/run"+suffix)
-					b.ReportMetric(median(nsPerEv[k]), "kernel_ns/event"+suffix)
-				}
-				b.ReportMetric(median(evNsRun[2]), "evidence_ns/run_ev")
-				b.ReportMetric(median(load), "loadavg")
 			}
+			b.ReportMetric(median(rates[0]), "plain_"+wl.label)
+			// Without evidence (--evidence none), then as record runs by default (_ev).
+			for k, suffix := range []string{"", "", "_ev"} {
+				if k == 0 {
+					continue
+				}
+				b.ReportMetric(median(ratios[k]), "ratio"+suffix)
+				// The client's CPU time (user + system) recorded over plain: less sensitive
+				// to the machine's other load than throughput.
+				b.ReportMetric(median(cpuRatios[k]), "client_cpu_ratio"+suffix)
+				b.ReportMetric(median(rates[k]), "recorded_"+wl.label+suffix)
+				b.ReportMetric(float64(lost[k]), "lost"+suffix)
+				b.ReportMetric(float64(events[k])/float64(len(load)), "events/run"+suffix)
+				b.ReportMetric(median(nsPerEv[k]), "kernel_ns/event"+suffix)
+			}
+			b.ReportMetric(median(evNsRun[2]), "evidence_ns/run_ev")
+			b.ReportMetric(median(load), "loadavg")
+			b.ReportMetric(float64(len(load)), "rounds")
 		})
 	}
 }
