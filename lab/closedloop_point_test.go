@@ -57,14 +57,15 @@ func readSweep(t *testing.T, path string) []closedLoopInput {
 // (memcached at 2 clients: the one-client point's wake-ups of halted processors, put into a
 // constant delay) and 42% (redis from 8 clients: its fitted loop time per request went to 0
 // or below), each point's own demands and the wake-up cost calibrated at one client predict every
-// point within 20% in at least 80% of the sweeps (the misses, by 20-23%, are points whose
-// throughput fell from that of fewer clients, or a memcached sweep whose two clients ran with
-// the processors halting between requests), and every point within 25%. The sweeps recorded
+// point within 20% in at least 85% of the sweeps (the misses, by 22-23%, are memcached at 2
+// clients in two sweeps, one whose processors halted between requests and one whose own
+// threads queued for the processors, and redis at 16 clients in a sweep recorded before
+// replies_at_cycle_end), and every point within 25%. The sweeps recorded
 // with each loop's replies_at_cycle_end (*-hold*, *-lock*) hold redis's replies to its cycles'
-// end and not memcached's, and on the quiet ones redis, where redis and redis-benchmark move a
-// fifth to a half of the requests in lock-step from 8 clients, is within 15% at every point. On
-// every sweep: the model is built of the points' demands, each point says
-// what binds it and why, and each miss is warned.
+// end and not memcached's, and on the quiet ones redis, where redis and redis-benchmark move
+// a tenth to a half or more of the requests in lock-step from 8 clients, is within 15% at
+// every point. On every sweep: the model is built of the points' demands, each point says what
+// binds it and why, and each miss is warned.
 func TestClosedLoopRecordedSweeps(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "sweeps", "*.json"))
 	if err != nil || len(paths) < 6 {
@@ -72,8 +73,8 @@ func TestClosedLoopRecordedSweeps(t *testing.T) {
 	}
 	quiet, within := 0, 0
 	defer func() {
-		if quiet < 18 || 5*within < 4*quiet {
-			t.Errorf("%d of %d quiet sweeps predicted within %.0f%% at every point, want at least 80%% of 18 or more", within, quiet, 100*ExternalPredictionTolerance)
+		if quiet < 26 || 20*within < 17*quiet {
+			t.Errorf("%d of %d quiet sweeps predicted within %.0f%% at every point, want at least 85%% of 26 or more", within, quiet, 100*ExternalPredictionTolerance)
 		}
 	}()
 	for _, path := range paths {
