@@ -51,8 +51,8 @@ const LoopBinds = 0.8
 //     running at once. A request in that state takes the server's busy time per such cycle
 //     over the clients, the client's processor time and two wake-ups of a halted processor
 //     over the clients; the share of requests read in such cycles, measured at the point
-//     (setServerLoops), moves at that pace, the others through the network below (its N
-//     and hold of their own cycles), and the throughput is their mixture in time;
+//     (setServerLoops), moves at that pace, the others through the network (with the hold of
+//     their own cycles), and the throughput is their mixture in time;
 //   - φ, the share of wake-ups that find a processor idle, from the model's own throughput
 //     (idleShare): a loop thread woken while another processor is idle pays that processor's
 //     wake from its halt; one woken while all are busy waits in the run queue instead, which
