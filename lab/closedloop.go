@@ -201,11 +201,16 @@ func (q *closedLoopInput) setServerLoops(threads []loops.Thread) {
 		q.RepliesAtEnd = atEnd / multi
 	}
 	spread := q.ServerByN
-	if q.Clients > 1 && q.Client != nil && q.RepliesAtEnd >= 0.5 {
+	if q.Clients > 1 && q.Client != nil && q.RepliesAtEnd >= HeldReplies {
 		spread = q.lockStep()
 	}
 	q.holdShare = q.RepliesAtEnd * math.Max(requestN(spread)-1, 0) / 2
 }
+
+// HeldReplies is the least share of a server's cycles of two requests or more that held their
+// replies to the cycle's end for its requests to be counted in lock-step where a cycle took
+// every client's request: 0.5 (redis holds in all of them, memcached in none).
+const HeldReplies = 0.5
 
 // lockStep sets q's lock-step share and the server's busy time per lock-step cycle from its
 // cycles by N, and returns the other cycles.

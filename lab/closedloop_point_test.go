@@ -12,23 +12,12 @@ import (
 	"github.com/perflab/perflab/loops"
 )
 
-// recordedSweep is the part of a real external sweep's JSON that the closed-loop model reads,
-// kept in testdata/sweeps: redis-server with redis-benchmark and memcached with the e2e test's
-// threaded client at 1-16 clients, recorded on a 2-vCPU VM.
+// recordedSweep is a real external sweep's JSON, kept in testdata/sweeps with the part of each
+// point that the closed-loop model reads: redis-server with redis-benchmark and memcached with
+// the e2e test's threaded client at 1-16 clients, recorded on a 2-vCPU VM.
 type recordedSweep struct {
-	Note   string `json:"note"`
-	Points []struct {
-		Clients     int            `json:"clients"`
-		Throughput  float64        `json:"throughput_per_s"`
-		LoopThreads int            `json:"loop_threads"`
-		ResidenceUS float64        `json:"server_residence_us"`
-		CPUUS       float64        `json:"server_cpu_us"`
-		RunDelayUS  float64        `json:"server_run_delay_us"`
-		N           float64        `json:"requests_per_cycle"`
-		CPU         *WindowCPU     `json:"cpu"`
-		Client      *ClientLoop    `json:"client_loop"`
-		Loops       []loops.Thread `json:"loops"`
-	} `json:"points"`
+	Note   string          `json:"note"`
+	Points []ExternalPoint `json:"points"`
 }
 
 // readSweep reads a recorded sweep into the closed-loop model's inputs.
@@ -42,14 +31,7 @@ func readSweep(t *testing.T, path string) []closedLoopInput {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	var in []closedLoopInput
-	for _, p := range s.Points {
-		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.Throughput, LoopThreads: p.LoopThreads, ResidenceUS: p.ResidenceUS,
-			CPUUS: p.CPUUS, RunDelayUS: p.RunDelayUS, N: p.N, Client: p.Client, CPU: p.CPU}
-		q.setServerLoops(p.Loops)
-		in = append(in, q)
-	}
-	return in
+	return closedLoopInputs(s.Points)
 }
 
 // TestClosedLoopRecordedSweeps runs the closed-loop model over real sweeps. On the ones taken

@@ -495,16 +495,21 @@ func latencyShape(res *ExternalResult) {
 	}
 }
 
-// closedLoop fits the closed-loop model over the points (ClosedLoop) into res.
-func closedLoop(res *ExternalResult) {
-	in := make([]closedLoopInput, 0, len(res.Points))
-	for _, p := range res.Points {
+// closedLoopInputs is what the closed-loop model needs of each of a sweep's points.
+func closedLoopInputs(points []ExternalPoint) []closedLoopInput {
+	in := make([]closedLoopInput, 0, len(points))
+	for _, p := range points {
 		q := closedLoopInput{Clients: p.Clients, ThroughputPerS: p.ThroughputPerS, LoopThreads: p.LoopThreads,
 			ResidenceUS: p.ServerResidenceUS, CPUUS: p.ServerCPUUS, RunDelayUS: p.ServerRunDelayUS, N: p.RequestsPerCycle, Client: p.ClientLoop, CPU: p.CPU}
 		q.setServerLoops(p.Loops)
 		in = append(in, q)
 	}
-	cl, warns, err := fitClosedLoop(in, runtime.NumCPU(), loops.DefaultConfidence)
+	return in
+}
+
+// closedLoop fits the closed-loop model over the points (ClosedLoop) into res.
+func closedLoop(res *ExternalResult) {
+	cl, warns, err := fitClosedLoop(closedLoopInputs(res.Points), runtime.NumCPU(), loops.DefaultConfidence)
 	if err != nil {
 		res.Warnings = append(res.Warnings, "no closed-loop prediction: "+err.Error())
 		return
