@@ -336,6 +336,8 @@ func TestProbeCost(t *testing.T) {
 				"nothing on their other system calls"}, []string{"measured over", "unknown"}},
 		{"measured, sampled", map[string]int64{"probe_events": 5000, "probe_stats_events": 1200, "probe_ns_per_event": 140},
 			[]string{"140 ns", "measured over 1200 of the 5000 events"}, []string{"unknown"}},
+		{"too few sampled", map[string]int64{"probe_events": 54939, "probe_stats_events": 10, "probe_ns_per_event": 8289},
+			[]string{"per recorded event not known: 8289 ns over only 10 of the 54939 events", "too few"}, []string{"of kernel time per recorded event"}},
 		{"EPERM", map[string]int64{"probe_events": 10, "probe_stats_errno": 1, "probe_other_ns_per_call": 25},
 			[]string{"unknown per recorded event", "refused", "EPERM", "CAP_SYS_ADMIN", "25 ns per socket"}, nil},
 		{"no events", map[string]int64{"probe_events": 0, "probe_stats_events": 0},

@@ -23,6 +23,11 @@ func FormatElapsed(d time.Duration) string {
 	}
 }
 
+// CostMinEvents is the least number of events the sampled statistics windows must have timed
+// for their kernel time per event to be given as the recording's: 100. A recording whose load
+// fell between the windows leaves a few events of its idle start, each paying cold caches.
+const CostMinEvents = 100
+
 // probeCost describes the kernel cost a probe reported in its stats, or "" when it did not:
 // the kernel time per recorded event, and what processes that are not recorded pay, each as
 // measured (see probes.Probe.Stats for the keys).
@@ -36,6 +41,9 @@ func probeCost(st map[string]int64) string {
 	switch errno, failed := st["probe_stats_errno"]; {
 	case failed:
 		b.WriteString("unknown per recorded event: " + statsFailure(errno))
+	case measured && st["probe_stats_events"] < CostMinEvents && st["probe_stats_events"] != st["probe_events"]:
+		fmt.Fprintf(&b, "per recorded event not known: %d ns over only %d of the %d events, those that fell in the sampled statistics windows, too few to stand for the recording (a lone event pays cold caches)",
+			perEvent, st["probe_stats_events"], st["probe_events"])
 	case measured:
 		fmt.Fprintf(&b, "%d ns of kernel time per recorded event", perEvent)
 		if n := st["probe_stats_events"]; n != st["probe_events"] {
