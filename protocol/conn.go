@@ -231,10 +231,6 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		default:
 			m.WantsReply = fi.hasCmd && c.spec.WantsReply(fi.cmd, c.version)
 		}
-		p := pendingReq{ts: m.TS, end: m.End, cmd: m.Command, name: m.Name, tid: m.TID, hasCmd: fi.hasCmd}
-		if c.spec.Records != nil {
-			p.reqID = m.ReqID
-		}
 		h := hintNo
 		switch {
 		case m.WantsReply:
@@ -242,7 +238,13 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		case ri.parsed > 0 && !ri.complete && m.ReqID != 0:
 			h = hintMaybe // a record past the head may want a reply
 		}
-		c.pairs.add(p, h)
+		// the request is written into its queue slot, field by field (pairer.slot)
+		p := c.pairs.slot(h)
+		p.ts, p.end, p.cmd, p.name, p.tid, p.hasCmd = m.TS, m.End, m.Command, m.Name, m.TID, fi.hasCmd
+		if c.spec.Records != nil {
+			p.reqID = m.ReqID
+		}
+		c.pairs.queued(p)
 	} else {
 		m.IsReply = true
 		var id uint64

@@ -1,5 +1,7 @@
 package protocol
 
+import "slices"
+
 // hint is what a decoder believes of a request: that it wants a reply, that it does not, or
 // that it cannot tell (its records lay past the captured head). It is only a hint: pairing
 // follows the replies that are actually seen.
@@ -34,20 +36,41 @@ type pairer struct {
 
 // add queues request p with hint h; id, when not 0, lets a reply name it.
 func (pr *pairer) add(p pendingReq, h hint) {
-	p.hint, p.seq, p.done = h, pr.next, false
+	q := pr.slot(h)
+	p.hint, p.seq, p.done = h, q.seq, false
+	*q = p
+	pr.queued(q)
+}
+
+// slot appends a request with hint h to the queue and returns it, zero but for its hint and
+// order, for the caller to fill in place (no request is built apart and copied: on the hot
+// path that copy waited for the stores of the message before it); queued must follow.
+func (pr *pairer) slot(h hint) *pendingReq {
 	if len(pr.q) == 0 {
 		pr.first = pr.next
 	}
+	n := len(pr.q)
+	if n == cap(pr.q) {
+		pr.q = slices.Grow(pr.q, 1)
+	}
+	pr.q = pr.q[:n+1]
+	q := &pr.q[n]
+	*q = pendingReq{hint: h, seq: pr.next}
 	pr.next++
-	pr.q = append(pr.q, p)
-	if p.reqID != 0 {
+	return q
+}
+
+// queued finishes the request slot returned, once filled in: its id is indexed, and the
+// oldest request goes when the queue is full. q stays valid.
+func (pr *pairer) queued(q *pendingReq) {
+	if q.reqID != 0 {
 		if pr.byID == nil {
 			pr.byID = map[uint64]uint64{}
 		}
-		pr.byID[p.reqID] = p.seq
+		pr.byID[q.reqID] = q.seq
 	}
 	if len(pr.q) > maxPending {
-		if q := &pr.q[0]; !q.done && q.hint == hintYes {
+		if f := &pr.q[0]; !f.done && f.hint == hintYes {
 			pr.dropped++
 		}
 		pr.q[0].done = true
