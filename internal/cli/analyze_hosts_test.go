@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -199,17 +200,30 @@ func TestExportPerfettoTwoHosts(t *testing.T) {
 			hosts[e.Args.Name[:6]] = true
 		}
 	}
+	// a thread's slices by start, each with the latest end of those up to it: a time lies in
+	// some slice exactly when the latest end among the slices begun by then reaches it
+	reach := map[[2]uint32][]float64{}
+	for k, ss := range slices {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].from < ss[j].from })
+		r := make([]float64, len(ss))
+		for i, s := range ss {
+			r[i] = s.to
+			if i > 0 {
+				r[i] = max(r[i], r[i-1])
+			}
+		}
+		reach[k] = r
+	}
 	unbound := 0
 	for _, e := range doc.TraceEvents {
 		if e.Cat != "host_flow" {
 			continue
 		}
 		steps[e.ID] += e.Ph
-		bound := false
-		for _, s := range slices[[2]uint32{e.PID, e.TID}] {
-			bound = bound || s.from <= e.TS && e.TS <= s.to
-		}
-		if !bound {
+		k := [2]uint32{e.PID, e.TID}
+		ss := slices[k]
+		n := sort.Search(len(ss), func(i int) bool { return ss[i].from > e.TS }) // slices begun by e.TS
+		if n == 0 || reach[k][n-1] < e.TS {
 			unbound++
 		}
 	}
