@@ -1,7 +1,6 @@
 package analyzers
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -358,7 +357,7 @@ func (a *analyzer) loadMarkers(path string) error {
 		return protocol.NewReadError(path, err)
 	}
 	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	r, err := trace.NewReader(f)
 	if err != nil {
 		return &protocol.ReadError{Path: path, Err: err}
 	}

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bufio"
 	"cmp"
 	"io"
 	"maps"
@@ -65,7 +64,7 @@ func scanOne(i int, in Input, spec *Spec, out Sink, rec *trace.Record) error {
 		return err
 	}
 	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	r, err := trace.NewReader(f)
 	if err != nil {
 		return &ReadError{in.Name, err}
 	}
