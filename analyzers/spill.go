@@ -35,6 +35,7 @@ type spillList[T any] struct {
 	nFile  int      // entries in file
 	buf    []T      // read buffer of a pass over the file
 	passes int      // passes that read the file
+	free   [][]T    // blocks written to the file, kept (and still counted in the budget) for reuse
 }
 
 // add appends v and returns a pointer to the stored copy, valid until the next add or reset.
@@ -77,24 +78,37 @@ func (l *spillList[T]) grow(v T) *T {
 	c := &l.mem
 	esize := int64(unsafe.Sizeof(v))
 	n := int64(min(chunkLen, max(64, c.n)))
+	var blk []T
 	if b := l.budget; b != nil {
 		if b.limit >= 0 {
 			n = min(n, max(64, b.limit/8/esize))
-			if b.used+n*esize > b.limit && len(c.blocks) >= 2 && b.err == nil {
+			if len(l.free) == 0 && b.used+n*esize > b.limit && len(c.blocks) >= 2 && b.err == nil {
 				l.spill()
 			}
 		}
-		b.used += n * esize
-		b.peak = max(b.peak, b.used)
+		if k := len(l.free); k > 0 && int64(cap(l.free[k-1])) == n {
+			// a block already written to the file, its memory still counted: reusing it
+			// spares allocating, zeroing and collecting one
+			blk = l.free[k-1][:1]
+			l.free[k-1] = nil
+			l.free = l.free[:k-1]
+		} else {
+			b.used += n * esize
+			b.peak = max(b.peak, b.used)
+		}
 	}
-	c.blocks = append(c.blocks, make([]T, 1, n))
-	l.tail = c.blocks[len(c.blocks)-1]
-	l.tail[0] = v
+	if blk == nil {
+		blk = make([]T, 1, n)
+	}
+	blk[0] = v
+	c.blocks = append(c.blocks, blk)
+	l.tail = blk
 	c.n++
 	return &l.tail[0]
 }
 
-// spill writes every block in memory but the newest to the file and lets them go.
+// spill writes every block in memory but the newest to the file; the full-sized ones are kept
+// for grow to reuse (their memory still counted in the budget), the others let go.
 func (l *spillList[T]) spill() {
 	c := &l.mem
 	if l.file == nil {
@@ -118,10 +132,14 @@ func (l *spillList[T]) spill() {
 			return
 		}
 		n := int64(unsafe.Sizeof(size))
-		l.budget.used -= n * int64(cap(blk))
 		l.budget.spilled += n * int64(len(blk))
 		l.nFile += len(blk)
 		c.blocks[i] = nil
+		if l.budget.limit >= 0 && int64(cap(blk)) == min(chunkLen, max(64, l.budget.limit/8/n)) {
+			l.free = append(l.free, blk[:0]) // a full-sized block: grow reuses it, still counted
+			continue
+		}
+		l.budget.used -= n * int64(cap(blk))
 	}
 	c.blocks = append(c.blocks[:0], c.blocks[keep])
 }
@@ -194,7 +212,11 @@ func (l *spillList[T]) reset() {
 		for _, blk := range l.mem.blocks {
 			l.budget.used -= int64(unsafe.Sizeof(v)) * int64(cap(blk))
 		}
+		for _, blk := range l.free {
+			l.budget.used -= int64(unsafe.Sizeof(v)) * int64(cap(blk))
+		}
 	}
+	l.free = nil
 	l.mem.reset()
 	l.tail = nil
 	if l.file != nil {

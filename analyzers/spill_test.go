@@ -50,6 +50,57 @@ func TestSpillListOrder(t *testing.T) {
 	}
 }
 
+// TestSpillListReuse holds two lists sharing a budget past it: the blocks written to the file
+// are used again (no allocation per block once both lists have spilled), the memory counted
+// stays within the budget and a block, and every entry comes back in order.
+func TestSpillListReuse(t *testing.T) {
+	const limit = 64 << 10
+	b := &recBudget{limit: limit}
+	a := spillList[interval]{budget: b}
+	r := spillList[msgRec]{budget: b}
+	block := max(int64(unsafe.Sizeof(msgRec{})), int64(unsafe.Sizeof(interval{}))) * min(chunkLen, limit/8/int64(unsafe.Sizeof(interval{})))
+	i := 0
+	add := func(k int) {
+		for range k {
+			a.add(interval{int64(i), int64(2 * i)})
+			r.add(msgRec{ts: int64(i), size: uint32(i)})
+			i++
+			if b.used > limit+block {
+				t.Fatalf("after %d entries: %d bytes counted, budget %d", i, b.used, limit)
+			}
+		}
+	}
+	add(20_000) // both lists past the budget, their first blocks spilled
+	if a.nFile == 0 || r.nFile == 0 {
+		t.Fatalf("in the files: %d and %d, want some of each", a.nFile, r.nFile)
+	}
+	if allocs := testing.AllocsPerRun(10, func() { add(2_000) }); allocs > 0.5 {
+		t.Errorf("%.1f allocations per 2,000 entries of each list past the budget, want none (blocks reused)", allocs)
+	}
+	k := 0
+	for iv := range a.all() {
+		if iv.from != int64(k) || iv.to != int64(2*k) {
+			t.Fatalf("interval %d is %+v", k, *iv)
+		}
+		k++
+	}
+	k = 0
+	for m := range r.all() {
+		if m.ts != int64(k) || m.size != uint32(k) {
+			t.Fatalf("record %d is %+v", k, *m)
+		}
+		k++
+	}
+	if k != i || b.err != nil || b.readErr != nil {
+		t.Fatalf("%d records of %d; errors %v, %v", k, i, b.err, b.readErr)
+	}
+	a.reset()
+	r.reset()
+	if b.used != 0 {
+		t.Fatalf("after reset: %d bytes still counted", b.used)
+	}
+}
+
 // summaryJSON analyzes ins with opt and returns the Summary as JSON and the analyzer.
 func summaryJSON(t *testing.T, paths []string, opt Options) (string, *analyzer) {
 	t.Helper()
