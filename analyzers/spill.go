@@ -23,6 +23,12 @@ type recBudget struct {
 	readErr error // the first error reading one back: a pass ended early
 }
 
+// blockLen is the most entries of esize bytes in one block of a list under a limit: chunkLen,
+// and no more than an eighth of the budget (at least 64), so that a small budget holds.
+func (b *recBudget) blockLen(esize int64) int64 {
+	return min(chunkLen, max(64, b.limit/8/esize))
+}
+
 // spillList is an append-only list of fixed-size entries without pointers, kept in blocks
 // (chunked) while its budget allows, its oldest blocks moved to an unlinked temporary file
 // beyond that and read back, in order, by each pass over it. The newest two blocks always stay
@@ -72,7 +78,7 @@ func (l *spillList[T]) sync() {
 
 // grow is add when the last block is full (or there is none): it starts a block, after
 // spilling the older ones when the budget is reached. Blocks grow as chunked's do, but to no
-// more than an eighth of the budget, so that a small budget holds.
+// more than blockLen.
 func (l *spillList[T]) grow(v T) *T {
 	l.sync()
 	c := &l.mem
@@ -81,7 +87,7 @@ func (l *spillList[T]) grow(v T) *T {
 	var blk []T
 	if b := l.budget; b != nil {
 		if b.limit >= 0 {
-			n = min(n, max(64, b.limit/8/esize))
+			n = min(n, b.blockLen(esize))
 			if len(l.free) == 0 && b.used+n*esize > b.limit && len(c.blocks) >= 2 && b.err == nil {
 				l.spill()
 			}
@@ -135,7 +141,7 @@ func (l *spillList[T]) spill() {
 		l.budget.spilled += n * int64(len(blk))
 		l.nFile += len(blk)
 		c.blocks[i] = nil
-		if l.budget.limit >= 0 && int64(cap(blk)) == min(chunkLen, max(64, l.budget.limit/8/n)) {
+		if l.budget.limit >= 0 && int64(cap(blk)) == l.budget.blockLen(n) {
 			l.free = append(l.free, blk[:0]) // a full-sized block: grow reuses it, still counted
 			continue
 		}
