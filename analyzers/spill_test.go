@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,53 @@ func TestSpillListOrder(t *testing.T) {
 	if b.used != 0 || l.len() != 0 || l.file != nil {
 		t.Fatalf("after reset: used %d, len %d, file %v", b.used, l.len(), l.file)
 	}
+}
+
+// TestSpillListPassEnds stops passes over a spilled list early, in its file's first block, at
+// a block's end and in its memory, and makes one pass whose file reads fail: each stops where it
+// was stopped, leaves no goroutine behind, and a failed read ends the pass with the error kept.
+func TestSpillListPassEnds(t *testing.T) {
+	b := &recBudget{limit: 1}
+	l := spillList[interval]{budget: b}
+	const n = 4*chunkLen + 100
+	for i := range n {
+		l.add(interval{int64(i), 0})
+	}
+	if l.nFile < 3*chunkLen {
+		t.Fatalf("%d entries in the file, want at least %d", l.nFile, 3*chunkLen)
+	}
+	before := runtime.NumGoroutine()
+	for _, stop := range []int{0, 10, chunkLen - 1, chunkLen, 2*chunkLen + 5, l.nFile + 3} {
+		i := 0
+		for iv := range l.all() {
+			if iv.from != int64(i) {
+				t.Fatalf("stop %d: entry %d is %+v", stop, i, *iv)
+			}
+			if i == stop {
+				break
+			}
+			i++
+		}
+		if i != stop {
+			t.Fatalf("stopped at %d, want %d", i, stop)
+		}
+		if g := runtime.NumGoroutine(); g > before {
+			t.Fatalf("stop %d: %d goroutines after the pass, %d before", stop, g, before)
+		}
+	}
+	l.file.Close() // every read of the next pass fails
+	got := 0
+	for range l.all() {
+		got++
+	}
+	if got != 0 || b.readErr == nil || !strings.Contains(b.readErr.Error(), "read spill file") {
+		t.Fatalf("a pass over a closed file gave %d entries, error %v; want none and the read error", got, b.readErr)
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		t.Fatalf("%d goroutines after the failed pass, %d before", g, before)
+	}
+	l.file = nil
+	l.reset()
 }
 
 // TestSpillListReuse holds two lists sharing a budget past it: the blocks written to the file

@@ -36,12 +36,23 @@ type recordedRun struct {
 	duration time.Duration
 }
 
+// pinnedCommand is the command that runs name with args on the CPUs of the list cpus (as
+// taskset -c takes it: "0", "0,1"), or anywhere when cpus is "". taskset sets its own affinity
+// and then execs name, so the command keeps taskset's pid and every thread it starts inherits
+// the affinity.
+func pinnedCommand(cpus, name string, args ...string) *exec.Cmd {
+	if cpus == "" {
+		return exec.Command(name, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+}
+
 // runMaybeRecorded runs the command args (the test binary as perflab, or as a target) once,
-// with the probes recording it into a trace in dir when record is set, with the kernel
-// evidence parts ev.
-func runMaybeRecorded(b *testing.B, dir string, record bool, ev probes.Evidence, env []string, args ...string) recordedRun {
+// on the CPUs cpus ("" for anywhere), with the probes recording it into a trace in dir when
+// record is set, with the kernel evidence parts ev.
+func runMaybeRecorded(b *testing.B, dir, cpus string, record bool, ev probes.Evidence, env []string, args ...string) recordedRun {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := pinnedCommand(cpus, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
@@ -102,6 +113,12 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// pingArgs are the arguments of the ping workload of BenchmarkRecordOverhead, and pingRate its
+// figure.
+var pingArgs = []string{"--workload", "ping", "--requests", "60000", "--mode", "baseline"}
+
+func pingRate(r *venusd.Result) float64 { return r.Ping.ThroughputPerS }
+
 // BenchmarkRecordOverhead alternates venusd client runs without record, with record attached
 // without kernel evidence, and with record as it runs by default (every evidence part on), in
 // an order that turns every round, 9 rounds, against a venusd server in a process of its own
@@ -113,8 +130,15 @@ func median(v []float64) float64 {
 // recording leaves to the kernel after it is closed (freeing its programs, maps and 16 MiB ring
 // on a work queue) is done before the next run starts, whichever way that run is. The llm
 // loop generates 288 tokens a run (1.3 s at 227 tokens/s, a plain run at load 12), so that a run is not
-// decided by a few scheduling delays. Run it with: go test -run '^$' -bench RecordOverhead -benchtime 1x ./internal/cli
-// (-benchtime 3x: 27 rounds, the medians over all of them, reported as rounds).
+// decided by a few scheduling delays. The ping runs three times over: with the server and
+// the client wherever the scheduler puts them, both on CPU 0 (_cpu0), and the server on CPU 0
+// and the client on CPU 1 (_cpu0_cpu1). On a 2-vCPU VM the scheduler's placement alone moves the
+// plain ping's throughput fivefold (client and server on one vCPU hand over without a
+// cross-CPU wakeup; on two, every request and reply wakes a halted vCPU), so the unpinned
+// ratio measures the mix of placements each way drew; the pinned ones measure the recording
+// in one placement each. The recorder itself is never pinned. Run it with: go test -run '^$'
+// -bench RecordOverhead -benchtime 1x ./internal/cli (-benchtime 3x: 27 rounds, the medians
+// over all of them, reported as rounds).
 func BenchmarkRecordOverhead(b *testing.B) {
 	if err := probes.CheckPrivileges(); err != nil {
 		b.Skip(err)
@@ -124,16 +148,22 @@ func BenchmarkRecordOverhead(b *testing.B) {
 		args  []string
 		rate  func(r *venusd.Result) float64
 		label string
+		// The CPUs of the server and of the client (taskset -c lists; "" for anywhere).
+		serverCPUs, clientCPUs string
 	}{
-		{"ping_tcp_baseline", []string{"--workload", "ping", "--requests", "60000", "--mode", "baseline"},
-			func(r *venusd.Result) float64 { return r.Ping.ThroughputPerS }, "requests/s"},
+		{"ping_tcp_baseline", pingArgs, pingRate, "requests/s", "", ""},
+		{"ping_tcp_baseline_cpu0", pingArgs, pingRate, "requests/s", "0", "0"},
+		{"ping_tcp_baseline_cpu0_cpu1", pingArgs, pingRate, "requests/s", "0", "1"},
 		{"llm_tcp_baseline", []string{"--workload", "llm", "--tokens", "288", "--mode", "baseline"},
-			func(r *venusd.Result) float64 { return r.TokensPerS }, "tokens/s"},
+			func(r *venusd.Result) float64 { return r.TokensPerS }, "tokens/s", "", ""},
 	}
 	const rounds = 9
 	for _, wl := range workloads {
 		b.Run(wl.name, func(b *testing.B) {
-			addr := startServerProcess(b)
+			if wl.clientCPUs == "1" && runtime.NumCPU() < 2 {
+				b.Skip("one CPU: no second CPU to put the client on")
+			}
+			addr := startServerProcess(b, wl.serverCPUs)
 			args := append([]string{"venus", "run", "--connect", addr, "--json", "--no-verify"}, wl.args...)
 			dir := b.TempDir()
 			// The three ways of running it, alternated in every round: plain, recorded without
@@ -158,7 +188,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 					for j := range modes {
 						k := (j + r) % len(modes)
 						m := modes[k]
-						run := runMaybeRecorded(b, dir, m.record, m.ev, []string{recordMainEnv + "=1"}, args...)
+						run := runMaybeRecorded(b, dir, wl.clientCPUs, m.record, m.ev, []string{recordMainEnv + "=1"}, args...)
 						time.Sleep(runSettle)
 						var res venusd.Result
 						if err := json.Unmarshal(run.stdout, &res); err != nil {
@@ -204,9 +234,9 @@ func BenchmarkRecordOverhead(b *testing.B) {
 // perflab venus serve), as a recorded client's server would be, so that the recorder's own work
 // (draining the ring, writing the trace) does not share a process with it, and returns its
 // address; the server is stopped when the benchmark ends.
-func startServerProcess(b *testing.B) string {
+func startServerProcess(b *testing.B, cpus string) string {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "venus", "serve", "--listen", "tcp://127.0.0.1:0")
+	cmd := pinnedCommand(cpus, os.Args[0], "venus", "serve", "--listen", "tcp://127.0.0.1:0")
 	cmd.Env = append(os.Environ(), recordMainEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
