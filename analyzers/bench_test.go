@@ -121,7 +121,7 @@ func BenchmarkAnalyzeBack(b *testing.B) {
 // captureScan scans the trace at path into the batches a pipe would hand its goroutine, kept.
 func captureScan(b *testing.B, path string) []*batch {
 	b.Helper()
-	p := &pipe{full: make(chan *batch, pipeDepth), free: make(chan *batch, 1), done: make(chan struct{})}
+	p := &pipe{size: pipeBatch, full: make(chan *batch, pipeDepth), free: make(chan *batch, 1), done: make(chan struct{})}
 	p.cur = &batch{}
 	var kept []*batch
 	go func() {

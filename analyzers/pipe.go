@@ -75,15 +75,17 @@ func (b *batch) reset() {
 // when it is full and at the end of each trace.
 type pipe struct {
 	out  protocol.Sink
+	size int // items a batch holds before it goes (pipeBatch)
 	cur  *batch
 	full chan *batch
 	free chan *batch
 	done chan struct{}
 }
 
-// newPipe starts the goroutine that feeds out; close must be called once the scan is over.
-func newPipe(out protocol.Sink) *pipe {
-	p := &pipe{out: out, full: make(chan *batch, pipeDepth), free: make(chan *batch, pipeDepth+2), done: make(chan struct{})}
+// newPipe starts the goroutine that feeds out batches of size items; close must be called once
+// the scan is over.
+func newPipe(out protocol.Sink, size int) *pipe {
+	p := &pipe{out: out, size: size, full: make(chan *batch, pipeDepth), free: make(chan *batch, pipeDepth+2), done: make(chan struct{})}
 	for range pipeDepth + 2 {
 		p.free <- &batch{}
 	}
@@ -167,11 +169,13 @@ func (p *pipe) send() {
 	p.cur = <-p.free
 }
 
-// add appends an item; a full batch goes, but never right after a message, so that the
-// requests a reply answers (Answered, which come right after it) travel with it.
+// add appends an item; a full batch goes, but never right after a message or an Answered, so
+// that the requests a reply answers (its Answered calls, which come right after it, one per
+// request past the first) all travel with it: the batch goes with the next item of another
+// kind.
 func (p *pipe) add(kind uint8, idx int) {
 	p.cur.items = append(p.cur.items, item{kind, int32(idx)})
-	if len(p.cur.items) >= pipeBatch && kind != itemMessage {
+	if len(p.cur.items) >= p.size && kind != itemMessage && kind != itemAnswered {
 		p.send()
 	}
 }
@@ -214,7 +218,7 @@ func (p *pipe) Record(rec *trace.Record) {
 	}
 	// add, inline: an event never comes right before the Answered of a message
 	b.items = append(b.items, item{itemEvent, int32(n)})
-	if len(b.items) >= pipeBatch {
+	if len(b.items) >= p.size {
 		p.send()
 	}
 }
@@ -264,15 +268,19 @@ func (p *pipe) End(i int, rec trace.Recovery, d *protocol.Decoder) {
 // two CPUs or more to run the two sides at once. out sees the same calls in the same order
 // either way, and has seen them all when scan returns.
 func scan(ins []protocol.Input, spec *protocol.Spec, out protocol.Sink) error {
-	return scanPiped(ins, spec, out, runtime.GOMAXPROCS(0) >= 2)
+	size := 0
+	if runtime.GOMAXPROCS(0) >= 2 {
+		size = pipeBatch
+	}
+	return scanPiped(ins, spec, out, size)
 }
 
-// scanPiped is scan, through a pipe or not.
-func scanPiped(ins []protocol.Input, spec *protocol.Spec, out protocol.Sink, piped bool) error {
-	if !piped {
+// scanPiped is scan, through a pipe of batches of size items, or directly when size is 0.
+func scanPiped(ins []protocol.Input, spec *protocol.Spec, out protocol.Sink, size int) error {
+	if size <= 0 {
 		return protocol.Scan(ins, spec, out)
 	}
-	p := newPipe(out)
+	p := newPipe(out, size)
 	err := protocol.Scan(ins, spec, p)
 	p.close()
 	return err

@@ -29,7 +29,7 @@ func BenchmarkScanPiped(b *testing.B) {
 	path := benchTrace(b, n)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := scanPiped(protocol.Files([]string{path}, nil), nil, nopSink{}, true); err != nil {
+		if err := scanPiped(protocol.Files([]string{path}, nil), nil, nopSink{}, pipeBatch); err != nil {
 			b.Fatal(err)
 		}
 	}
