@@ -1,6 +1,7 @@
 package analyzers
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -257,7 +258,12 @@ func (a *analyzer) finishCaveats() {
 		a.warnf("the producers lost %d events; counts are lower bounds", s.Lost)
 	}
 	if a.lostSync > 0 {
-		a.warnf("the decoder lost frame boundaries %d times (a header past the captured payload head, or bytes that are no header of the protocol); frames there are not counted", a.lostSync)
+		also := ""
+		if a.unanswered > 0 {
+			// replies in bytes past the heads are not seen: their requests look unanswered
+			also = fmt.Sprintf("; the %d requests left unanswered may have had their replies there, so round trips and requests in flight are those of the replies seen (record with a larger --payload-bytes)", a.unanswered)
+		}
+		a.warnf("the decoder lost frame boundaries %d times (a header past the captured payload head, or bytes that are no header of the protocol); frames there are not counted%s", a.lostSync, also)
 	}
 	if a.truncated > 0 {
 		a.warnf("%d frames were cut off by the end of the trace", a.truncated)

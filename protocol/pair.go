@@ -16,7 +16,11 @@ const (
 // pairer matches the replies of one connection to its requests. Every request is queued, in
 // the order it was seen, with the decoder's hint. A reply answers, in order of preference:
 //  1. the request that carries its id, when the protocol has ids;
-//  2. the oldest request that is hinted to want a reply (in-order protocols answer in order);
+//  2. the oldest request that is hinted to want a reply (in-order protocols answer in order),
+//     but none queued before the latest request a reply named by its id: a reply whose id lay
+//     past the captured head follows that one, and the requests before it still waiting had
+//     their replies in bytes that were not seen (an older one would give a round trip as long
+//     as the whole gap);
 //  3. else the newest request still unanswered: the decoder thought none wanted a reply, but
 //     one did (a reply is never left unpaired because of a hint).
 //
@@ -27,6 +31,7 @@ type pairer struct {
 	first uint64            // seq of q[0]
 	next  uint64            // seq of the next request
 	byID  map[uint64]uint64 // request id → seq, for protocols with ids
+	named uint64            // seq+1 of the latest request a reply named by its id (0: none)
 
 	dropped    uint64 // requests hinted to want a reply, dropped from a full queue
 	overridden uint64 // replies paired with a request hinted to want none
@@ -135,6 +140,7 @@ func (pr *pairer) takeID(id uint64) *pendingReq {
 	if pr.q[i].done {
 		return nil
 	}
+	pr.named = max(pr.named, seq+1)
 	return pr.take(i)
 }
 
@@ -153,12 +159,16 @@ func (pr *pairer) answer(id uint64) *pendingReq {
 			return p
 		}
 	}
+	start := 0 // the first request rule 2 may take
+	if pr.named > pr.first {
+		start = int(min(pr.named-pr.first, uint64(len(pr.q))))
+	}
 	newest := -1
 	for i := range pr.q {
 		if pr.q[i].done {
 			continue
 		}
-		if pr.q[i].hint != hintNo {
+		if i >= start && pr.q[i].hint != hintNo {
 			return pr.take(i)
 		}
 		newest = i
