@@ -84,25 +84,13 @@ func requireEBPF(t *testing.T) {
 // system calls equal the client's own counters, in every mode (coalesced frames included).
 func TestAnalyzeRecordedVenusd(t *testing.T) {
 	requireEBPF(t)
-	srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	addr := serveVenusd(t)
 	for _, mode := range venusd.Modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			// The per-token figures must match exactly. A recording whose token boundaries a
 			// preempted thread blurred gets one more try; totals are exact on every try.
 			for try := 1; ; try++ {
-				msg := recordVenusdPerToken(t, srv.Addr(), mode)
+				msg := recordVenusdPerToken(t, addr, mode)
 				if msg == "" {
 					return
 				}
@@ -180,19 +168,7 @@ func recordVenusdPerToken(t *testing.T, addr string, mode venusd.Mode) string {
 // out fifteen times the tracer's, and the pipeline mode's p99 two hundred times.)
 func TestAnalyzeRecordedVenusdRTT(t *testing.T) {
 	requireEBPF(t)
-	srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	addr := serveVenusd(t)
 	for _, mode := range []string{"coalesce", "pipeline", "coalesce+pipeline"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
@@ -200,7 +176,7 @@ func TestAnalyzeRecordedVenusdRTT(t *testing.T) {
 			rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer rcancel()
 			cmd := exec.CommandContext(rctx, os.Args[0], "record", "-o", out, "--",
-				os.Args[0], "venus", "run", "--connect", srv.Addr(), "--tokens", "60", "--mode", mode,
+				os.Args[0], "venus", "run", "--connect", addr, "--tokens", "60", "--mode", mode,
 				"--no-verify", "--json", "--trace", tr)
 			cmd.Env = append(os.Environ(), analyzeMainEnv+"=1")
 			if b, err := cmd.CombinedOutput(); err != nil {

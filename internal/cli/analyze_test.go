@@ -176,9 +176,10 @@ func TestAnalyzeVenusdGolden(t *testing.T) {
 	}
 }
 
-// On venusd's own traces, messages and round trips per token equal the client's counters, in
-// every mode.
-func TestAnalyzeVenusdPerToken(t *testing.T) {
+// serveVenusd starts a venusd server on a loopback port for the test and returns its address;
+// the server stops, and an error of its Serve fails the test, when the test ends.
+func serveVenusd(t *testing.T) string {
+	t.Helper()
 	srv, err := venusd.NewServer(venusd.ServerConfig{Listen: "tcp://127.0.0.1:0", Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
@@ -186,12 +187,19 @@ func TestAnalyzeVenusdPerToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	}()
+	})
+	return srv.Addr()
+}
+
+// On venusd's own traces, messages and round trips per token equal the client's counters, in
+// every mode.
+func TestAnalyzeVenusdPerToken(t *testing.T) {
+	addr := serveVenusd(t)
 	for _, mode := range venusd.Modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "venus.plt")
@@ -203,7 +211,7 @@ func TestAnalyzeVenusdPerToken(t *testing.T) {
 			lc.Tokens, lc.LogitsBytes = 8, 16384
 			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer rcancel()
-			res, err := venusd.RunWorkload(rctx, venusd.ClientConfig{Connect: srv.Addr(), Workload: "llm", Mode: mode, LLM: lc,
+			res, err := venusd.RunWorkload(rctx, venusd.ClientConfig{Connect: addr, Workload: "llm", Mode: mode, LLM: lc,
 				Trace: w, NoVerify: true, Getenv: func(string) string { return "" }})
 			if err != nil {
 				t.Fatal(err)
