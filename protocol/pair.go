@@ -27,11 +27,12 @@ const (
 // Requests older than the one answered that were hinted to want no reply are taken as answered
 // by nothing, as their hint said. Memory is bounded by maxPending requests per connection.
 type pairer struct {
-	q     []pendingReq      // oldest first; q[i].seq == first+i
-	first uint64            // seq of q[0]
-	next  uint64            // seq of the next request
-	byID  map[uint64]uint64 // request id → seq, for protocols with ids
-	named uint64            // seq+1 of the latest request a reply named by its id (0: none)
+	q      []pendingReq      // oldest first; q[i].seq == first+i
+	first  uint64            // seq of q[0]
+	next   uint64            // seq of the next request
+	byID   map[uint64]uint64 // request id → seq, for protocols with ids
+	named  uint64            // seq+1 of the latest request a reply named by its id (0: none)
+	noneTo uint64            // every request before this seq hinted to want no reply is done (take)
 
 	dropped    uint64 // requests hinted to want a reply, dropped from a full queue
 	overridden uint64 // replies paired with a request hinted to want none
@@ -107,11 +108,18 @@ func (pr *pairer) trim() {
 // answered by nothing. It returns q[i]: the slot stays as it is until the next add, which may
 // reuse it.
 func (pr *pairer) take(i int) *pendingReq {
-	for k := 0; k < i; k++ {
+	// Those before noneTo were marked by an earlier take: requests still waiting for a reply
+	// at the front of the queue (not trimmed) are not walked again at every reply.
+	from := 0
+	if pr.noneTo > pr.first {
+		from = int(min(pr.noneTo-pr.first, uint64(i)))
+	}
+	for k := from; k < i; k++ {
 		if pr.q[k].hint == hintNo {
 			pr.q[k].done = true
 		}
 	}
+	pr.noneTo = max(pr.noneTo, pr.q[i].seq)
 	p := &pr.q[i]
 	p.done = true
 	pr.paired++
@@ -163,19 +171,16 @@ func (pr *pairer) answer(id uint64) *pendingReq {
 	if pr.named > pr.first {
 		start = int(min(pr.named-pr.first, uint64(len(pr.q))))
 	}
-	newest := -1
-	for i := range pr.q {
-		if pr.q[i].done {
-			continue
-		}
-		if i >= start && pr.q[i].hint != hintNo {
+	for i := start; i < len(pr.q); i++ {
+		if !pr.q[i].done && pr.q[i].hint != hintNo {
 			return pr.take(i)
 		}
-		newest = i
 	}
-	if newest >= 0 {
-		pr.overridden++
-		return pr.take(newest)
+	for i := len(pr.q) - 1; i >= 0; i-- { // rule 3: the newest still unanswered
+		if !pr.q[i].done {
+			pr.overridden++
+			return pr.take(i)
+		}
 	}
 	pr.unpaired++
 	return nil

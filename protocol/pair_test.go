@@ -35,6 +35,11 @@ func TestPairerOrder(t *testing.T) {
 		// Nothing waits after the named one: rule 3, the newest still waiting.
 		{"nothing after the named reply: the newest waiting", yes(1, 2, 3), []uint64{3, 0}, []int{2, 1}, 1},
 		{"hinted none: the newest unanswered", []req{{0, hintNo}, {0, hintNo}}, []uint64{0}, []int{1}, 0},
+		// A request still waiting at the front (1) keeps the queue from being trimmed; those
+		// hinted to want none behind it are taken as answered by nothing as replies pass them,
+		// and the last reply, with no id and nothing after 5 to take, answers the newest left.
+		{"hinted none behind a request still waiting", []req{{1, hintYes}, {0, hintNo}, {3, hintYes}, {0, hintNo}, {5, hintYes}},
+			[]uint64{3, 5, 0}, []int{2, 4, 0}, 0},
 		{"nothing to answer", nil, []uint64{0}, []int{-1}, 0},
 	}
 	for _, tc := range tests {
