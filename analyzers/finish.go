@@ -259,9 +259,10 @@ func (a *analyzer) finishCaveats() {
 	}
 	if a.lostSync > 0 {
 		also := ""
-		if a.unanswered > 0 {
-			// replies in bytes past the heads are not seen: their requests look unanswered
-			also = fmt.Sprintf("; the %d requests left unanswered may have had their replies there, so round trips and requests in flight are those of the replies seen (record with a larger --payload-bytes)", a.unanswered)
+		if n := a.unanswered + a.dropped; n > 0 {
+			// replies in bytes past the heads are not seen: their requests look unanswered (the
+			// round trips' unanswered count, those dropped from a full queue included)
+			also = fmt.Sprintf("; the %d requests left unanswered may have had their replies there, so round trips and requests in flight are those of the replies seen (record with a larger --payload-bytes)", n)
 		}
 		a.warnf("the decoder lost frame boundaries %d times (a header past the captured payload head, or bytes that are no header of the protocol); frames there are not counted%s", a.lostSync, also)
 	}
