@@ -14,6 +14,9 @@ type Request struct {
 	TS, End int64  // start of its first call and end of its last, monotonic ns
 	// WantsReply is set on a request the protocol answers (only those can be polling).
 	WantsReply bool
+	// Digest is a hash of the request's captured bytes (protocol.Message.Digest): requests of
+	// one command, size and digest are the same request asked again. 0 when none were seen.
+	Digest uint64
 }
 
 // RoundTrip is a reply a client received, paired with its request.

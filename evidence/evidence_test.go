@@ -116,7 +116,7 @@ func TestFindings(t *testing.T) {
 		{"polling", func(a *Analyzer) {
 			for i := int64(0); i < 300; i++ {
 				ts := i * 100000 // 10,000/s
-				a.Request(&Request{Conn: 1, Command: "vkGetFenceStatus", Calls: 1, TS: ts, End: ts + 1000, WantsReply: true})
+				a.Request(&Request{Conn: 1, Command: "vkGetFenceStatus", Calls: 1, TS: ts, End: ts + 1000, WantsReply: true, Digest: 7})
 				a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "vkGetFenceStatus", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 50000, Size: 24})
 			}
 			a.SetInFlight(3)
@@ -186,6 +186,77 @@ func TestFindings(t *testing.T) {
 			}
 			t.Logf("%s: %s; %s; %s", f.Title, f.Evidence, f.Cost, f.Fix)
 		})
+	}
+}
+
+// TestPollingRules: a poll is the same request (command, size and captured bytes), asking for
+// something, sent again once the previous one's reply is in, and answered alike every time;
+// each rule broken leaves the finding out.
+func TestPollingRules(t *testing.T) {
+	const us = int64(1000)
+	type req struct {
+		cmd       string
+		size      int64
+		digest    uint64
+		replySize int64
+	}
+	same := func(r req) func(i int64) req { return func(int64) req { return r } }
+	cases := []struct {
+		name      string
+		next      func(i int64) req
+		pipelined bool // every request goes out before the previous reply is in
+		want      bool
+	}{
+		{"status asked again", same(req{"GET_DEVICE_MEMORY", 13, 5, 16}), false, true},
+		{"redis GET of one key", same(req{"GET", 36, 5, 9}), false, true},
+		{"a write repeated", same(req{"SET", 45, 5, 5}), false, false},
+		{"Vulkan submit repeated", same(req{"vkQueueSubmit", 64, 5, 16}), false, false},
+		{"pipelined", same(req{"GET", 36, 5, 9}), true, false},
+		{"keys of one size", func(i int64) req { return req{"get", 20, uint64(100 + i), 30} }, false, false},
+		{"bytes not seen", same(req{"GET", 36, 0, 9}), false, false},
+		{"replies of different sizes", func(i int64) req { return req{"GET", 36, 5, 9 + i%3} }, false, false},
+		{"sizes alternate", func(i int64) req { return req{"GET", 36 + i%2, 5, 9} }, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := New()
+			a.Begin(0)
+			const n = 300
+			for i := int64(0); i < n; i++ {
+				r := c.next(i)
+				ts := i * 100 * us
+				if c.pipelined {
+					ts = i * 10 * us // 10 requests out before the first reply is in
+				}
+				a.Request(&Request{Conn: 1, Command: r.cmd, Size: r.size, Digest: r.digest, Calls: 1, TS: ts, End: ts + us, WantsReply: true})
+				if !c.pipelined {
+					a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: r.cmd, ReqTS: ts, ReqEnd: ts + us, End: ts + 50*us, Size: r.replySize})
+				}
+			}
+			if c.pipelined {
+				for i := int64(0); i < n; i++ {
+					ts := i * 10 * us
+					a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "GET", ReqTS: ts, ReqEnd: ts + us, End: ts + 100*us, Size: 9})
+				}
+			}
+			_, got := kinds(a.Result(Unit{}).Findings)["polling_storm"]
+			if got != c.want {
+				t.Errorf("polling_storm found %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestQueryLike(t *testing.T) {
+	for name, want := range map[string]bool{
+		"vkGetFenceStatus": true, "vkGetQueryPoolResults": true, "GET_DEVICE_MEMORY": true, "GET": true, "get": true,
+		"gets": true, "HEAD": true, "EXISTS": true, "LLEN": true, "HGETALL": true, "isReady": true, "queue_status": true,
+		"SET": false, "set": false, "vkQueueSubmit": false, "POST": false, "SET_TENSOR": false, "GRAPH_COMPUTE": false,
+		"": false, "12": false, "GETSET": false, "GETDEL": false,
+	} {
+		if got := queryLike(name); got != want {
+			t.Errorf("queryLike(%q) = %v, want %v", name, got, want)
+		}
 	}
 }
 

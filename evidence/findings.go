@@ -21,14 +21,18 @@ type writeAgg struct {
 	sendNS                 float64 // time inside the requests written with several calls
 }
 
-// pollRun is the run of identical requests a connection is in.
+// pollRun is the run of identical requests (one command, size and digest) a connection is in.
 type pollRun struct {
 	cmd        string
+	size       int64  // bytes of each request of the run
+	digest     uint64 // of each request's captured bytes, 0 when none were seen
 	n          uint64
 	from, last int64
 	replySize  int64 // of the run's first reply, -1 before it
 	sameReply  bool
 	rttNS      float64
+	waiting    int  // requests of the run sent and not yet answered
+	pipelined  bool // a request of the run went out before the previous one's reply came back
 }
 
 // pollStats sums the runs of a command repeated back to back on one connection.
@@ -40,7 +44,6 @@ type pollStats struct {
 type pollAgg struct {
 	runs, requests, longest uint64
 	spanNS, rttNS           float64
-	sameReply               bool
 	replySize               int64
 }
 
@@ -48,7 +51,7 @@ type pollAgg struct {
 const minPollRun = 20
 
 // Request notes a request a client sent: how many calls wrote it, and whether it repeats the
-// connection's previous request (polling).
+// connection's previous request (the same bytes: polling, if the replies agree).
 func (a *Analyzer) Request(r *Request) {
 	w := &a.writes
 	w.requests++
@@ -92,10 +95,14 @@ func (a *Analyzer) Request(r *Request) {
 			cs.poll = p
 		}
 	}
-	if p.cmd != r.Command {
+	if p.cmd != r.Command || p.size != r.Size || p.digest != r.Digest {
 		a.polls.close(p)
-		*p = pollRun{cmd: r.Command, from: r.TS, replySize: -1, sameReply: true}
+		*p = pollRun{cmd: r.Command, size: r.Size, digest: r.Digest, from: r.TS, replySize: -1, sameReply: true}
 	}
+	if p.waiting > 0 {
+		p.pipelined = true
+	}
+	p.waiting++
 	p.n++
 	p.last = r.TS
 }
@@ -106,6 +113,7 @@ func (ps *pollStats) reply(cs *connState, rt *RoundTrip) {
 	if p == nil || p.cmd != rt.Command {
 		return
 	}
+	p.waiting = max(0, p.waiting-1)
 	if p.replySize < 0 {
 		p.replySize = rt.Size
 	} else if rt.Size != p.replySize {
@@ -126,8 +134,13 @@ func (ps *pollStats) run(cs *connState, id uint64) *pollRun {
 	return p
 }
 
+// close counts run p, if it was a poll: at least minPollRun requests with the same bytes (as far
+// as they were captured, so never a run whose bytes were not seen) of a command that asks for
+// something (queryLike), each sent after the previous one's reply (a client that sends before
+// the answer is in is streaming, not asking again), all answered by replies of one size (the
+// same "not ready yet").
 func (ps *pollStats) close(p *pollRun) {
-	if p.n < minPollRun {
+	if p.n < minPollRun || p.digest == 0 || p.pipelined || !p.sameReply || p.replySize < 0 || !queryLike(p.cmd) {
 		return
 	}
 	g := ps.byCmd[p.cmd]
@@ -135,7 +148,7 @@ func (ps *pollStats) close(p *pollRun) {
 		if len(ps.byCmd) >= maxCmdAttr {
 			return
 		}
-		g = &pollAgg{sameReply: true, replySize: p.replySize}
+		g = &pollAgg{replySize: p.replySize}
 		ps.byCmd[p.cmd] = g
 	}
 	g.runs++
@@ -143,9 +156,41 @@ func (ps *pollStats) close(p *pollRun) {
 	g.longest = max(g.longest, p.n)
 	g.spanNS += float64(p.last - p.from)
 	g.rttNS += p.rttNS
-	if !p.sameReply || p.replySize != g.replySize {
-		g.sameReply = false
+	if p.replySize != g.replySize {
+		g.replySize = -1 // runs answered by replies of different sizes
 	}
+}
+
+// queryLike reports whether a command's name says it asks for something rather than changes
+// it, so that asking it again and again can be a poll: a name that starts, once a "vk" prefix
+// and underscores are left out and case is ignored, with get, is, has, query, check, poll,
+// stat, exists or head (HTTP's GET and HEAD, memcached's get and gets, ggml-rpc's
+// GET_DEVICE_MEMORY, vkGetFenceStatus), or holds "status"; and Redis's reads named otherwise
+// (MGET, HGET, LLEN, TTL...). A write repeated (SET, vkQueueSubmit, Redis's GETSET) is not a
+// poll, nor is a name perflab does not know ("" or a number).
+func queryLike(name string) bool {
+	n := strings.ToLower(strings.ReplaceAll(name, "_", ""))
+	if strings.HasPrefix(name, "vk") {
+		n = n[2:]
+	}
+	switch n {
+	case "getset", "getdel", "getex": // Redis's writes that answer with the old value
+		return false
+	}
+	for _, p := range []string{"get", "is", "has", "query", "check", "poll", "stat", "exists", "head"} {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	if strings.Contains(n, "status") {
+		return true
+	}
+	switch n {
+	case "mget", "hget", "hmget", "hgetall", "hexists", "hlen", "llen", "lrange", "lindex", "scard", "sismember",
+		"smembers", "zcard", "zscore", "zrange", "zrank", "ttl", "pttl", "type", "xlen", "xrange", "xread", "strlen", "gat", "gats":
+		return true
+	}
+	return false
 }
 
 // findings turns the evidence into findings, costliest first.
@@ -231,15 +276,15 @@ func (a *Analyzer) pollingFindings(unit Unit) []Finding {
 		if rate < 500 {
 			continue
 		}
-		same := ""
-		if g.sameReply && g.replySize >= 0 {
+		same := ", each run answered by replies of one size (not ready yet)"
+		if g.replySize >= 0 {
 			same = fmt.Sprintf(", every one answered by the same %d-byte reply (not ready yet)", g.replySize)
 		}
 		// Of every round trip, this share is polling: per unit of work, as many.
 		rts, u := perRT(float64(g.requests), at.n, unit)
 		cost, _ := perRT(g.rttNS, at.n, unit)
 		out = append(out, Finding{Kind: "polling_storm", Title: fmt.Sprintf("%s is polled: %d requests back to back at %.0f/s", name, g.requests, rate),
-			Evidence: fmt.Sprintf("%d runs of at least %d identical %s requests in a row on one connection (longest %d)%s",
+			Evidence: fmt.Sprintf("%d runs of at least %d identical %s requests (the same captured bytes) in a row on one connection, each sent once the previous one's reply was in (longest %d)%s",
 				g.runs, minPollRun, name, g.longest, same),
 			Cost: fmt.Sprintf("%.1f round trips and %.1f µs of round-trip time per %s", rts, us(cost), u), Unit: u,
 			CostUSPerUnit: us(cost), CallsPerUnit: round3(2 * rts),

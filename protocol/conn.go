@@ -206,7 +206,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	d := c.d
 	m := d.slot()
 	m.Trace, m.Conn, m.Dir, m.TS, m.End, m.PID, m.TID = d.trace, ev.Conn, ev.Dir, fi.ts, fi.end, ev.PID, ev.TID
-	m.Source, m.Protocol, m.Command, m.Name, m.Size, m.Status, m.Calls = ev.Source, c.spec.Name, 0, "", fi.size, 0, fi.calls
+	m.Source, m.Protocol, m.Command, m.Name, m.Size, m.Status, m.Calls, m.Digest = ev.Source, c.spec.Name, 0, "", fi.size, 0, fi.calls, 0
 	m.WantsReply, m.IsReply, m.ReqID, m.RTT, m.ReqTS, m.ReqEnd = false, false, fi.reqID, 0, 0, 0
 	m.FirstEnd, m.CallNS, m.Answered, m.Batch, m.Truncated, m.LostSync, m.spec = fi.firstEnd, fi.callNS, 0, nil, fi.truncated, fi.lostSync, c.spec
 	var ri recordInfo
@@ -235,6 +235,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 		switch {
 		case m.WantsReply:
 			h = hintYes
+			m.Digest = c.requestDigest(fi.seen)
 		case ri.parsed > 0 && !ri.complete && m.ReqID != 0:
 			h = hintMaybe // a record past the head may want a reply
 		}

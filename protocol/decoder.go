@@ -53,6 +53,8 @@ type Decoder struct {
 	spareQ   [][]pendingReq         // their request queues' storage, empty, for reuse
 	retired  retired                // what is kept of the connections finished early (retire)
 	flushEv  trace.Event            // scratch for the framers flushed by retire
+	// digestBuf is scratch for requestDigest: a request's captured bytes, its ids zeroed
+	digestBuf [framePeek]byte
 
 	// auto detection: the connections retired before the trace's end (retire), and those of
 	// them that carried data again (Returned)

@@ -7,17 +7,20 @@ import (
 
 // frameInfo is a frame rebuilt by a framer, before pairing.
 type frameInfo struct {
-	ts, end   int64
-	firstEnd  int64 // end of the frame's first call
-	callNS    int64 // time inside the calls that carried the frame, ns
-	size      int64
-	calls     int
-	cmd       uint64
-	hasCmd    bool
-	flags     uint64
-	hasFlags  bool
-	reqID     uint64
-	peek      []byte // the first bytes of the frame that were captured (at most framePeek)
+	ts, end  int64
+	firstEnd int64 // end of the frame's first call
+	callNS   int64 // time inside the calls that carried the frame, ns
+	size     int64
+	calls    int
+	cmd      uint64
+	hasCmd   bool
+	flags    uint64
+	hasFlags bool
+	reqID    uint64
+	peek     []byte // the first bytes of the frame that were captured (at most framePeek)
+	// seen is every byte of the frame that was captured: the frame's part of its call's head
+	// when one call carried it whole, else peek
+	seen      []byte
 	lostSync  bool
 	truncated bool
 }
@@ -324,7 +327,7 @@ func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit *connDeco
 	o := f.out
 	// field by field: a composite literal would be built aside and copied
 	o.ts, o.end, o.firstEnd, o.callNS, o.size, o.calls = ts, end, end, end-ts, n, 1
-	o.lostSync, o.truncated, o.peek = f.lostNext, false, peek
+	o.lostSync, o.truncated, o.peek, o.seen = f.lostNext, false, peek, head[:min(n, int64(len(head)))]
 	if h := f.hdr; f.le4 {
 		o.cmd, o.hasCmd, o.flags, o.hasFlags, o.reqID = 0, false, 0, false, 0
 		if h.Command != nil {
@@ -344,7 +347,7 @@ func (f *framer) whole(seq uint64, ts, end, n int64, head []byte, emit *connDeco
 	f.lastCall = seq
 	f.lostNext = false
 	emit.frame(o)
-	o.peek = nil
+	o.peek, o.seen = nil, nil
 	return true
 }
 
@@ -390,7 +393,7 @@ func (f *framer) finish(end int64, truncated bool, emit *connDecoder) {
 	if f.buf != nil {
 		peek = f.buf[:f.have]
 	}
-	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: peek}
+	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: peek, seen: peek}
 	if truncated {
 		o.size = max(f.frameLen, f.consumed)
 	}
@@ -401,7 +404,7 @@ func (f *framer) finish(end int64, truncated bool, emit *connDecoder) {
 	f.state = stHeader
 	f.reset()
 	emit.frame(o)
-	o.peek = nil // the capture buffer stays for the next frame (releaseFramers gives it back)
+	o.peek, o.seen = nil, nil // the capture buffer stays for the next frame (releaseFramers gives it back)
 }
 
 // flush ends the stream: a frame in progress is emitted as truncated.

@@ -19,6 +19,11 @@ type Message struct {
 	Size     int64  // bytes of the frame, header included
 	Status   int    // a reply's status, when the protocol has one (HTTP's 200, 404); 0 otherwise
 	Calls    int    // system calls (or tracer events) that carried part of the frame
+	// Digest is, on a request that wants a reply, a hash of its bytes that were captured (its
+	// first line, for a text protocol), request ids left out: two requests of one connection
+	// with the same Digest and Size showed the same bytes. 0 when none were seen. Digests are
+	// compared within one run of perflab, never stored.
+	Digest uint64
 
 	WantsReply bool   // a request that the protocol answers
 	IsReply    bool   // a reply to an earlier request

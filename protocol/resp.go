@@ -22,6 +22,7 @@ type respStream struct {
 	calls   int
 	lastSeq uint64
 	name    string
+	digest  uint64 // a request's Message.Digest: of its bytes in the head
 	atLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
 	count   uint64 // messages delivered
 }
@@ -174,6 +175,11 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 		st.touch(c.seq)
 		if req {
 			st.name = respCommand(head[pos:])
+			seen := head[pos:]
+			if !more {
+				seen = seen[:min(v, int64(len(seen)))]
+			}
+			st.digest = digestOf(seen)
 		}
 		if more { // its length lies past the head: it runs to the next call that starts a value
 			st.skip = -1
@@ -206,7 +212,7 @@ func (c *connDecoder) respFinish(st *respStream, dir trace.Dir) {
 	m := c.d.msg(c, &ev)
 	m.Size, m.Calls = st.size, st.calls
 	if dir == c.reqDir {
-		m.Name = st.name
+		m.Name, m.Digest = st.name, st.digest
 		m.WantsReply = true
 		c.push(pendingReq{ts: m.TS, end: m.End, name: m.Name})
 	} else {

@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"embed"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -512,22 +511,8 @@ func (s *Spec) walkRecords(ri *recordInfo, head []byte, frameLen int64) {
 	if r == nil || len(head) < r.Offset+r.Bytes {
 		return
 	}
-	order := binary.ByteOrder(binary.LittleEndian)
-	if s.Endian == "big" {
-		order = binary.BigEndian
-	}
-	get := func(b []byte, f *Field) uint64 {
-		x := b[f.Offset : f.Offset+f.Size]
-		switch f.Size {
-		case 1:
-			return uint64(x[0])
-		case 2:
-			return uint64(order.Uint16(x))
-		case 4:
-			return uint64(order.Uint32(x))
-		}
-		return order.Uint64(x)
-	}
+	big := s.Endian == "big"
+	get := func(b []byte, f *Field) uint64 { return fieldValue(b, f, big) }
 	var firstID uint64
 	for off := r.Offset; off+r.Bytes <= len(head) && ri.parsed < 1<<16; {
 		rec := head[off : off+r.Bytes]

@@ -59,6 +59,7 @@ type textStream struct {
 	calls      int
 	lastSeq    uint64
 	name       string
+	digest     uint64 // a request's Message.Digest: of its first line
 	status     int
 	isReply    bool
 	wantsReply bool
@@ -185,6 +186,9 @@ func (st *textStream) lineStep(rest []byte, left int64) (int64, bool) {
 	if i >= 0 {
 		l := st.lineKept()
 		l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
+		if !st.first && !st.isReply {
+			st.digest = digestOf(l)
+		}
 		st.proto.line(st, l)
 		st.first = st.open
 		st.resetLine()
@@ -234,7 +238,7 @@ func (st *textStream) resetLine() { st.lineLen = 0 }
 func (st *textStream) begin(ts int64) {
 	st.open = true
 	st.ts, st.end, st.size, st.calls, st.lastSeq = ts, ts, 0, 0, 0
-	st.name, st.status, st.isReply, st.wantsReply, st.noPair = "", 0, st.proto.replies(), false, false
+	st.name, st.status, st.isReply, st.wantsReply, st.noPair, st.digest = "", 0, st.proto.replies(), false, false, 0
 	st.skip, st.toEOF, st.complete, st.moreAfter, st.first = 0, false, false, false, false
 }
 
@@ -264,6 +268,7 @@ func (st *textStream) finish() {
 		h := hintNo
 		if st.wantsReply {
 			h = hintYes
+			m.Digest = st.digest
 		}
 		c.pairs.add(pendingReq{ts: m.TS, end: m.End, name: m.Name, tid: m.TID}, h)
 	} else {
