@@ -97,3 +97,35 @@ func TestRESPPipelinedAtLeast(t *testing.T) {
 		t.Errorf("cut heads: %d commands, warnings %q", s.Totals.Send.Frames, s.Warnings)
 	}
 }
+
+// Pipelined GETs past a 64-byte head, as redis-benchmark -P 16 sends them: auto detection
+// still finds resp (the bytes past the heads, which no decoder saw, count neither way), the
+// summary says its counts are lower bounds, and the replies to requests past the heads are
+// explained by them, not by a trace begun mid-conversation.
+func TestRESPPipelinedPastHead(t *testing.T) {
+	get := "*2\r\n$3\r\nGET\r\n$16\r\nkey:__rand_int__\r\n" // 36 bytes
+	var calls []string
+	for range 10 {
+		calls = append(calls, ">"+strings.Repeat(get, 16), "<"+strings.Repeat("$3\r\nxxx\r\n", 16))
+	}
+	s, err := Analyze(protocol.Files([]string{streamTrace(t, 64, calls...)}, nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Protocol != "resp" {
+		t.Fatalf("protocol %q, want resp; decoding %+v", s.Protocol, s.Decoding)
+	}
+	if s.CallsPastHead != 20 || s.Decoding == nil || s.Decoding.UnseenBytes == 0 {
+		t.Errorf("calls past the head %d, want 20; decoding %+v", s.CallsPastHead, s.Decoding)
+	}
+	if !hasWarningWith(s, "replies answer no request seen", "calls held more pipelined messages") {
+		t.Errorf("warnings %q", s.Warnings)
+	}
+	forced, err := Analyze(protocol.Files([]string{streamTrace(t, 64, calls...)}, nil), Options{Protocol: "resp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasWarningWith(forced, "protocol resp decoded") {
+		t.Errorf("forced resp warned that the traffic is not resp: %q", forced.Warnings)
+	}
+}

@@ -26,6 +26,10 @@ type Summary struct {
 	Duration float64         `json:"duration_s"`         // first to last event, s
 	// UndecodedBytes counts the bytes the protocol decoder could not read as messages.
 	UndecodedBytes uint64 `json:"undecoded_bytes,omitempty"`
+	// CallsPastHead counts the calls of a text protocol (RESP, HTTP, a line protocol) that held
+	// more pipelined messages than their captured payload heads show: when it is not 0, the
+	// counts of messages, requests and round trips, and the requests in flight, are lower bounds.
+	CallsPastHead uint64 `json:"calls_past_head,omitempty"`
 
 	Totals      Totals        `json:"totals"`
 	TLS         *TLSStats     `json:"tls,omitempty"`    // TLS plaintext and the ciphertext that carried it, when recorded
@@ -162,11 +166,14 @@ type CmdStats struct {
 // Decoding says how much of the traffic the protocol decoders explained: bytes of messages
 // decoded whole, out of the bytes the data events moved.
 type Decoding struct {
-	Mode         string          `json:"mode"` // "auto", "forced" (--protocol NAME) or "spec" (--protocol-spec)
-	Bytes        uint64          `json:"bytes"`
-	DecodedBytes uint64          `json:"decoded_bytes"`
-	Share        float64         `json:"share"` // DecodedBytes / Bytes, 0..1
-	Protocols    []ProtocolShare `json:"protocols"`
+	Mode         string  `json:"mode"` // "auto", "forced" (--protocol NAME) or "spec" (--protocol-spec)
+	Bytes        uint64  `json:"bytes"`
+	DecodedBytes uint64  `json:"decoded_bytes"`
+	Share        float64 `json:"share"` // DecodedBytes / Bytes, 0..1
+	// UnseenBytes are, of Bytes, those past the captured payload heads that no decoder could
+	// frame: Share is then low because of the heads, not the protocol (Summary.CallsPastHead)
+	UnseenBytes uint64          `json:"unseen_bytes,omitempty"`
+	Protocols   []ProtocolShare `json:"protocols"`
 }
 
 // ProtocolShare is what one protocol explained of the connections it decoded.
@@ -176,6 +183,9 @@ type ProtocolShare struct {
 	Bytes        uint64  `json:"bytes"`
 	DecodedBytes uint64  `json:"decoded_bytes"`
 	Share        float64 `json:"share"`
+	// UnseenBytes are, of Bytes, those past the calls' captured payload heads that no decoder
+	// could frame (pipelined values a short head did not reach)
+	UnseenBytes uint64 `json:"unseen_bytes,omitempty"`
 }
 
 // StatusCount counts the replies of one protocol with one status (HTTP's 200, 404).

@@ -16,6 +16,7 @@ type textAgg struct {
 	status   map[statusKey]uint64
 	blind    uint64
 	rejected uint64
+	pastHead uint64                    // resp: calls with values past the captured head, every connection's
 	shares   map[string]*ProtocolShare // by protocol
 	atLeast  []lowerBound              // resp: connections with pipelined commands past the head, the first maxLowerBounds by id
 }
@@ -50,9 +51,11 @@ func (t *textAgg) end(d *protocol.Decoder) {
 			p.Connections += c.Count
 			p.Bytes += uint64(c.Data)
 			p.DecodedBytes += uint64(c.Decoded)
+			p.UnseenBytes += uint64(c.Unseen)
 		}
 		if c.RESP != nil {
 			for dir := range c.RESP {
+				t.pastHead += c.RESP[dir].AtLeast
 				if st := &c.RESP[dir]; st.AtLeast > 0 && t.keepsLowerBound(c.ID) {
 					what := "commands"
 					if trace.Dir(dir) != c.ReqDir {
@@ -111,6 +114,7 @@ func (t *textAgg) finish(a *analyzer) {
 		return x.Code < y.Code
 	})
 	t.decoding(a)
+	a.s.CallsPastHead = t.pastHead + t.blind
 	for _, w := range t.atLeast {
 		a.warnf("%s", w.text)
 	}
@@ -142,6 +146,7 @@ func (t *textAgg) decoding(a *analyzer) {
 		p.Share = share(p.DecodedBytes, p.Bytes)
 		dc.Bytes += p.Bytes
 		dc.DecodedBytes += p.DecodedBytes
+		dc.UnseenBytes += p.UnseenBytes
 		dc.Protocols = append(dc.Protocols, *p)
 	}
 	sort.Slice(dc.Protocols, func(i, j int) bool {
@@ -153,7 +158,7 @@ func (t *textAgg) decoding(a *analyzer) {
 	})
 	dc.Share = share(dc.DecodedBytes, dc.Bytes)
 	a.s.Decoding = dc
-	if dc.Mode != "auto" && dc.Share < minForcedShare {
+	if dc.Mode != "auto" && share(dc.DecodedBytes, dc.Bytes-dc.UnseenBytes) < minForcedShare {
 		a.warnf("protocol %s decoded %.1f%% of the %d bytes of data (less than %.0f%%): the traffic is mostly not %s, or its framing was lost; the counts cover the decoded part only (try --protocol auto)",
 			a.opt.Spec.Name, 100*dc.Share, dc.Bytes, 100*minForcedShare, a.opt.Spec.Name)
 	}

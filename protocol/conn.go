@@ -54,7 +54,11 @@ type connDecoder struct {
 	text        [3]*textStream // text protocols (http, line): one stream per direction
 	data        int64          // bytes the connection's data events moved
 	explained   int64          // of them, bytes of messages decoded (binary, resp, tracer frames)
-	resp        *[3]respStream // resp: one stream per direction; made on the first call
+	// unseen is, of data, the bytes past a call's captured head that follow the values the head
+	// showed (resp's pipelining): no decoder could frame them, since no byte of them was kept
+	unseen int64
+
+	resp *[3]respStream // resp: one stream per direction; made on the first call
 
 	// what the released framers counted (framer.lost, lostBytes, seenBytes)
 	lostSync  uint64

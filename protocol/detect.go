@@ -193,14 +193,16 @@ func (t *trial) finish() {
 }
 
 // minTrialShare is the least share of a connection's bytes a decoder must explain to be
-// chosen for it; below, the connection is raw.
+// chosen for it, of the bytes it could see: those past the captured heads that it could not
+// frame (pipelined requests past a short head) are no evidence against it. Below, the
+// connection is raw.
 const minTrialShare = 0.5
 
 // best returns the candidate that explained the most of connection key's bytes, and forgets
 // the candidates' state of it.
 func best(decs []*Decoder, key uint64) *Spec {
 	var sp *Spec
-	var most, data int64
+	var most, data, unseen int64
 	for _, d := range decs {
 		c := d.conns[key]
 		if c == nil {
@@ -208,11 +210,11 @@ func best(decs []*Decoder, key uint64) *Spec {
 		}
 		data = c.data
 		if x := c.decoded(); x > most {
-			sp, most = c.spec, x
+			sp, most, unseen = c.spec, x, c.unseen
 		}
 		d.forget(key)
 	}
-	if sp == nil || float64(most) < minTrialShare*float64(data) {
+	if sp == nil || float64(most) < minTrialShare*float64(data-unseen) {
 		sp, _ = BuiltinSpec("raw")
 	}
 	return sp

@@ -37,6 +37,9 @@ type ConnInfo struct {
 	ReqDir  trace.Dir // the direction of its requests (the side that spoke first)
 	Data    int64     // bytes its data events moved
 	Decoded int64     // of them, bytes of messages decoded whole
+	// Unseen is, of Data, the bytes past the calls' captured payload heads that no decoder
+	// could frame: on a resp connection, pipelined values the head did not reach
+	Unseen int64
 	// RESP holds, on a resp connection, by direction, the values decoded and the values at least
 	// not seen (pipelined past the captured payload head); nil otherwise.
 	RESP *[3]RESPCount
@@ -101,7 +104,7 @@ func (d *Decoder) Conns(fn func(ci *ConnInfo)) {
 
 // info fills ci with what c tells of itself; rc is the storage of ci.RESP.
 func (c *connDecoder) info(ci *ConnInfo, rc *[3]RESPCount) {
-	*ci = ConnInfo{Count: 1, ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded()}
+	*ci = ConnInfo{Count: 1, ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded(), Unseen: c.unseen}
 	if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil {
 		for dir := range c.resp {
 			rc[dir] = RESPCount{Count: c.resp[dir].count, AtLeast: c.resp[dir].atLeast}

@@ -164,6 +164,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 		if pos >= int64(len(head)) { // more bytes, unseen: values we cannot count
 			st.atLeast++
 			st.lost = true
+			c.unseen += n - pos
 			return
 		}
 		v, ok, more := respValue(head[pos:], 0, req)

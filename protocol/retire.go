@@ -114,6 +114,7 @@ func (d *Decoder) retire(key uint64) {
 		agg.Count += count
 		agg.Data += ci.Data
 		agg.Decoded += ci.Decoded
+		agg.Unseen += ci.Unseen
 		agg.Blind += ci.Blind
 		agg.Rejected += ci.Rejected
 	}

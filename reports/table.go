@@ -371,12 +371,23 @@ func answer(s *analyzers.Summary) []string {
 		}
 		out = append(out, line+".")
 	}
+	atLeast := ""
+	if s.CallsPastHead > 0 {
+		atLeast = "at least "
+	}
 	if rt := s.RoundTrips; rt.Client > 0 || rt.Count > 0 && rt.Served == 0 {
-		line := fmt.Sprintf("%d round trips: median %s µs, p99 %s µs", rt.Client, Num(rt.RTTUS.P50), Num(rt.RTTUS.P99))
-		if s.InFlight != nil {
+		line := fmt.Sprintf("%s%d round trips: median %s µs, p99 %s µs", atLeast, rt.Client, Num(rt.RTTUS.P50), Num(rt.RTTUS.P99))
+		switch {
+		case s.InFlight != nil && atLeast != "":
+			line += fmt.Sprintf(", at least %s requests in flight on average (at least %d at once at the most in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
+		case s.InFlight != nil:
 			line += fmt.Sprintf(", %s requests in flight on average (at most %d at once in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
 		}
 		out = append(out, line+".")
+	}
+	if s.CallsPastHead > 0 {
+		out = append(out, fmt.Sprintf("Counts are lower bounds: %s calls held more pipelined messages than their captured payload heads show, and those messages are not counted (see the warnings; record with --payload-bytes 256 to see more of each call).",
+			Count(s.CallsPastHead)))
 	}
 	if rt := s.RoundTrips; rt.Served > 0 && rt.ServiceUS != nil {
 		out = append(out, fmt.Sprintf("%d round trips served: service time (request's last byte in → reply's first byte out) median %s µs, p99 %s µs.",
