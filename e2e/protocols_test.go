@@ -93,9 +93,15 @@ func startDaemon(t *testing.T, addr string, name string, args ...string) int {
 type analyzeJSON struct {
 	Protocol string `json:"protocol"`
 	Decoding *struct {
-		Mode  string  `json:"mode"`
-		Share float64 `json:"share"`
+		Mode      string  `json:"mode"`
+		Share     float64 `json:"share"`
+		Protocols []struct {
+			Name        string `json:"name"`
+			Connections int    `json:"connections"`
+		} `json:"protocols"`
 	} `json:"decoding"`
+	CallsPastHead uint64 `json:"calls_past_head"`
+
 	Totals struct {
 		Send struct{ Frames uint64 } `json:"send"`
 		Recv struct{ Frames uint64 } `json:"recv"`
@@ -117,7 +123,26 @@ type analyzeJSON struct {
 		Count      uint64 `json:"count"`
 		Unanswered uint64 `json:"unanswered"`
 	} `json:"round_trips"`
+	Evidence *struct {
+		Findings []struct {
+			Kind  string `json:"kind"`
+			Title string `json:"title"`
+		} `json:"findings"`
+	} `json:"evidence"`
 	Warnings []string `json:"warnings"`
+}
+
+// finding returns the title of the finding of kind, "" when there is none.
+func (s analyzeJSON) finding(kind string) string {
+	if s.Evidence == nil {
+		return ""
+	}
+	for _, f := range s.Evidence.Findings {
+		if f.Kind == kind {
+			return f.Title
+		}
+	}
+	return ""
 }
 
 func analyzeTrace(t *testing.T, dir, trace string, args ...string) analyzeJSON {
