@@ -121,6 +121,26 @@ func metricOrder(names []string) []string {
 	return names
 }
 
+// runWarnings says, of every run of the sides, what makes its counts low: events lost, a
+// damaged trace, messages pipelined past the captured payload heads.
+func runWarnings(sides ...[]Run) []string {
+	var out []string
+	for _, side := range sides {
+		for _, r := range side {
+			if r.Lost > 0 {
+				out = append(out, fmt.Sprintf("%s: trace lost %d events: counts are low", r.Path, r.Lost))
+			}
+			if r.Damage != "" {
+				out = append(out, fmt.Sprintf("%s: damaged trace (%s)", r.Path, r.Damage))
+			}
+			if r.PastHead > 0 {
+				out = append(out, fmt.Sprintf("%s: %d calls held more pipelined messages than their captured payload heads show: its message, request and round-trip counts are lower bounds (record with --payload-bytes 256)", r.Path, r.PastHead))
+			}
+		}
+	}
+	return out
+}
+
 // Compare compares the before runs with the after runs at significance alpha (0 means
 // DefaultAlpha). A metric's samples are, in order of preference: per-message latencies (or
 // per-token times) pooled over the runs of a side, when both sides are traces; the runs'
@@ -138,16 +158,7 @@ func Compare(before, after []Run, alpha float64) *Comparison {
 	for _, r := range after {
 		c.After = append(c.After, r.Path)
 	}
-	for _, side := range [][]Run{before, after} {
-		for _, r := range side {
-			if r.Lost > 0 {
-				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: trace lost %d events: counts are low", r.Path, r.Lost))
-			}
-			if r.Damage != "" {
-				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: damaged trace (%s)", r.Path, r.Damage))
-			}
-		}
-	}
+	c.Warnings = append(c.Warnings, runWarnings(before, after)...)
 	names := map[string]bool{}
 	for _, r := range before {
 		for k := range r.Metrics {

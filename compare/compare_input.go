@@ -24,7 +24,10 @@ type Run struct {
 	Samples map[string][]float64 `json:"-"`                // "rtt_us", "send_us", "recv_us", "token_us", "rtt_us{cmd}"
 	Lost    uint64               `json:"lost"`             // events the producers lost
 	Damage  string               `json:"damage,omitempty"` // how a damaged or cut trace was recovered
-	Modes   []analyzers.Mode     `json:"-"`
+	// PastHead counts the calls that held more pipelined messages than their captured payload
+	// heads show (analyze's calls_past_head): the run's counts are lower bounds
+	PastHead uint64           `json:"calls_past_head,omitempty"`
+	Modes    []analyzers.Mode `json:"-"`
 }
 
 // VenusRunSchema is the schema of `perflab venus run --json`.
@@ -250,7 +253,7 @@ func Info(name string) MetricInfo {
 
 // RunFromSummary turns an analyze summary into a Run (without per-message samples).
 func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
-	r := Run{Path: path, Kind: kind, Metrics: map[string]float64{}, Lost: s.Lost, Modes: s.Modes}
+	r := Run{Path: path, Kind: kind, Metrics: map[string]float64{}, Lost: s.Lost, Modes: s.Modes, PastHead: s.CallsPastHead}
 	for _, m := range s.Meta {
 		if v := m.Labels["mode"]; v != "" {
 			r.Mode = v
@@ -311,7 +314,7 @@ func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
 func MarshalBaseline(runs []Run, relative bool) ([]byte, error) {
 	b := Baseline{Schema: BaselineSchema, Relative: relative, Runs: make([]Run, len(runs))}
 	for i, r := range runs {
-		b.Runs[i] = Run{Path: r.Path, Kind: r.Kind, Mode: r.Mode, Metrics: r.Metrics, Lost: r.Lost}
+		b.Runs[i] = Run{Path: r.Path, Kind: r.Kind, Mode: r.Mode, Metrics: r.Metrics, Lost: r.Lost, PastHead: r.PastHead}
 	}
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
@@ -334,7 +337,7 @@ func Ratios(runs, refs []Run) ([]Run, error) {
 	out := make([]Run, len(runs))
 	for i := range runs {
 		r := Run{Path: runs[i].Path + "/" + refs[i].Path, Kind: runs[i].Kind, Mode: runs[i].Mode,
-			Metrics: map[string]float64{}, Lost: runs[i].Lost + refs[i].Lost}
+			Metrics: map[string]float64{}, Lost: runs[i].Lost + refs[i].Lost, PastHead: runs[i].PastHead + refs[i].PastHead}
 		keys := make([]string, 0, len(runs[i].Metrics))
 		for k := range runs[i].Metrics {
 			keys = append(keys, k)

@@ -164,3 +164,35 @@ func TestShiftRatioCI(t *testing.T) {
 		t.Errorf("uCritical(10,10) = %d, want 24 (tables: U ≤ 23 rejects)", c)
 	}
 }
+
+// TestRunWarnings: a run whose counts are low (events lost, a damaged trace, messages
+// pipelined past the payload heads) is named in compare's and gate's warnings, and a baseline
+// keeps what makes it so.
+func TestRunWarnings(t *testing.T) {
+	low := Run{Path: "p16.plt", Metrics: map[string]float64{MetricMessages: 40}, Lost: 3, Damage: "cut", PastHead: 5001}
+	ok := Run{Path: "p1.plt", Metrics: map[string]float64{MetricMessages: 40}}
+	for _, c := range []struct {
+		name string
+		warn []string
+	}{
+		{"compare", Compare([]Run{ok}, []Run{low}, 0).Warnings},
+		{"gate", Gate([]Run{low}, []Run{ok}, nil).Warnings},
+	} {
+		all := strings.Join(c.warn, "\n")
+		for _, want := range []string{"p16.plt: trace lost 3 events", "p16.plt: damaged trace (cut)", "p16.plt: 5001 calls held more pipelined messages"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("%s: no %q in %q", c.name, want, c.warn)
+			}
+		}
+		if strings.Contains(all, "p1.plt:") {
+			t.Errorf("%s: warns about the run whose counts are whole: %q", c.name, c.warn)
+		}
+	}
+	b, err := MarshalBaseline([]Run{low}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"calls_past_head": 5001`) {
+		t.Errorf("the baseline forgets the calls past the heads:\n%s", b)
+	}
+}

@@ -345,6 +345,7 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 	for _, r := range cur {
 		res.Current = append(res.Current, r.Path)
 	}
+	res.Warnings = append(res.Warnings, runWarnings(base, cur)...)
 	var tested []pendingTest
 	for _, rule := range cfg.Rules {
 		if rule.Optional && len(values(base, rule.Metric)) == 0 && len(values(cur, rule.Metric)) == 0 {
