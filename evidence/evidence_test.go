@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/perflab/perflab/trace"
@@ -295,5 +296,16 @@ func TestTCPStats(t *testing.T) {
 	}
 	if len(r.Parts) != 2 {
 		t.Errorf("parts %v, want tcp and conn", r.Parts)
+	}
+}
+
+// TestPollFix: the fix speaks the poll's protocol: Vulkan's wait for a vk command, none of
+// Vulkan's names for another.
+func TestPollFix(t *testing.T) {
+	if f := pollFix("vkGetFenceStatus"); !strings.Contains(f, "vkWaitForFences") {
+		t.Errorf("vkGetFenceStatus: %q", f)
+	}
+	if f := pollFix("GET"); strings.Contains(f, "vk") || !strings.Contains(f, "long poll") {
+		t.Errorf("GET: %q", f)
 	}
 }

@@ -161,6 +161,15 @@ func (ps *pollStats) close(p *pollRun) {
 	}
 }
 
+// pollFix is the polling finding's fix, in the terms of the command's protocol as far as its
+// name tells it.
+func pollFix(name string) string {
+	if strings.HasPrefix(name, "vk") {
+		return "wait instead of polling: a blocking wait on the server side (vkWaitForFences rather than vkGetFenceStatus in a loop), an event or fd the client sleeps on, or at least a back-off between polls"
+	}
+	return "wait instead of polling: a request that blocks on the server until the answer changes (a long poll; a blocking read such as Redis's BLPOP), a notification the client sleeps on (publish/subscribe, an event or fd), or at least a back-off between polls; an answer that never changes can be kept by the client"
+}
+
 // queryLike reports whether a command's name says it asks for something rather than changes
 // it, so that asking it again and again can be a poll: a name that starts, once a "vk" prefix
 // and underscores are left out and case is ignored, with get, is, has, query, check, poll,
@@ -288,7 +297,7 @@ func (a *Analyzer) pollingFindings(unit Unit) []Finding {
 				g.runs, minPollRun, name, g.longest, same),
 			Cost: fmt.Sprintf("%.1f round trips and %.1f µs of round-trip time per %s", rts, us(cost), u), Unit: u,
 			CostUSPerUnit: us(cost), CallsPerUnit: round3(2 * rts),
-			Fix: "wait instead of polling: a blocking wait on the server side (vkWaitForFences rather than vkGetFenceStatus in a loop), an event or fd the client sleeps on, or at least a back-off between polls"})
+			Fix: pollFix(name)})
 	}
 	return out
 }
