@@ -1007,9 +1007,9 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 }
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
-	pastBefore := a.text.pastHead + a.text.blind
+	pastBefore, blindBefore := a.text.pastHead, a.text.blind
 	a.text.end(d)
-	pastHead := a.text.pastHead + a.text.blind - pastBefore
+	pastHead, blind := a.text.pastHead-pastBefore, a.text.blind-blindBefore
 	if _, other, notes := d.Returned(); other > 0 {
 		for _, n := range notes {
 			a.warnf("%s: %s", a.s.Traces[i], n)
@@ -1025,6 +1025,8 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 	switch {
 	case up > 0 && pastHead > 0:
 		a.warnf("%s: %d replies answer no request seen in the trace: %d calls held more pipelined messages than their captured payload heads show, so their requests were not seen (or the trace began mid-conversation); they are not round trips", a.s.Traces[i], up, pastHead)
+	case up > 0 && blind > 0:
+		a.warnf("%s: %d replies answer no request seen in the trace: in %d calls a message's lines ran past the captured payload head, so requests pipelined behind it in the same call were not seen (or the trace began mid-conversation); they are not round trips", a.s.Traces[i], up, blind)
 	case up > 0:
 		a.warnf("%s: %d replies answer no request seen in the trace (the trace began mid-conversation, or the decoder misread the requests); they are not round trips", a.s.Traces[i], up)
 	}

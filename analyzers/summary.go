@@ -26,10 +26,14 @@ type Summary struct {
 	Duration float64         `json:"duration_s"`         // first to last event, s
 	// UndecodedBytes counts the bytes the protocol decoder could not read as messages.
 	UndecodedBytes uint64 `json:"undecoded_bytes,omitempty"`
-	// CallsPastHead counts the calls of a text protocol (RESP, HTTP, a line protocol) that held
-	// more pipelined messages than their captured payload heads show: when it is not 0, the
-	// counts of messages, requests and round trips, and the requests in flight, are lower bounds.
+	// CallsPastHead counts the calls of a RESP connection that held more pipelined messages
+	// than their captured payload heads show: when it is not 0, the counts of messages,
+	// requests and round trips, and the requests in flight, are lower bounds.
 	CallsPastHead uint64 `json:"calls_past_head,omitempty"`
+	// CallsBlind counts the calls of a text protocol (HTTP, a line protocol) whose message's
+	// lines ran past the captured payload head: each such message was taken to end with its
+	// call, so a message pipelined after it in the same call would not be counted.
+	CallsBlind uint64 `json:"calls_blind,omitempty"`
 
 	Totals      Totals        `json:"totals"`
 	TLS         *TLSStats     `json:"tls,omitempty"`    // TLS plaintext and the ciphertext that carried it, when recorded

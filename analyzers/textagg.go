@@ -114,7 +114,7 @@ func (t *textAgg) finish(a *analyzer) {
 		return x.Code < y.Code
 	})
 	t.decoding(a)
-	a.s.CallsPastHead = t.pastHead + t.blind
+	a.s.CallsPastHead, a.s.CallsBlind = t.pastHead, t.blind
 	for _, w := range t.atLeast {
 		a.warnf("%s", w.text)
 	}

@@ -101,6 +101,7 @@ type analyzeJSON struct {
 		} `json:"protocols"`
 	} `json:"decoding"`
 	CallsPastHead uint64 `json:"calls_past_head"`
+	CallsBlind    uint64 `json:"calls_blind"`
 
 	Totals struct {
 		Send struct{ Frames uint64 } `json:"send"`
@@ -302,6 +303,28 @@ http {
 			t.Errorf("pipelined: perflab %d requests, %d replies; h2load %d started, %d done; lower bound warned: %v", req, rep, started, done, warned)
 		}
 		t.Logf("pipelined: perflab %d/%d requests, %d/%d replies", req, started, rep, done)
+	})
+
+	// At the default 64-byte heads every request and response is longer than its head: each
+	// is taken to end with its call, which it does without pipelining, so the counts are
+	// exact, and perflab says how the messages were delimited without calling them lower
+	// bounds.
+	t.Run("h2load-default-heads", func(t *testing.T) {
+		out := filepath.Join(dir, "h2load-64.plt")
+		r := mustPerflab(t, dir, "record", "-o", out, "--", h2load, "--h1", "-n", "2000", "-c", "2", "-m", "1", base+"/users/42")
+		m := reqRe.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("no h2load summary in:\n%s", r.stdout)
+		}
+		started, _ := strconv.ParseUint(m[2], 10, 64)
+		done, _ := strconv.ParseUint(m[3], 10, 64)
+		s := analyzeTrace(t, dir, out)
+		if req, rep := s.requests()["GET /users/{id}"], s.replies()["GET /users/{id}"]; req != started || rep != done {
+			t.Errorf("perflab %d requests, %d replies; h2load %d started, %d done", req, rep, started, done)
+		}
+		if s.CallsBlind < started || s.CallsPastHead != 0 {
+			t.Errorf("calls_blind %d (want one a message at least: %d), calls_past_head %d (want 0)", s.CallsBlind, started, s.CallsPastHead)
+		}
 	})
 }
 

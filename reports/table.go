@@ -385,9 +385,13 @@ func answer(s *analyzers.Summary) []string {
 		}
 		out = append(out, line+".")
 	}
-	if s.CallsPastHead > 0 {
+	switch {
+	case s.CallsPastHead > 0:
 		out = append(out, fmt.Sprintf("Counts are lower bounds: %s calls held more pipelined messages than their captured payload heads show, and those messages are not counted (see the warnings; record with --payload-bytes 256 to see more of each call).",
 			Count(s.CallsPastHead)))
+	case s.CallsBlind > 0:
+		out = append(out, fmt.Sprintf("In %s calls a message's lines ran past the captured payload head: each was taken to end with its call, so a message pipelined after it in the same call would not be counted (record with --payload-bytes 256 to see more of each call).",
+			Count(s.CallsBlind)))
 	}
 	if rt := s.RoundTrips; rt.Served > 0 && rt.ServiceUS != nil {
 		out = append(out, fmt.Sprintf("%d round trips served: service time (request's last byte in → reply's first byte out) median %s µs, p99 %s µs.",

@@ -241,3 +241,31 @@ func TestTableConnectionRows(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerHeads: "In short" says "at least" when RESP calls held messages past their heads
+// (the counts are lower bounds), and only how many calls were delimited by themselves when an
+// HTTP or line-protocol message ran past its head (the counts are exact unless pipelined).
+func TestAnswerHeads(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		past, blind   uint64
+		atLeast, note string
+	}{
+		{"whole heads", 0, 0, "", ""},
+		{"resp past the heads", 5001, 0, "at least 100 round trips", "Counts are lower bounds: 5,001 calls"},
+		{"http lines past the heads", 0, 6000, "", "In 6,000 calls a message's lines ran past"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &analyzers.Summary{CallsPastHead: c.past, CallsBlind: c.blind}
+			s.RoundTrips.Client, s.RoundTrips.Count = 100, 100
+			s.InFlight = &analyzers.InFlight{Mean: 2, Max: 4}
+			got := strings.Join(answer(s), "\n")
+			if c.atLeast != "" && !strings.Contains(got, c.atLeast) || c.atLeast == "" && strings.Contains(got, "at least") {
+				t.Errorf("want %q (or no 'at least'), got %q", c.atLeast, got)
+			}
+			if c.note != "" && !strings.Contains(got, c.note) || c.note == "" && strings.Contains(got, "payload head") {
+				t.Errorf("want note %q, got %q", c.note, got)
+			}
+		})
+	}
+}
