@@ -54,8 +54,12 @@ type framer struct {
 	// buf holds the captured bytes of the frame being read; it is taken from peekBufs when the
 	// first byte comes and given back when the frame is emitted, so that the framers of the
 	// many idle connections of a trace hold no buffer (have > 0 implies buf != nil).
-	buf      *[framePeek]byte
-	have     int   // bytes in buf
+	buf  *[framePeek]byte
+	have int // bytes in buf
+	// more counts the captured bytes of the frame past have kept in buf after them, for the
+	// frame's digest: those that follow the fields without a byte uncaptured between, at most
+	// digestMore (a request written in several calls shows its payload in a later call's head)
+	more     int
 	frameLen int64 // whole frame, header included
 	consumed int64 // bytes of the frame seen so far
 	ts       int64
@@ -302,6 +306,9 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit *connDecod
 			}
 		case stPayload:
 			k := min(f.frameLen-f.consumed, n-pos)
+			if f.consumed == int64(f.have+f.more) { // every byte so far kept: keep on
+				f.keepMore(head, pos, k)
+			}
 			pos += k
 			f.consumed += k
 		}
@@ -309,6 +316,23 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit *connDecod
 			f.finish(end, false, emit)
 		}
 	}
+}
+
+// digestMore is how many captured bytes of a frame past its fields a framer keeps for the
+// frame's digest.
+const digestMore = 64
+
+// keepMore keeps, for the frame's digest, the captured ones of the next k bytes of the frame,
+// at pos in head, up to digestMore past the fields and within buf.
+func (f *framer) keepMore(head []byte, pos, k int64) {
+	room := int64(min(digestMore-f.more, framePeek-f.have-f.more))
+	c := min(k, room, max(0, int64(len(head))-pos))
+	if c <= 0 {
+		return
+	}
+	f.grab()
+	copy(f.buf[f.have+f.more:], head[pos:pos+c])
+	f.more += int(c)
 }
 
 // whole is call's fast path for a call that starts a frame with its header in head: when the
@@ -379,6 +403,7 @@ func (f *framer) loseSync() {
 
 func (f *framer) reset() {
 	f.have = 0
+	f.more = 0
 	f.consumed = 0
 	f.frameLen = 0
 	f.calls = 0
@@ -389,11 +414,11 @@ func (f *framer) finish(end int64, truncated bool, emit *connDecoder) {
 		f.out = new(frameInfo)
 	}
 	o := f.out
-	var peek []byte
+	var peek, seen []byte
 	if f.buf != nil {
-		peek = f.buf[:f.have]
+		peek, seen = f.buf[:f.have], f.buf[:f.have+f.more]
 	}
-	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: peek, seen: peek}
+	*o = frameInfo{ts: f.ts, end: end, firstEnd: f.firstEnd, callNS: f.callNS, size: f.consumed, calls: f.calls, lostSync: f.lostNext, truncated: truncated, peek: peek, seen: seen}
 	if truncated {
 		o.size = max(f.frameLen, f.consumed)
 	}
