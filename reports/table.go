@@ -371,8 +371,11 @@ func answer(s *analyzers.Summary) []string {
 		}
 		out = append(out, line+".")
 	}
+	// RESP values past the heads, or text messages past them with replies to requests not seen:
+	// requests pipelined past the heads went uncounted
+	blindMissed := s.CallsBlind > 0 && s.RoundTrips.Unpaired > 0
 	atLeast := ""
-	if s.CallsPastHead > 0 {
+	if s.CallsPastHead > 0 || blindMissed {
 		atLeast = "at least "
 	}
 	if rt := s.RoundTrips; rt.Client > 0 || rt.Count > 0 && rt.Served == 0 {
@@ -389,6 +392,9 @@ func answer(s *analyzers.Summary) []string {
 	case s.CallsPastHead > 0:
 		out = append(out, fmt.Sprintf("Counts are lower bounds: %s calls held more pipelined messages than their captured payload heads show, and those messages are not counted (see the warnings; record with --payload-bytes 256 to see more of each call).",
 			Count(s.CallsPastHead)))
+	case blindMissed:
+		out = append(out, fmt.Sprintf("Counts are lower bounds: in %s calls a message's lines ran past the captured payload head, and %s replies answer no request seen: requests pipelined after it in the same call were not counted (record with --payload-bytes 256 to see more of each call).",
+			Count(s.CallsBlind), Count(s.RoundTrips.Unpaired)))
 	case s.CallsBlind > 0:
 		out = append(out, fmt.Sprintf("In %s calls a message's lines ran past the captured payload head: each was taken to end with its call, so a message pipelined after it in the same call would not be counted (record with --payload-bytes 256 to see more of each call).",
 			Count(s.CallsBlind)))

@@ -247,16 +247,18 @@ func TestTableConnectionRows(t *testing.T) {
 // HTTP or line-protocol message ran past its head (the counts are exact unless pipelined).
 func TestAnswerHeads(t *testing.T) {
 	for _, c := range []struct {
-		name          string
-		past, blind   uint64
-		atLeast, note string
+		name                  string
+		past, blind, unpaired uint64
+		atLeast, note         string
 	}{
-		{"whole heads", 0, 0, "", ""},
-		{"resp past the heads", 5001, 0, "at least 100 round trips", "Counts are lower bounds: 5,001 calls"},
-		{"http lines past the heads", 0, 6000, "", "In 6,000 calls a message's lines ran past"},
+		{"whole heads", 0, 0, 0, "", ""},
+		{"resp past the heads", 5001, 0, 0, "at least 100 round trips", "Counts are lower bounds: 5,001 calls"},
+		{"http lines past the heads", 0, 6000, 0, "", "In 6,000 calls a message's lines ran past"},
+		{"memcached pipelined past the heads", 0, 100, 100, "at least 100 round trips", "Counts are lower bounds: in 100 calls"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &analyzers.Summary{CallsPastHead: c.past, CallsBlind: c.blind}
+			s.RoundTrips.Unpaired = c.unpaired
 			s.RoundTrips.Client, s.RoundTrips.Count = 100, 100
 			s.InFlight = &analyzers.InFlight{Mean: 2, Max: 4}
 			got := strings.Join(answer(s), "\n")
