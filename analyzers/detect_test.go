@@ -129,3 +129,27 @@ func TestRESPPipelinedPastHead(t *testing.T) {
 		t.Errorf("forced resp warned that the traffic is not resp: %q", forced.Warnings)
 	}
 }
+
+// Two GETs a call, a head that shows only the first: each call looks like one request in flight
+// when two were. The counts are lower bounds, so perflab does not call the round trips serial.
+func TestLowerBoundsNotSerial(t *testing.T) {
+	get := "*2\r\n$3\r\nGET\r\n$16\r\nkey:__rand_int__\r\n" // 36 bytes
+	var calls []string
+	for range 150 {
+		calls = append(calls, ">"+strings.Repeat(get, 2), "<"+strings.Repeat("$3\r\nxxx\r\n", 2))
+	}
+	s, err := Analyze(protocol.Files([]string{streamTrace(t, 36, calls...)}, nil), Options{Protocol: "resp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.CountsLowerBound() {
+		t.Fatalf("counts not lower bounds: calls past the head %d, blind %d, unpaired %d", s.CallsPastHead, s.CallsBlind, s.RoundTrips.Unpaired)
+	}
+	if s.Evidence != nil {
+		for _, f := range s.Evidence.Findings {
+			if f.Kind == "serial_round_trips" {
+				t.Errorf("finding %q on requests pipelined two to a call", f.Title)
+			}
+		}
+	}
+}

@@ -22,7 +22,9 @@ func (a *analyzer) evidenceMessage(m *protocol.Message) {
 // finds something; findings are costed per the first unit of work, if any.
 func (a *analyzer) finishEvidence() {
 	s := a.s
-	if s.InFlight != nil && s.InFlight.Of != "service" {
+	// Requests in flight counted low (pipelined past the heads) would call pipelined round trips
+	// serial: the evidence is not given them.
+	if s.InFlight != nil && s.InFlight.Of != "service" && !s.CountsLowerBound() {
 		a.ev.SetInFlight(s.InFlight.Mean)
 	}
 	// The unit in its steady state when there is one, else the first.

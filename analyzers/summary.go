@@ -82,6 +82,13 @@ type Summary struct {
 	Warnings []string `json:"warnings"`
 }
 
+// CountsLowerBound reports whether the message, request and round-trip counts (and the requests
+// in flight) are lower bounds: RESP values lay past the captured heads, or text messages ran
+// past them while replies answer requests not seen.
+func (s *Summary) CountsLowerBound() bool {
+	return s.CallsPastHead > 0 || s.CallsBlind > 0 && s.RoundTrips.Unpaired > 0
+}
+
 // Totals are the send and receive totals over all connections.
 type Totals struct {
 	Send DirTotals `json:"send"`

@@ -371,11 +371,9 @@ func answer(s *analyzers.Summary) []string {
 		}
 		out = append(out, line+".")
 	}
-	// RESP values past the heads, or text messages past them with replies to requests not seen:
-	// requests pipelined past the heads went uncounted
-	blindMissed := s.CallsBlind > 0 && s.RoundTrips.Unpaired > 0
+	blindMissed := s.CountsLowerBound() && s.CallsPastHead == 0
 	atLeast := ""
-	if s.CallsPastHead > 0 || blindMissed {
+	if s.CountsLowerBound() {
 		atLeast = "at least "
 	}
 	if rt := s.RoundTrips; rt.Client > 0 || rt.Count > 0 && rt.Served == 0 {
