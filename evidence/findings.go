@@ -285,9 +285,9 @@ func (a *Analyzer) pollingFindings(unit Unit) []Finding {
 		if rate < 500 {
 			continue
 		}
-		same := ", each run answered by replies of one size (not ready yet)"
+		same := ", the replies of each run all of one size: the answer looked the same every time"
 		if g.replySize >= 0 {
-			same = fmt.Sprintf(", every one answered by the same %d-byte reply (not ready yet)", g.replySize)
+			same = fmt.Sprintf(", every reply %d bytes: the answer looked the same every time", g.replySize)
 		}
 		// Of every round trip, this share is polling: per unit of work, as many.
 		rts, u := perRT(float64(g.requests), at.n, unit)
