@@ -380,7 +380,7 @@ func answer(s *analyzers.Summary) []string {
 		line := fmt.Sprintf("%s%d round trips: median %s µs, p99 %s µs", atLeast, rt.Client, Num(rt.RTTUS.P50), Num(rt.RTTUS.P99))
 		switch {
 		case s.InFlight != nil && atLeast != "":
-			line += fmt.Sprintf(", at least %s requests in flight on average (at least %d at once at the most in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
+			line += fmt.Sprintf(", at least %s requests in flight on average (at the peak, %d or more at once in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
 		case s.InFlight != nil:
 			line += fmt.Sprintf(", %s requests in flight on average (at most %d at once in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
 		}
