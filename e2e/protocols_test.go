@@ -246,14 +246,12 @@ http {
 		}
 	})
 
-	// h2load's summary: "requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, ..."
-	// and "status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx".
-	reqRe := regexp.MustCompile(`requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded`)
+	// h2load's status line: "status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx".
 	codeRe := regexp.MustCompile(`status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx`)
 	t.Run("h2load", func(t *testing.T) {
 		out := filepath.Join(dir, "h2load.plt")
 		r := mustPerflab(t, dir, "record", "-o", out, "--payload-bytes", "256", "--", h2load, "--h1", "-n", "3000", "-c", "4", "-m", "1", base+"/users/42")
-		m, c := reqRe.FindStringSubmatch(r.stdout), codeRe.FindStringSubmatch(r.stdout)
+		m, c := h2loadRequests.FindStringSubmatch(r.stdout), codeRe.FindStringSubmatch(r.stdout)
 		if m == nil || c == nil {
 			t.Fatalf("no h2load summary in:\n%s", r.stdout)
 		}
@@ -286,13 +284,7 @@ http {
 	// never counts more than h2load did, and says so whenever it counts fewer.
 	t.Run("h2load-pipelined", func(t *testing.T) {
 		out := filepath.Join(dir, "h2load-m4.plt")
-		r := mustPerflab(t, dir, "record", "-o", out, "--payload-bytes", "256", "--", h2load, "--h1", "-n", "2000", "-c", "2", "-m", "4", base+"/users/42")
-		m := reqRe.FindStringSubmatch(r.stdout)
-		if m == nil {
-			t.Fatalf("no h2load summary in:\n%s", r.stdout)
-		}
-		started, _ := strconv.ParseUint(m[2], 10, 64)
-		done, _ := strconv.ParseUint(m[3], 10, 64)
+		started, done := recordH2load(t, dir, out, "--payload-bytes", "256", "--", h2load, "--h1", "-n", "2000", "-c", "2", "-m", "4", base+"/users/42")
 		s := analyzeTrace(t, dir, out)
 		req, rep := s.requests()["GET /users/{id}"], s.replies()["GET /users/{id}"]
 		warned := false
@@ -311,13 +303,7 @@ http {
 	// bounds.
 	t.Run("h2load-default-heads", func(t *testing.T) {
 		out := filepath.Join(dir, "h2load-64.plt")
-		r := mustPerflab(t, dir, "record", "-o", out, "--", h2load, "--h1", "-n", "2000", "-c", "2", "-m", "1", base+"/users/42")
-		m := reqRe.FindStringSubmatch(r.stdout)
-		if m == nil {
-			t.Fatalf("no h2load summary in:\n%s", r.stdout)
-		}
-		started, _ := strconv.ParseUint(m[2], 10, 64)
-		done, _ := strconv.ParseUint(m[3], 10, 64)
+		started, done := recordH2load(t, dir, out, "--", h2load, "--h1", "-n", "2000", "-c", "2", "-m", "1", base+"/users/42")
 		s := analyzeTrace(t, dir, out)
 		if req, rep := s.requests()["GET /users/{id}"], s.replies()["GET /users/{id}"]; req != started || rep != done {
 			t.Errorf("perflab %d requests, %d replies; h2load %d started, %d done", req, rep, started, done)
@@ -326,6 +312,24 @@ http {
 			t.Errorf("calls_blind %d (want one a message at least: %d), calls_past_head %d (want 0)", s.CallsBlind, started, s.CallsPastHead)
 		}
 	})
+}
+
+// h2loadRequests matches h2load's summary: "requests: 2000 total, 2000 started, 2000 done, 2000
+// succeeded, ...".
+var h2loadRequests = regexp.MustCompile(`requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded`)
+
+// recordH2load records h2load into out (args: record's flags, then "--" and the h2load command)
+// and returns the requests h2load started and those it saw done.
+func recordH2load(t *testing.T, dir, out string, args ...string) (started, done uint64) {
+	t.Helper()
+	r := mustPerflab(t, dir, append([]string{"record", "-o", out}, args...)...)
+	m := h2loadRequests.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no h2load summary in:\n%s", r.stdout)
+	}
+	started, _ = strconv.ParseUint(m[2], 10, 64)
+	done, _ = strconv.ParseUint(m[3], 10, 64)
+	return started, done
 }
 
 // nginx recorded from its side (perflab record -- nginx) while h2load loads it: the requests
