@@ -169,8 +169,7 @@ func (a *analyzer) finishWindows() {
 // service. area is finishRoundTrips's.
 func (a *analyzer) finishInFlight(area float64) {
 	s, rt := a.s, &a.s.RoundTrips
-	dur := float64(a.durNS) / 1e9
-	if rt.Client > 0 && dur > 0 {
+	if dur := float64(a.clientDurNS) / 1e9; rt.Client > 0 && dur > 0 {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
 		s.InFlight = &InFlight{Of: "round trips", Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
 		lambda := float64(rt.Client) / dur
@@ -184,7 +183,7 @@ func (a *analyzer) finishInFlight(area float64) {
 			rows[i] = roundLittle(rows[i])
 		}
 		s.LittlesLaw = append(s.LittlesLaw, rows...)
-	} else if rt.Served > 0 && dur > 0 {
+	} else if dur := float64(a.servedDurNS) / 1e9; rt.Served > 0 && dur > 0 {
 		var sarea float64
 		for _, p := range a.procs {
 			sarea += p.serviceArea

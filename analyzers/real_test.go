@@ -334,6 +334,16 @@ func TestRealSeveralTraces(t *testing.T) {
 	if len(s.Units) != 2 || s.Units[0].Trace == s.Units[1].Trace {
 		t.Errorf("units %+v, want one steady state per trace", s.Units)
 	}
+	// The client's requests in flight and Little's law are over the client's trace only: the
+	// server's, from another run, has no client round trip to dilute them with.
+	alone, err := Analyze(protocol.Files([]string{client}, nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.InFlight == nil || alone.InFlight == nil || s.InFlight.Mean != alone.InFlight.Mean || len(s.LittlesLaw) != 1 ||
+		len(alone.LittlesLaw) != 1 || s.LittlesLaw[0].ThroughputPerS != alone.LittlesLaw[0].ThroughputPerS {
+		t.Errorf("client and server: in flight %+v, Little %+v; the client alone: %+v, %+v", s.InFlight, s.LittlesLaw, alone.InFlight, alone.LittlesLaw)
+	}
 }
 
 // --unit-command picks the commands that open a unit; the unit keeps the protocol's name.
