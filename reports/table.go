@@ -350,6 +350,13 @@ func errorsSection(s *analyzers.Summary) []Section {
 // answer says in a few sentences what the numbers below mean.
 func answer(s *analyzers.Summary) []string {
 	var out []string
+	split := "trace the server to split it"
+	for _, u := range s.Units {
+		if u.Side == "server" {
+			// a server's trace is here, analysed apart: only merged, from the same run, does it split
+			split = "the server's trace from the same run, merged with this one by perflab merge, splits it"
+		}
+	}
 	for _, u := range s.Units {
 		what := u.Name
 		if u.Shape == "steady" {
@@ -366,8 +373,8 @@ func answer(s *analyzers.Summary) []string {
 			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies, of which the server worked %s µs and the network and the rest took %s µs; removing every round trip could make it up to %s× faster",
 				Num(u.NetWaitUS), Num(u.UnitTimeUS), Num(u.ServerTimeUS), Num(u.NotServerUS), Num(u.MaxSpeedup))
 		case u.UnitTimeUS > 0 && u.NetWaitUS > 0:
-			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies (server time included: trace the server to split it), so removing round trips could make it up to %s× faster",
-				Num(u.NetWaitUS), Num(u.UnitTimeUS), Num(u.MaxSpeedup))
+			line += fmt.Sprintf("; %s of its %s µs spent waiting on replies (server time included: %s), so removing round trips could make it up to %s× faster",
+				Num(u.NetWaitUS), Num(u.UnitTimeUS), split, Num(u.MaxSpeedup))
 		}
 		out = append(out, line+".")
 	}
