@@ -161,6 +161,8 @@ type cmdAgg struct {
 	count, bytes uint64
 	rtt          Hist
 	win          windowAgg // round trips of this command, Venus Plus style ("vkQueueSubmit: summary at 100 calls")
+	inTrace      int32     // 1 + the index of the latest trace it appeared in
+	spanNS       int64     // Σ the spans of the traces it appeared in (CmdStats.SpanS)
 }
 
 type errKey struct {
@@ -611,6 +613,7 @@ func (a *analyzer) message(m *protocol.Message) {
 	ca := a.cmdFor(m)
 	ca.count++
 	ca.bytes += uint64(m.Size)
+	ca.inTrace = int32(a.cur) + 1
 	if m.Batch != nil && !m.IsReply {
 		a.batch(m)
 	}
@@ -1106,6 +1109,11 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 		a.s.Protocol = strings.Join(protos, ",")
 	} else if j := strings.Join(protos, ","); j != "" && j != a.s.Protocol {
 		a.s.Protocol += "," + j
+	}
+	for _, c := range a.cmds {
+		if c.inTrace == int32(i)+1 {
+			c.spanNS += span
+		}
 	}
 	// every round trip of the trace is in by now (raw exchanges and tracer pairs included)
 	if a.rtt.N() > a.clientBefore {

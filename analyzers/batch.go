@@ -49,6 +49,7 @@ func (a *analyzer) batch(m *protocol.Message) {
 			a.cmds[k] = ca
 		}
 		ca.count++
+		ca.inTrace = int32(a.cur) + 1
 	}
 }
 

@@ -65,6 +65,9 @@ func (a *analyzer) finishCommands() {
 			kind = "reply"
 		}
 		cs := CmdStats{Protocol: k.proto, Name: k.name, ID: k.id, Direction: k.dir.String(), Kind: kind, Count: c.count, Bytes: c.bytes}
+		if c.spanNS != a.durNS {
+			cs.SpanS = secs(c.spanNS)
+		}
 		if c.rtt.N() > 0 {
 			l := c.rtt.latency(a.conf)
 			cs.RTTUS = &l

@@ -344,6 +344,13 @@ func TestRealSeveralTraces(t *testing.T) {
 		len(alone.LittlesLaw) != 1 || s.LittlesLaw[0].ThroughputPerS != alone.LittlesLaw[0].ThroughputPerS {
 		t.Errorf("client and server: in flight %+v, Little %+v; the client alone: %+v, %+v", s.InFlight, s.LittlesLaw, alone.InFlight, alone.LittlesLaw)
 	}
+	// A command sent by the client only is in the client's trace only: its rate is over that
+	// trace's span.
+	for _, c := range s.Commands {
+		if c.Name == "SET_TENSOR" && c.Direction == "send" && c.SpanS != alone.Duration {
+			t.Errorf("SET_TENSOR sent: span %v s, want the client trace's %v s", c.SpanS, alone.Duration)
+		}
+	}
 }
 
 // --unit-command picks the commands that open a unit; the unit keeps the protocol's name.

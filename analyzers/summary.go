@@ -169,6 +169,9 @@ type CmdStats struct {
 	Kind      string `json:"kind"` // "request" or "reply" (a reply is named after its request)
 	Count     uint64 `json:"count"`
 	Bytes     uint64 `json:"bytes"`
+	// SpanS is, when several traces are analysed and the command is not in every one, the
+	// summed spans of those it is in, s: its rate is Count / SpanS (else Count / duration_s)
+	SpanS float64 `json:"span_s,omitempty"`
 	// RTTUS is, on the replies a client received, the round-trip time of the requests of this
 	// command; on the replies a server sent, its service time (request received → reply sent).
 	RTTUS *Latency `json:"rtt_us,omitempty"`

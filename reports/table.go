@@ -126,7 +126,11 @@ func commandsSection(s *analyzers.Summary) []Section {
 			restB += x.Bytes
 			continue
 		}
-		row := []string{x.Protocol, x.Name, x.Direction, x.Kind, Count(x.Count), rate(x.Count, s.Duration), Count(x.Bytes), mean(x.Bytes, x.Count)}
+		span := s.Duration
+		if x.SpanS > 0 {
+			span = x.SpanS // in some of several traces only
+		}
+		row := []string{x.Protocol, x.Name, x.Direction, x.Kind, Count(x.Count), rate(x.Count, span), Count(x.Bytes), mean(x.Bytes, x.Count)}
 		if l := x.RTTUS; l != nil {
 			row = append(row, Num(l.P50), ci(*l), Num(l.P90), Num(l.P99), Num(l.P999), Num(l.Max))
 		} else {
