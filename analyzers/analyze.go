@@ -1016,7 +1016,7 @@ func (a *analyzer) sideIndex(pid uint32, conn uint64) uint16 {
 
 func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 	pastBefore, blindBefore := a.text.pastHead, a.text.blind
-	a.text.end(d)
+	a.text.end(d, a.s.Meta[i])
 	pastHead, blind := a.text.pastHead-pastBefore, a.text.blind-blindBefore
 	if _, other, notes := d.Returned(); other > 0 {
 		for _, n := range notes {

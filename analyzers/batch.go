@@ -62,6 +62,6 @@ func (a *analyzer) finishBatches() {
 	st := a.vb.st
 	a.s.Batches = &st
 	if st.NotSplit > 0 {
-		a.warnf("venus-mesa: %d of %d request frames batched, not split: commands past the captured bytes are not counted (record with a larger --payload-bytes to split them)", st.NotSplit, st.Frames)
+		a.warnf("venus-mesa: %d of %d request frames batched, not split: commands past the captured bytes are not counted (%s)", st.NotSplit, st.Frames, HeadAdvice(a.s.Meta, "split them"))
 	}
 }

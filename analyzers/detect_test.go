@@ -153,3 +153,25 @@ func TestLowerBoundsNotSerial(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadAdvice: the advice on bytes past the heads asks for the largest head only of traces
+// recorded with less; traces that kept the most say that the calls are longer.
+func TestHeadAdvice(t *testing.T) {
+	for _, c := range []struct {
+		heads []int
+		want  string
+	}{
+		{[]int{64}, "record with --payload-bytes 256 to see more"},
+		{[]int{256, 64}, "record with --payload-bytes 256 to see more"},
+		{[]int{256}, "already kept the most"},
+		{[]int{256, 256}, "already kept the most"},
+	} {
+		var metas []trace.Meta
+		for _, h := range c.heads {
+			metas = append(metas, trace.Meta{PayloadBytes: h})
+		}
+		if got := HeadAdvice(metas, "see more"); !strings.Contains(got, c.want) {
+			t.Errorf("heads %v: %q, want %q", c.heads, got, c.want)
+		}
+	}
+}

@@ -264,7 +264,7 @@ func (a *analyzer) finishCaveats() {
 		if n := a.unanswered + a.dropped; n > 0 {
 			// replies in bytes past the heads are not seen: their requests look unanswered (the
 			// round trips' unanswered count, those dropped from a full queue included)
-			also = fmt.Sprintf("; the %d requests left unanswered may have had their replies there, so round trips and requests in flight are those of the replies seen (record with a larger --payload-bytes)", n)
+			also = fmt.Sprintf("; the %d requests left unanswered may have had their replies there, so round trips and requests in flight are those of the replies seen (%s)", n, HeadAdvice(a.s.Meta, "see them"))
 		}
 		a.warnf("the decoder lost frame boundaries %d times (a header past the captured payload head, or bytes that are no header of the protocol); frames there are not counted%s", a.lostSync, also)
 	}

@@ -1,6 +1,8 @@
 package analyzers
 
 import (
+	"fmt"
+
 	"github.com/perflab/perflab/breakdown"
 	"github.com/perflab/perflab/evidence"
 	"github.com/perflab/perflab/loops"
@@ -80,6 +82,18 @@ type Summary struct {
 	Evidence *evidence.Report `json:"evidence,omitempty"`
 
 	Warnings []string `json:"warnings"`
+}
+
+// HeadAdvice is the advice on bytes that the payload heads of traces recorded with metas did
+// not show: to record with the largest head a trace keeps (trace.MaxPayload bytes) "to " what,
+// or, when every one of them already kept that many, that those calls are longer than that.
+func HeadAdvice(metas []trace.Meta, what string) string {
+	for _, m := range metas {
+		if m.PayloadBytes < trace.MaxPayload {
+			return fmt.Sprintf("record with --payload-bytes %d to %s", trace.MaxPayload, what)
+		}
+	}
+	return fmt.Sprintf("the trace already kept the most of each call a trace keeps, %d bytes: these calls are longer", trace.MaxPayload)
 }
 
 // CountsLowerBound reports whether the message, request and round-trip counts (and the requests

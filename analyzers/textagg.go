@@ -36,8 +36,8 @@ func (t *textAgg) message(m *protocol.Message) {
 	t.status[statusKey{m.Protocol, m.Status}]++
 }
 
-// end takes the counts of a trace's decoder.
-func (t *textAgg) end(d *protocol.Decoder) {
+// end takes the counts of a trace's decoder; meta is the trace's.
+func (t *textAgg) end(d *protocol.Decoder, meta trace.Meta) {
 	if t.shares == nil {
 		t.shares = map[string]*ProtocolShare{}
 	}
@@ -61,8 +61,8 @@ func (t *textAgg) end(d *protocol.Decoder) {
 					if trace.Dir(dir) != c.ReqDir {
 						what = "replies"
 					}
-					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; record with --payload-bytes 256 to see more)",
-						c.ID, c.PID, trace.Dir(dir), what, st.Count+st.AtLeast, st.Count, st.AtLeast, what))
+					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; %s)",
+						c.ID, c.PID, trace.Dir(dir), what, st.Count+st.AtLeast, st.Count, st.AtLeast, what, HeadAdvice([]trace.Meta{meta}, "see more")))
 				}
 			}
 		}
@@ -119,7 +119,7 @@ func (t *textAgg) finish(a *analyzer) {
 		a.warnf("%s", w.text)
 	}
 	if t.blind > 0 {
-		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call (pipelining) are not counted: counts are lower bounds (a trace keeps at most 256 bytes of each call: record with --payload-bytes 256)", t.blind)
+		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call (pipelining) are not counted: counts are lower bounds (%s)", t.blind, HeadAdvice(a.s.Meta, "see more of each call"))
 	}
 	if t.rejected > 0 {
 		a.warnf("%d times a text protocol's message started with a line that is none of the protocol's; the bytes up to the next message were not decoded", t.rejected)

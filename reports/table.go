@@ -399,14 +399,14 @@ func answer(s *analyzers.Summary) []string {
 	}
 	switch {
 	case s.CallsPastHead > 0:
-		out = append(out, fmt.Sprintf("Counts are lower bounds: %s calls held more pipelined messages than their captured payload heads show, and those messages are not counted (see the warnings; record with --payload-bytes 256 to see more of each call).",
-			Count(s.CallsPastHead)))
+		out = append(out, fmt.Sprintf("Counts are lower bounds: %s calls held more pipelined messages than their captured payload heads show, and those messages are not counted (see the warnings; %s).",
+			Count(s.CallsPastHead), analyzers.HeadAdvice(s.Meta, "see more of each call")))
 	case blindMissed:
-		out = append(out, fmt.Sprintf("Counts are lower bounds: in %s calls a message's lines ran past the captured payload head, and %s replies answer no request seen: requests pipelined after it in the same call were not counted (record with --payload-bytes 256 to see more of each call).",
-			Count(s.CallsBlind), Count(s.RoundTrips.Unpaired)))
+		out = append(out, fmt.Sprintf("Counts are lower bounds: in %s calls a message's lines ran past the captured payload head, and %s replies answer no request seen: requests pipelined after it in the same call were not counted (%s).",
+			Count(s.CallsBlind), Count(s.RoundTrips.Unpaired), analyzers.HeadAdvice(s.Meta, "see more of each call")))
 	case s.CallsBlind > 0:
-		out = append(out, fmt.Sprintf("In %s calls a message's lines ran past the captured payload head: each was taken to end with its call, so a message pipelined after it in the same call would not be counted (record with --payload-bytes 256 to see more of each call).",
-			Count(s.CallsBlind)))
+		out = append(out, fmt.Sprintf("In %s calls a message's lines ran past the captured payload head: each was taken to end with its call, so a message pipelined after it in the same call would not be counted (%s).",
+			Count(s.CallsBlind), analyzers.HeadAdvice(s.Meta, "see more of each call")))
 	}
 	if rt := s.RoundTrips; rt.Served > 0 && rt.ServiceUS != nil {
 		out = append(out, fmt.Sprintf("%d round trips served: service time (request's last byte in → reply's first byte out) median %s µs, p99 %s µs.",
