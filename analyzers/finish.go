@@ -137,11 +137,17 @@ func (a *analyzer) finishRoundTrips() float64 {
 		l := a.firstByte.latency(a.conf)
 		rt.FirstByteUS = &l
 	}
-	if rt.Count > 0 && rt.Count < minCISamples {
-		a.warnf("round trips: %d samples, too few for a confidence interval of the median (need %d)", rt.Count, minCISamples)
-	}
-	if rt.Count > 0 && rt.Count < 1000 {
-		a.warnf("round trips: %d samples; p99.9 needs at least 1000 to mean anything", rt.Count)
+	// each distribution on its own samples: a client's round trips, a server's service times
+	for _, d := range [...]struct {
+		what string
+		n    uint64
+	}{{"round trips", rt.Client}, {"served round trips", rt.Served}} {
+		if d.n > 0 && d.n < minCISamples {
+			a.warnf("%s: %d samples, too few for a confidence interval of the median (need %d)", d.what, d.n, minCISamples)
+		}
+		if d.n > 0 && d.n < 1000 {
+			a.warnf("%s: %d samples; p99.9 needs at least 1000 to mean anything", d.what, d.n)
+		}
 	}
 	return area
 }
