@@ -134,7 +134,7 @@ func runWarnings(sides ...[]Run) []string {
 				out = append(out, fmt.Sprintf("%s: damaged trace (%s)", r.Path, r.Damage))
 			}
 			if r.PastHead > 0 {
-				out = append(out, fmt.Sprintf("%s: %d calls held more pipelined messages than their captured payload heads show: its message, request and round-trip counts are lower bounds (record with --payload-bytes 256)", r.Path, r.PastHead))
+				out = append(out, fmt.Sprintf("%s: %d calls ran past their captured payload heads, with messages pipelined behind them that were not counted: its message, request and round-trip counts are lower bounds", r.Path, r.PastHead))
 			}
 		}
 	}

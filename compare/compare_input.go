@@ -24,8 +24,10 @@ type Run struct {
 	Samples map[string][]float64 `json:"-"`                // "rtt_us", "send_us", "recv_us", "token_us", "rtt_us{cmd}"
 	Lost    uint64               `json:"lost"`             // events the producers lost
 	Damage  string               `json:"damage,omitempty"` // how a damaged or cut trace was recovered
-	// PastHead counts the calls that held more pipelined messages than their captured payload
-	// heads show (analyze's calls_past_head): the run's counts are lower bounds
+	// PastHead counts, when the run's counts are lower bounds (analyze's CountsLowerBound), the
+	// calls that ran past their captured payload heads with messages pipelined behind them or
+	// some of them (analyze's calls_past_head, and calls_blind when replies answer requests not
+	// seen); 0 otherwise
 	PastHead uint64           `json:"calls_past_head,omitempty"`
 	Modes    []analyzers.Mode `json:"-"`
 }
@@ -253,7 +255,10 @@ func Info(name string) MetricInfo {
 
 // RunFromSummary turns an analyze summary into a Run (without per-message samples).
 func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
-	r := Run{Path: path, Kind: kind, Metrics: map[string]float64{}, Lost: s.Lost, Modes: s.Modes, PastHead: s.CallsPastHead}
+	r := Run{Path: path, Kind: kind, Metrics: map[string]float64{}, Lost: s.Lost, Modes: s.Modes}
+	if s.CountsLowerBound() {
+		r.PastHead = s.CallsPastHead + s.CallsBlind
+	}
 	for _, m := range s.Meta {
 		if v := m.Labels["mode"]; v != "" {
 			r.Mode = v

@@ -179,13 +179,25 @@ func TestRunWarnings(t *testing.T) {
 		{"gate", Gate([]Run{low}, []Run{ok}, nil).Warnings},
 	} {
 		all := strings.Join(c.warn, "\n")
-		for _, want := range []string{"p16.plt: trace lost 3 events", "p16.plt: damaged trace (cut)", "p16.plt: 5001 calls held more pipelined messages"} {
+		for _, want := range []string{"p16.plt: trace lost 3 events", "p16.plt: damaged trace (cut)", "p16.plt: 5001 calls ran past their captured payload heads"} {
 			if !strings.Contains(all, want) {
 				t.Errorf("%s: no %q in %q", c.name, want, c.warn)
 			}
 		}
 		if strings.Contains(all, "p1.plt:") {
 			t.Errorf("%s: warns about the run whose counts are whole: %q", c.name, c.warn)
+		}
+	}
+	// From analyze: RESP values past the heads, or text messages past them with replies to
+	// requests not seen, make the counts lower bounds; text messages past the heads alone do
+	// not (without pipelining their counts are exact).
+	for _, c := range []struct {
+		past, blind, unpaired, want uint64
+	}{{5001, 0, 0, 5001}, {0, 100, 100, 100}, {0, 6000, 0, 0}} {
+		s := &analyzers.Summary{CallsPastHead: c.past, CallsBlind: c.blind}
+		s.RoundTrips.Unpaired = c.unpaired
+		if got := RunFromSummary("x.plt", "trace", s).PastHead; got != c.want {
+			t.Errorf("calls past the head %d, blind %d, unpaired %d: PastHead %d, want %d", c.past, c.blind, c.unpaired, got, c.want)
 		}
 	}
 	b, err := MarshalBaseline([]Run{low}, false)
