@@ -25,7 +25,7 @@ type Summary struct {
 	Events   uint64          `json:"events"`             // events read
 	Lost     uint64          `json:"lost"`               // events the producers reported lost, all sources
 	Recovery *trace.Recovery `json:"recovery,omitempty"` // present when a trace was damaged or cut
-	Duration float64         `json:"duration_s"`         // first to last event, s
+	Duration float64         `json:"duration_s"`         // first to last event, s; of several traces, the sum of theirs
 	// UndecodedBytes counts the bytes the protocol decoder could not read as messages.
 	UndecodedBytes uint64 `json:"undecoded_bytes,omitempty"`
 	// CallsPastHead counts the calls of a RESP connection that held more pipelined messages
