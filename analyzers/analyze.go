@@ -238,84 +238,85 @@ type interval struct{ from, to int64 }
 // analyzer is the sink that builds a Summary in one pass, in memory bounded by the number of
 // connections, commands and processes, never by the number of events.
 type analyzer struct {
-	opt     Options
-	conf    float64
-	loops   *loops.Builder // the event-loop analysis (loops.go)
-	loopMsg loops.Msg
-	s       *Summary
-	cur     int
-	first   int64
-	last    int64
-	haveTS  bool
-	durNS   int64
+	opt               Options
+	conf              float64
+	loops             *loops.Builder // the event-loop analysis (loops.go)
+	loopMsg           loops.Msg
+	s                 *Summary
+	cur               int
+	first             int64
+	last              int64
+	haveTS            bool
+	durNS             int64
+	cmds              map[cmdKey]*cmdAgg
+	errs              map[errKey]uint64
+	procs             map[uint64]*procAgg
+	rtt               Hist
+	service           Hist // server service time: request's last byte in → reply's first byte out
+	serviceLast       Hist // the same, to the reply's last byte out
+	firstByte         Hist // client: request's first byte out → reply's first byte in
+	nServed           uint64
+	unpaired          uint64                  // replies with no request to answer
+	overridden        uint64                  // replies answering a request the decoder thought wanted none
+	calls             Hist                    // call latency, when there are no round trips (kept only until there is one)
+	byN               [maxInFlightN + 1]*Hist // RTT by requests in flight at issue (nil: none)
+	inflMax           int
+	infl              series
+	svcMax            int    // a server: most requests in service at once
+	svcInfl           series // a server: requests in service over time
+	tl                series
+	win               [3]windowAgg
+	lost              map[string]uint64
+	lostSync, dropped uint64
+	truncated         uint64
+	specs             map[string]*protocol.Spec // by name: the built-ins and the chosen spec
+	cipher            *protocol.CipherFilter    // the current trace's TLS ciphertext connections
+	tlsConns          map[[3]uint64]bool        // trace, connection and pid with TLS plaintext
+	budget            recBudget                 // the memory recs, blocks and srvRecv may hold
+	recs              spillList[msgRec]         // this trace's messages, for units and phases
+	lastRecP          *msgRec                   // the last message's record
+	marks             markSet                   // this trace's phase and unit markers
+	blocks            spillList[interval]       // this trace's intervals with a client blocked on a reply
+	srvRecv           spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
+	unitSpec          string                    // unit name of the spec unit commands seen
+	openers           [2]openers                // this trace's requests that open units: sent, received
+	busy              *busySet                  // this trace's serverBusy, once made (busyMade)
+	busyMade          bool
+	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
+	sidePID           []uint32             // the pid of each side
+	tracerUnanswered  uint64
+	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
+	rtEventsSeen      uint64        // this trace's tracer round-trip events
+	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
+	rawPairs          []rawPair     // this trace's exchanges inferred on connections of unknown protocol
+	framesBefore      uint64        // messages of the traces before this one
+	callsBefore       uint64        // calls of the traces before this one
+	lastConn          *connAgg      // cache of connAgg's last answer
+	lastConnKey       uint64
+	curConns          connIndex[*connAgg] // this trace's connections by id
+	connList          chunked[connAgg]    // every trace's connections, in first-seen order
+	lastProc          *procAgg            // cache of proc's last answer
+	lastProcKey       uint64
+	fastCmds          map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
+	specIdx           map[*protocol.Spec]uint64
+	hit               *cmdHit         // the entry of cmdHits of the message being counted, nil when none
+	cmdHits           [2][2]cmdHit    // the last command of a binary spec by direction (send, recv) and reply
+	cmdNames          []string        // the commands numbered for msgRec.cmd (cmdAgg.idx), by number-1
+	nByN              int             // Hists in byN
+	loopWaits         bool            // the loop analysis saw a wait call in this trace (loopEvent)
+	unitCmds          map[string]bool // Options.UnitCommands
+	extraMarks        markSet         // Options.Markers'
+	nExtraMarks       int             // markers read from Options.Markers
+	warnings          []string
+	vb                batchAgg           // request frames of several commands (venus-mesa)
+	text              textAgg            // statuses and blind spells of text protocols
+	ev                *evidence.Analyzer // kernel evidence and findings (evidence/)
+
 	// clientDurNS and servedDurNS sum the spans of the traces that had client round trips,
 	// and those that had served ones: the time over which each kind was in flight (a client's
 	// trace and its server's, analysed together, each count for their own kind only)
 	clientDurNS, servedDurNS   int64
 	clientBefore, servedBefore uint64 // the round trips of each kind before the current trace
-	cmds                       map[cmdKey]*cmdAgg
-	errs                       map[errKey]uint64
-	procs                      map[uint64]*procAgg
-	rtt                        Hist
-	service                    Hist // server service time: request's last byte in → reply's first byte out
-	serviceLast                Hist // the same, to the reply's last byte out
-	firstByte                  Hist // client: request's first byte out → reply's first byte in
-	nServed                    uint64
-	unpaired                   uint64                  // replies with no request to answer
-	overridden                 uint64                  // replies answering a request the decoder thought wanted none
-	calls                      Hist                    // call latency, when there are no round trips (kept only until there is one)
-	byN                        [maxInFlightN + 1]*Hist // RTT by requests in flight at issue (nil: none)
-	inflMax                    int
-	infl                       series
-	svcMax                     int    // a server: most requests in service at once
-	svcInfl                    series // a server: requests in service over time
-	tl                         series
-	win                        [3]windowAgg
-	lost                       map[string]uint64
-	lostSync, dropped          uint64
-	truncated                  uint64
-	specs                      map[string]*protocol.Spec // by name: the built-ins and the chosen spec
-	cipher                     *protocol.CipherFilter    // the current trace's TLS ciphertext connections
-	tlsConns                   map[[3]uint64]bool        // trace, connection and pid with TLS plaintext
-	budget                     recBudget                 // the memory recs, blocks and srvRecv may hold
-	recs                       spillList[msgRec]         // this trace's messages, for units and phases
-	lastRecP                   *msgRec                   // the last message's record
-	marks                      markSet                   // this trace's phase and unit markers
-	blocks                     spillList[interval]       // this trace's intervals with a client blocked on a reply
-	srvRecv                    spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
-	unitSpec                   string                    // unit name of the spec unit commands seen
-	openers                    [2]openers                // this trace's requests that open units: sent, received
-	busy                       *busySet                  // this trace's serverBusy, once made (busyMade)
-	busyMade                   bool
-	sides                      map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
-	sidePID                    []uint32             // the pid of each side
-	tracerUnanswered           uint64
-	unanswered                 uint64        // requests of eBPF traces still awaiting a reply at the end
-	rtEventsSeen               uint64        // this trace's tracer round-trip events
-	tracerPairs                []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
-	rawPairs                   []rawPair     // this trace's exchanges inferred on connections of unknown protocol
-	framesBefore               uint64        // messages of the traces before this one
-	callsBefore                uint64        // calls of the traces before this one
-	lastConn                   *connAgg      // cache of connAgg's last answer
-	lastConnKey                uint64
-	curConns                   connIndex[*connAgg] // this trace's connections by id
-	connList                   chunked[connAgg]    // every trace's connections, in first-seen order
-	lastProc                   *procAgg            // cache of proc's last answer
-	lastProcKey                uint64
-	fastCmds                   map[uint64]*cmdAgg // commands of binary specs by (spec, direction, id)
-	specIdx                    map[*protocol.Spec]uint64
-	hit                        *cmdHit         // the entry of cmdHits of the message being counted, nil when none
-	cmdHits                    [2][2]cmdHit    // the last command of a binary spec by direction (send, recv) and reply
-	cmdNames                   []string        // the commands numbered for msgRec.cmd (cmdAgg.idx), by number-1
-	nByN                       int             // Hists in byN
-	loopWaits                  bool            // the loop analysis saw a wait call in this trace (loopEvent)
-	unitCmds                   map[string]bool // Options.UnitCommands
-	extraMarks                 markSet         // Options.Markers'
-	nExtraMarks                int             // markers read from Options.Markers
-	warnings                   []string
-	vb                         batchAgg           // request frames of several commands (venus-mesa)
-	text                       textAgg            // statuses and blind spells of text protocols
-	ev                         *evidence.Analyzer // kernel evidence and findings (evidence/)
 }
 
 // Analyze reads the traces ins once, streaming, and returns their Summary: totals,

@@ -138,7 +138,7 @@ func (ps *pollStats) run(cs *connState, id uint64) *pollRun {
 // as they were captured, so never a run whose bytes were not seen) of a command that asks for
 // something (queryLike), each sent after the previous one's reply (a client that sends before
 // the answer is in is streaming, not asking again), all answered by replies of one size (the
-// same "not ready yet").
+// answer looked the same every time).
 func (ps *pollStats) close(p *pollRun) {
 	if p.n < minPollRun || p.digest == 0 || p.pipelined || !p.sameReply || p.replySize < 0 || !queryLike(p.cmd) {
 		return

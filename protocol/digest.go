@@ -41,15 +41,21 @@ func (c *connDecoder) requestDigest(seen []byte) uint64 {
 	if r := sp.Records; rid != nil {
 		for off, k := r.Offset, 0; off+r.Bytes <= len(b) && k < 1<<10; k++ {
 			rec := b[off : off+r.Bytes]
-			next := off + r.Bytes + int(fieldValue(rec, &r.Size, sp.Endian == "big"))
+			next := r.next(rec, off, sp.Endian == "big")
 			clear(rec[rid.Offset : rid.Offset+rid.Size])
-			if next <= off || next > len(b) {
+			if next <= uint64(off) || next > uint64(len(b)) {
 				break
 			}
-			off = next
+			off = int(next)
 		}
 	}
 	return digestOf(b)
+}
+
+// next returns the offset of the record after rec, the record at off: its header and the
+// bytes its size field counts.
+func (r *RecordLayout) next(rec []byte, off int, big bool) uint64 {
+	return uint64(off) + uint64(r.Bytes) + fieldValue(rec, &r.Size, big)
 }
 
 // fieldValue reads field f of b (within b: checked when the spec was loaded), big-endian when

@@ -7,20 +7,18 @@ import (
 
 // frameInfo is a frame rebuilt by a framer, before pairing.
 type frameInfo struct {
-	ts, end  int64
-	firstEnd int64 // end of the frame's first call
-	callNS   int64 // time inside the calls that carried the frame, ns
-	size     int64
-	calls    int
-	cmd      uint64
-	hasCmd   bool
-	flags    uint64
-	hasFlags bool
-	reqID    uint64
-	peek     []byte // the first bytes of the frame that were captured (at most framePeek)
-	// seen is every byte of the frame that was captured: the frame's part of its call's head
-	// when one call carried it whole, else peek
-	seen      []byte
+	ts, end   int64
+	firstEnd  int64 // end of the frame's first call
+	callNS    int64 // time inside the calls that carried the frame, ns
+	size      int64
+	calls     int
+	cmd       uint64
+	hasCmd    bool
+	flags     uint64
+	hasFlags  bool
+	reqID     uint64
+	peek      []byte // the first bytes of the frame that were captured (at most framePeek)
+	seen      []byte // every captured byte of the frame: its call's head, or peek and framer.more
 	lostSync  bool
 	truncated bool
 }
@@ -54,12 +52,9 @@ type framer struct {
 	// buf holds the captured bytes of the frame being read; it is taken from peekBufs when the
 	// first byte comes and given back when the frame is emitted, so that the framers of the
 	// many idle connections of a trace hold no buffer (have > 0 implies buf != nil).
-	buf  *[framePeek]byte
-	have int // bytes in buf
-	// more counts the captured bytes of the frame past have kept in buf after them, for the
-	// frame's digest: those that follow the fields without a byte uncaptured between, at most
-	// digestMore (a request written in several calls shows its payload in a later call's head)
-	more     int
+	buf      *[framePeek]byte
+	have     int   // bytes in buf
+	more     int   // bytes in buf past have: the payload's for the digest (keepMore)
 	frameLen int64 // whole frame, header included
 	consumed int64 // bytes of the frame seen so far
 	ts       int64
@@ -323,7 +318,9 @@ func (f *framer) call(seq uint64, ts, end, n int64, head []byte, emit *connDecod
 const digestMore = 64
 
 // keepMore keeps, for the frame's digest, the captured ones of the next k bytes of the frame,
-// at pos in head, up to digestMore past the fields and within buf.
+// at pos in head, up to digestMore past the fields and within buf. It is called only while no
+// byte of the frame has gone uncaptured, so what buf holds is the frame's start without a gap:
+// a request written in several calls shows its payload in a later call's head.
 func (f *framer) keepMore(head []byte, pos, k int64) {
 	room := int64(min(digestMore-f.more, framePeek-f.have-f.more))
 	c := min(k, room, max(0, int64(len(head))-pos))

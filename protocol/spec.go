@@ -543,7 +543,7 @@ func (s *Spec) walkRecords(ri *recordInfo, head []byte, frameLen int64) {
 				ri.reqID, ri.labeled = id, true
 			}
 		}
-		next := uint64(off) + uint64(r.Bytes) + get(rec, &r.Size)
+		next := r.next(rec, off, big)
 		if next == uint64(frameLen) {
 			ri.complete = true
 		}
