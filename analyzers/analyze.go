@@ -152,7 +152,7 @@ type cmdKey struct {
 	proto, name string
 	id          uint64
 	dir         trace.Dir
-	reply       bool
+	reply, push bool
 }
 
 type cmdAgg struct {
@@ -811,7 +811,7 @@ func (a *analyzer) cmdFor(m *protocol.Message) *cmdAgg {
 	if name == "" {
 		name = "(unknown)"
 	}
-	k := cmdKey{proto: m.Protocol, name: name, id: m.Command, dir: m.Dir, reply: m.IsReply}
+	k := cmdKey{proto: m.Protocol, name: name, id: m.Command, dir: m.Dir, reply: m.IsReply, push: m.Push}
 	ca := a.cmds[k]
 	if ca == nil {
 		ca = &cmdAgg{name: name}
@@ -1033,7 +1033,7 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 	a.overridden += ov
 	switch {
 	case up > 0 && pastHead > 0:
-		a.warnf("%s: %d replies answer no request seen in the trace: %d calls held more pipelined messages than their captured payload heads show, so their requests were not seen (or the trace began mid-conversation); they are not round trips", a.s.Traces[i], up, pastHead)
+		a.warnf("%s: %d replies answer no request seen in the trace: in %d calls the captured payload heads ended before the pipelined messages did, so their requests were not seen (or the trace began mid-conversation); they are not round trips", a.s.Traces[i], up, pastHead)
 	case up > 0 && blind > 0:
 		a.warnf("%s: %d replies answer no request seen in the trace: in %d calls a message's lines ran past the captured payload head, so requests pipelined behind it in the same call were not seen (or the trace began mid-conversation); they are not round trips", a.s.Traces[i], up, blind)
 	case up > 0:
@@ -1130,9 +1130,21 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 // per-100-message summaries of VENUS_TRACE_NET mean something.
 func isVenusFamily(proto string) bool { return strings.HasPrefix(proto, "venus") }
 
+// errnoName names errno e. The kernel's own restart codes (512-516), which a system call's
+// exit shows when a signal interrupted it (the program then sees the call restarted, or EINTR),
+// are named as the kernel names them.
 func errnoName(e uint32) string {
-	if e == 11 {
+	switch e {
+	case 11:
 		return "EAGAIN"
+	case 512:
+		return "ERESTARTSYS"
+	case 513:
+		return "ERESTARTNOINTR"
+	case 514:
+		return "ERESTARTNOHAND"
+	case 516:
+		return "ERESTART_RESTARTBLOCK"
 	}
 	s := syscall.Errno(e).Error()
 	return strings.ToUpper(strings.ReplaceAll(s, " ", "_"))

@@ -93,7 +93,8 @@ func TestRESPPipelinedAtLeast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Totals.Send.Frames != 8 || !hasWarningWith(s, "connection 3", "send commands: at least 9") {
+	// the head ends inside the eighth, whose length it does not show: more may follow it, or none
+	if s.Totals.Send.Frames != 8 || !hasWarningWith(s, "connection 3", "send commands: at least 8", "may have followed it unseen") {
 		t.Errorf("cut heads: %d commands, warnings %q", s.Totals.Send.Frames, s.Warnings)
 	}
 }
@@ -118,7 +119,7 @@ func TestRESPPipelinedPastHead(t *testing.T) {
 	if s.CallsPastHead != 20 || s.Decoding == nil || s.Decoding.UnseenBytes == 0 {
 		t.Errorf("calls past the head %d, want 20; decoding %+v", s.CallsPastHead, s.Decoding)
 	}
-	if !hasWarningWith(s, "replies answer no request seen", "calls held more pipelined messages") {
+	if !hasWarningWith(s, "replies answer no request seen", "captured payload heads ended before the pipelined messages did") {
 		t.Errorf("warnings %q", s.Warnings)
 	}
 	forced, err := Analyze(protocol.Files([]string{streamTrace(t, 64, calls...)}, nil), Options{Protocol: "resp"})

@@ -61,7 +61,10 @@ func (a *analyzer) finishCommands() {
 	s := a.s
 	for k, c := range a.cmds {
 		kind := "request"
-		if k.reply {
+		switch {
+		case k.push:
+			kind = "push"
+		case k.reply:
 			kind = "reply"
 		}
 		cs := CmdStats{Protocol: k.proto, Name: k.name, ID: k.id, Direction: k.dir.String(), Kind: kind, Count: c.count, Bytes: c.bytes}

@@ -36,6 +36,10 @@ type Summary struct {
 	// lines ran past the captured payload head: each such message was taken to end with its
 	// call, so a message pipelined after it in the same call would not be counted.
 	CallsBlind uint64 `json:"calls_blind,omitempty"`
+	// PushesPastHead counts the calls of a subscribed RESP connection, waiting for no reply,
+	// that held more pub/sub messages than their heads show: the message counts are then lower
+	// bounds, but not the requests or round trips.
+	PushesPastHead uint64 `json:"pushes_past_head,omitempty"`
 
 	Totals      Totals        `json:"totals"`
 	TLS         *TLSStats     `json:"tls,omitempty"`    // TLS plaintext and the ciphertext that carried it, when recorded
@@ -180,7 +184,7 @@ type CmdStats struct {
 	Name      string `json:"name"`
 	ID        uint64 `json:"id"`
 	Direction string `json:"direction"`
-	Kind      string `json:"kind"` // "request" or "reply" (a reply is named after its request)
+	Kind      string `json:"kind"` // "request", "reply" (a reply is named after its request) or "push" (sent by a server of its own accord: named by its kind, "message")
 	Count     uint64 `json:"count"`
 	Bytes     uint64 `json:"bytes"`
 	// SpanS is, when several traces are analysed and the command is not in every one, the

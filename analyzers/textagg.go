@@ -17,6 +17,7 @@ type textAgg struct {
 	blind    uint64
 	rejected uint64
 	pastHead uint64                    // resp: calls with values past the captured head, every connection's
+	pushes   uint64                    // resp: of those, calls of subscribed connections waiting for no reply
 	shares   map[string]*ProtocolShare // by protocol
 	atLeast  []lowerBound              // resp: connections with pipelined commands past the head, the first maxLowerBounds by id
 }
@@ -55,20 +56,38 @@ func (t *textAgg) end(d *protocol.Decoder, meta trace.Meta) {
 		}
 		if c.RESP != nil {
 			for dir := range c.RESP {
-				t.pastHead += c.RESP[dir].AtLeast
-				if st := &c.RESP[dir]; st.AtLeast > 0 && t.keepsLowerBound(c.ID) {
+				st := &c.RESP[dir]
+				t.pastHead += st.AtLeast + st.Maybe
+				t.pushes += st.PushesAtLeast + st.PushesMaybe
+				if st.PushesAtLeast+st.PushesMaybe > 0 && t.keepsLowerBound(c.ID) {
+					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s pub/sub messages: at least %d (%d decoded; %s; they answer no request, so the requests and round trips are counted exactly; %s)",
+						c.ID, c.PID, trace.Dir(dir), st.Pushes+st.PushesAtLeast, st.Pushes, unseenCalls(st.PushesAtLeast, st.PushesMaybe, "messages"), HeadAdvice([]trace.Meta{meta}, "see more")))
+				}
+				if st.AtLeast+st.Maybe > 0 && t.keepsLowerBound(c.ID) {
 					what := "commands"
 					if trace.Dir(dir) != c.ReqDir {
 						what = "replies"
 					}
-					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %d calls held more pipelined %s than their captured payload head shows; %s)",
-						c.ID, c.PID, trace.Dir(dir), what, st.Count+st.AtLeast, st.Count, st.AtLeast, what, HeadAdvice([]trace.Meta{meta}, "see more")))
+					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s %s: at least %d (%d decoded; %s; %s)",
+						c.ID, c.PID, trace.Dir(dir), what, st.Count-st.Pushes+st.AtLeast, st.Count-st.Pushes, unseenCalls(st.AtLeast, st.Maybe, "pipelined "+what), HeadAdvice([]trace.Meta{meta}, "see more")))
 				}
 			}
 		}
 		t.blind += c.Blind
 		t.rejected += c.Rejected
 	})
+}
+
+// unseenCalls says what sure calls (more values of what lay past the head) and maybe calls
+// (the head ended inside a value that may have been followed by others) hid.
+func unseenCalls(sure, maybe uint64, what string) string {
+	switch {
+	case maybe == 0:
+		return fmt.Sprintf("%d calls held more %s than their captured payload head shows", sure, what)
+	case sure == 0:
+		return fmt.Sprintf("in %d calls the captured payload head ended inside a value, and more %s may have followed it unseen", maybe, what)
+	}
+	return fmt.Sprintf("%d calls held more %s than their captured payload head shows, and in %d more the head ended inside a value that more may have followed", sure, what, maybe)
 }
 
 // maxLowerBounds is how many connections' "at least" warnings a trace gives.
@@ -114,7 +133,7 @@ func (t *textAgg) finish(a *analyzer) {
 		return x.Code < y.Code
 	})
 	t.decoding(a)
-	a.s.CallsPastHead, a.s.CallsBlind = t.pastHead, t.blind
+	a.s.CallsPastHead, a.s.CallsBlind, a.s.PushesPastHead = t.pastHead, t.blind, t.pushes
 	for _, w := range t.atLeast {
 		a.warnf("%s", w.text)
 	}

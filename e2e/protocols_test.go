@@ -100,8 +100,9 @@ type analyzeJSON struct {
 			Connections int    `json:"connections"`
 		} `json:"protocols"`
 	} `json:"decoding"`
-	CallsPastHead uint64 `json:"calls_past_head"`
-	CallsBlind    uint64 `json:"calls_blind"`
+	CallsPastHead  uint64 `json:"calls_past_head"`
+	CallsBlind     uint64 `json:"calls_blind"`
+	PushesPastHead uint64 `json:"pushes_past_head"`
 
 	Totals struct {
 		Send struct{ Frames uint64 } `json:"send"`
@@ -123,6 +124,7 @@ type analyzeJSON struct {
 	RoundTrips struct {
 		Count      uint64 `json:"count"`
 		Unanswered uint64 `json:"unanswered"`
+		Unpaired   uint64 `json:"unpaired"`
 	} `json:"round_trips"`
 	Evidence *struct {
 		Findings []struct {

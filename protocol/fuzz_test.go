@@ -118,6 +118,9 @@ func FuzzDecodeRESP(f *testing.F) {
 		[]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n+OK\r\n"),
 		[]byte("PING\r\n"),
 		[]byte("*1\r\n$99999999999\r\n"),
+		// pub/sub: a SUBSCRIBE, its confirmation, published messages; a RESP3 push
+		[]byte("*2\r\n$9\r\nSUBSCRIBE\r\n$2\r\nch\r\n*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n*4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$2\r\nch\r\n$1\r\ny\r\n"),
+		[]byte("*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"),
 	})
 }
 

@@ -25,9 +25,14 @@ type Message struct {
 	// compared within one run of perflab, never stored.
 	Digest uint64
 
-	WantsReply bool   // a request that the protocol answers
-	IsReply    bool   // a reply to an earlier request
-	ReqID      uint64 // request id when the protocol (or tracer) has one, 0 otherwise
+	WantsReply bool // a request that the protocol answers
+	IsReply    bool // a reply to an earlier request, or a push
+	// Push marks a message a server sent of its own accord, answering no request: a Redis
+	// pub/sub message (or a further subscription confirmation) on a subscribed connection, a
+	// RESP3 push. IsReply is also set, as on every message the server sends, but a push has no
+	// RTT and is never counted unpaired.
+	Push  bool
+	ReqID uint64 // request id when the protocol (or tracer) has one, 0 otherwise
 	// RTT is, on a reply paired with its request, the time from the start of the request to the
 	// end of the reply, ns; 0 when unknown. ReqTS is the request's start.
 	RTT   int64

@@ -186,6 +186,21 @@ func (pr *pairer) answer(id uint64) *pendingReq {
 	return nil
 }
 
+// inOrder returns the request that a reply without an id would answer now (rule 2), or nil.
+// It answers nothing.
+func (pr *pairer) inOrder() *pendingReq {
+	start := 0
+	if pr.named > pr.first {
+		start = int(min(pr.named-pr.first, uint64(len(pr.q))))
+	}
+	for i := start; i < len(pr.q); i++ {
+		if !pr.q[i].done && pr.q[i].hint != hintNo {
+			return &pr.q[i]
+		}
+	}
+	return nil
+}
+
 // waiting counts the requests hinted to want a reply that are still unanswered.
 func (pr *pairer) waiting() uint64 {
 	var n uint64

@@ -50,8 +50,15 @@ type ConnInfo struct {
 
 // RESPCount counts the values of one direction of a resp connection.
 type RESPCount struct {
-	Count   uint64 // values decoded
+	Count   uint64 // values decoded, pushes included
 	AtLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
+	// Maybe counts the calls whose head ended inside a value, not their first, whose length it
+	// did not show: values may have followed it in the call unseen.
+	Maybe uint64
+	// Pushes counts, of Count, the pushes (Message.Push); PushesAtLeast and PushesMaybe are
+	// AtLeast and Maybe for the calls of a subscribed connection waiting for no reply: the
+	// values not seen are pushes, not replies.
+	Pushes, PushesAtLeast, PushesMaybe uint64
 }
 
 // Conns calls fn for each connection of the trace, in connection order; connections finished
@@ -107,7 +114,9 @@ func (c *connDecoder) info(ci *ConnInfo, rc *[3]RESPCount) {
 	*ci = ConnInfo{Count: 1, ID: c.id, PID: c.pid, Spec: c.spec, ReqDir: c.reqDir, Data: c.data, Decoded: c.decoded(), Unseen: c.unseen}
 	if c.spec != nil && c.spec.Kind == "resp" && c.resp != nil {
 		for dir := range c.resp {
-			rc[dir] = RESPCount{Count: c.resp[dir].count, AtLeast: c.resp[dir].atLeast}
+			st := &c.resp[dir]
+			rc[dir] = RESPCount{Count: st.count, AtLeast: st.atLeast, Maybe: st.maybe,
+				Pushes: st.pushes, PushesAtLeast: st.pushesAtLeast, PushesMaybe: st.pushesMaybe}
 		}
 		ci.RESP = rc
 	}

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/perflab/perflab/trace"
 )
@@ -24,8 +25,32 @@ type respStream struct {
 	name    string
 	digest  uint64 // a request's Message.Digest: of its bytes in the head
 	atLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
+	maybe   uint64 // calls whose head ended inside a value that was not their first: more may follow it
 	count   uint64 // messages delivered
+
+	// Pub/sub (replies' direction): what the value in progress looks like, and its kind
+	// ("message", "subscribe"...); pushes counts the pushes delivered; pushesAtLeast and
+	// pushesMaybe are atLeast and maybe for the calls of a subscribed connection that waited
+	// for no reply (the values not seen are pushes).
+	shape                      pushShape
+	typed                      bool // the value is a RESP3 push ('>')
+	kind                       string
+	pushes                     uint64
+	pushesAtLeast, pushesMaybe uint64
+	// subscribed (requests' direction): the client sent SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE
+	// and has not been told it left the last channel.
+	subscribed bool
 }
+
+// pushShape is what a value in a RESP connection's replies looks like, as far as pub/sub goes.
+type pushShape uint8
+
+const (
+	shapeReply     pushShape = iota // anything else
+	shapeMessage                    // [message|pmessage|smessage, ...]: a published message
+	shapeSubscribe                  // [subscribe|unsubscribe|..., channel, count]: a confirmation
+	shapeLastUnsub                  // an unsubscribe confirmation whose count is 0
+)
 
 // maxRESPDepth bounds the nesting of aggregates that is followed.
 const maxRESPDepth = 8
@@ -162,7 +187,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			continue
 		}
 		if pos >= int64(len(head)) { // more bytes, unseen: values we cannot count
-			st.atLeast++
+			c.respUnseen(st, req, true)
 			st.lost = true
 			c.unseen += n - pos
 			return
@@ -172,10 +197,26 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			st.lost = true
 			return
 		}
-		*st = respStream{open: true, ts: ev.TS, end: end, atLeast: st.atLeast, count: st.count}
+		*st = respStream{open: true, ts: ev.TS, end: end, atLeast: st.atLeast, maybe: st.maybe, count: st.count,
+			pushes: st.pushes, pushesAtLeast: st.pushesAtLeast, pushesMaybe: st.pushesMaybe, subscribed: st.subscribed}
 		st.touch(c.seq)
+		if !req && (head[pos] == '*' || head[pos] == '>') {
+			st.shape, st.kind = respPushShape(head[pos:])
+			if st.typed = head[pos] == '>'; st.typed && st.shape == shapeReply {
+				st.shape = shapeMessage
+				if st.kind == "" {
+					st.kind = "push"
+				}
+			}
+			if st.shape == shapeReply {
+				st.kind = ""
+			}
+		}
 		if req {
 			st.name = respCommand(head[pos:])
+			if subscribes(st.name) {
+				st.subscribed = true
+			}
 			seen := head[pos:]
 			if !more {
 				seen = seen[:min(v, int64(len(seen)))]
@@ -187,7 +228,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			st.size = n - pos
 			c.explained += n - pos
 			if pos > 0 {
-				st.atLeast++ // values after it in this call are not seen
+				c.respUnseen(st, req, false) // values after it in this call, if any, are not seen
 			}
 			return
 		}
@@ -218,6 +259,12 @@ func (c *connDecoder) respFinish(st *respStream, dir trace.Dir) {
 		c.push(pendingReq{ts: m.TS, end: m.End, name: m.Name})
 	} else {
 		m.IsReply = true
+		if c.respPush(st) {
+			m.Push, m.Name = true, st.kind
+			st.pushes++
+			c.d.deliver(m)
+			return
+		}
 		if q, ok := c.pop(); ok {
 			m.Name, m.ReqTS, m.ReqEnd, m.RTT = q.name, q.ts, q.end, m.End-q.ts
 		}
@@ -247,4 +294,147 @@ func (c *connDecoder) respFlush() {
 		}
 		c.respFinish(st, trace.Dir(dir))
 	}
+}
+
+// respSetup takes the direction of the connection's first value: the requests', unless the
+// value is a published message, which only a server sends (the trace began after the client
+// subscribed).
+func (c *connDecoder) respSetup(ev *trace.Event) {
+	head := ev.Payload
+	if int64(len(head)) > ev.Bytes {
+		head = head[:ev.Bytes]
+	}
+	if len(head) > 0 && (head[0] == '*' || head[0] == '>') {
+		if shape, _ := respPushShape(head); shape == shapeMessage || head[0] == '>' {
+			c.reqDir = trace.DirSend
+			if ev.Dir == trace.DirSend {
+				c.reqDir = trace.DirRecv
+			}
+			c.resp = new([3]respStream)
+			c.resp[c.reqDir].subscribed = shape == shapeMessage
+		}
+	}
+}
+
+// respUnseen counts a call of direction st whose head ended before its values did: sure, when
+// bytes of the call lay past the end of a value (at least one more value was not seen), or
+// not, when the head ended inside a value whose length it did not show (values may follow it
+// in the call unseen, or none). In the replies of a subscribed connection that waits for no
+// reply, the values not seen are pushes, which the round trips do not miss.
+func (c *connDecoder) respUnseen(st *respStream, req, sure bool) {
+	push := !req && c.resp[c.reqDir].subscribed && c.pairs.inOrder() == nil
+	switch {
+	case push && sure:
+		st.pushesAtLeast++
+	case push:
+		st.pushesMaybe++
+	case sure:
+		st.atLeast++
+	default:
+		st.maybe++
+	}
+}
+
+// respPush reports whether the reply value st has just read is a push rather than the reply
+// to the oldest request waiting. A published message is one on a subscribed connection, or
+// when no request waits (the trace began after the SUBSCRIBE). A subscription confirmation
+// answers a waiting SUBSCRIBE-family request (the first one of its channels); the others,
+// one per further channel, are pushes. RESP3 pushes (type '>') are pushes but as
+// confirmations. A subscribed connection that waits for no reply is sent nothing but pushes.
+// A push that says the last channel was left ends the subscribed state.
+func (c *connDecoder) respPush(st *respStream) bool {
+	rq := &c.resp[c.reqDir]
+	next := c.pairs.inOrder()
+	switch st.shape {
+	case shapeMessage:
+		return st.typed || rq.subscribed || next == nil
+	case shapeSubscribe, shapeLastUnsub:
+		if st.shape == shapeLastUnsub {
+			rq.subscribed = false
+		}
+		if next != nil && subscriptionCommand(next.name) {
+			return false
+		}
+		return st.typed || rq.subscribed || next == nil || st.shape == shapeLastUnsub
+	}
+	// a value whose kind lay past the head: a subscribed connection waiting for no reply is
+	// sent nothing else
+	return rq.subscribed && next == nil
+}
+
+// subscribes reports whether the command named enters the pub/sub state.
+func subscribes(name string) bool {
+	return name == "SUBSCRIBE" || name == "PSUBSCRIBE" || name == "SSUBSCRIBE"
+}
+
+// subscriptionCommand reports whether the command named is answered by subscription
+// confirmations, one per channel.
+func subscriptionCommand(name string) bool {
+	switch name {
+	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE":
+		return true
+	}
+	return false
+}
+
+// respPushShape tells, from the head p of an array or RESP3 push value, whether it is shaped as
+// a published message or a subscription confirmation, and its kind: its first element, lower
+// case, when that is a short string ("" otherwise), whatever the shape.
+func respPushShape(p []byte) (pushShape, string) {
+	i := bytes.Index(p, []byte("\r\n"))
+	if i < 0 {
+		return shapeReply, ""
+	}
+	k, ok := respInt(p[1:i])
+	if !ok || k < 1 {
+		return shapeReply, ""
+	}
+	rest := p[i+2:]
+	word, n := respWord(rest)
+	if n == 0 {
+		return shapeReply, ""
+	}
+	kind := strings.ToLower(string(word))
+	switch {
+	case k == 3 && (kind == "message" || kind == "smessage"), k == 4 && kind == "pmessage":
+		return shapeMessage, kind
+	case k == 3:
+		for _, w := range [...]string{"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe"} {
+			if bytesEqualFold(word, w) {
+				shape := shapeSubscribe
+				if strings.Contains(w, "unsub") { // its count, the third element, may be 0
+					if ch, ok, more := respValue(rest[n:], 1, false); ok && !more && n+int(ch) < len(rest) && bytes.HasPrefix(rest[n+int(ch):], []byte(":0\r\n")) {
+						shape = shapeLastUnsub
+					}
+				}
+				return shape, w
+			}
+		}
+	}
+	return shapeReply, kind
+}
+
+// respWord returns the simple or bulk string at the start of p and the bytes it takes; n is 0
+// when p starts with neither, or it lies past p's end, or it is longer than a pub/sub kind.
+func respWord(p []byte) (word []byte, n int) {
+	i := bytes.Index(p, []byte("\r\n"))
+	if i < 1 {
+		return nil, 0
+	}
+	switch p[0] {
+	case '+':
+		return p[1:i], i + 2
+	case '$':
+		l, ok := respInt(p[1:i])
+		if !ok || l < 1 || l > 12 || i+2+int(l)+2 > len(p) {
+			return nil, 0
+		}
+		return p[i+2 : i+2+int(l)], i + 2 + int(l) + 2
+	}
+	return nil, 0
+}
+
+// bytesEqualFold reports whether b is s, ignoring ASCII case.
+func bytesEqualFold(b []byte, s string) bool {
+	return len(b) == len(s) && strings.EqualFold(string(b), s)
 }

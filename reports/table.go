@@ -399,7 +399,7 @@ func answer(s *analyzers.Summary) []string {
 	}
 	switch {
 	case s.CallsPastHead > 0:
-		out = append(out, fmt.Sprintf("Counts are lower bounds: %s calls held more pipelined messages than their captured payload heads show, and those messages are not counted (see the warnings; %s).",
+		out = append(out, fmt.Sprintf("Counts are lower bounds: in %s calls the captured payload heads ended before the pipelined messages did, and the messages past them are not counted (see the warnings; %s).",
 			Count(s.CallsPastHead), analyzers.HeadAdvice(s.Meta, "see more of each call")))
 	case blindMissed:
 		out = append(out, fmt.Sprintf("Counts are lower bounds: in %s calls a message's lines ran past the captured payload head, and %s replies answer no request seen: requests pipelined after it in the same call were not counted (%s).",
@@ -407,6 +407,14 @@ func answer(s *analyzers.Summary) []string {
 	case s.CallsBlind > 0:
 		out = append(out, fmt.Sprintf("In %s calls a message's lines ran past the captured payload head: each was taken to end with its call, so a message pipelined after it in the same call would not be counted (%s).",
 			Count(s.CallsBlind), analyzers.HeadAdvice(s.Meta, "see more of each call")))
+	}
+	if n := pushesReceived(s); n > 0 {
+		line := fmt.Sprintf("%s pub/sub messages pushed by the server, which answer no request and are not round trips", Count(n))
+		if s.PushesPastHead > 0 {
+			line = fmt.Sprintf("%s pub/sub messages pushed by the server decoded, and more not seen (in %s calls the captured payload heads ended before the messages did; %s); they answer no request and are not round trips",
+				Count(n), Count(s.PushesPastHead), analyzers.HeadAdvice(s.Meta, "see more of each call"))
+		}
+		out = append(out, line+".")
 	}
 	if rt := s.RoundTrips; rt.Served > 0 && rt.ServiceUS != nil {
 		out = append(out, fmt.Sprintf("%d round trips served: service time (request's last byte in → reply's first byte out) median %s µs, p99 %s µs.",
@@ -540,4 +548,15 @@ func decodingText(d *analyzers.Decoding) string {
 		parts = append(parts, fmt.Sprintf("%s on %d %s, %s", p.Name, p.Connections, conns, Share(p.Share)))
 	}
 	return fmt.Sprintf("%s of %s bytes (%s: %s)", Share(d.Share), Count(d.Bytes), d.Mode, strings.Join(parts, "; "))
+}
+
+// pushesReceived counts the pushes (pub/sub messages) the recorded clients received.
+func pushesReceived(s *analyzers.Summary) uint64 {
+	var n uint64
+	for _, c := range s.Commands {
+		if c.Kind == "push" && c.Direction == "recv" {
+			n += c.Count
+		}
+	}
+	return n
 }

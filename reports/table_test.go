@@ -252,7 +252,7 @@ func TestAnswerHeads(t *testing.T) {
 		atLeast, note         string
 	}{
 		{"whole heads", 0, 0, 0, "", ""},
-		{"resp past the heads", 5001, 0, 0, "at least 100 round trips", "Counts are lower bounds: 5,001 calls"},
+		{"resp past the heads", 5001, 0, 0, "at least 100 round trips", "Counts are lower bounds: in 5,001 calls"},
 		{"http lines past the heads", 0, 6000, 0, "", "In 6,000 calls a message's lines ran past"},
 		{"memcached pipelined past the heads", 0, 100, 100, "at least 100 round trips", "Counts are lower bounds: in 100 calls"},
 	} {
