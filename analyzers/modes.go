@@ -42,22 +42,55 @@ func FindModes(values, counts []float64) []Mode {
 	if n >= 20 {
 		bestBIC := best.bic(n)
 		for k := 2; k <= MaxModes && k <= len(xs); k++ {
-			g := fitMixture(xs, ws, k)
-			if g == nil || g.minWeight() < minModeShare || !g.separated() {
-				continue
-			}
-			if b := g.bic(n); b < bestBIC-10 { // a clear gain, not a marginal one
-				best, bestBIC = g, b
+			for _, start := range [...]func([]float64, []float64, int, float64, float64, float64) *mixture{startMixture, gapStart} {
+				g := fitMixtureFrom(xs, ws, k, start)
+				if g == nil || g.minWeight() < minModeShare || !g.separated() {
+					continue
+				}
+				if b := g.bic(n); b < bestBIC-10 { // a clear gain, not a marginal one
+					best, bestBIC = g, b
+				}
 			}
 		}
 	}
+	lo, hi := best.seen(xs, ws)
 	modes := make([]Mode, len(best.mu))
 	for i := range best.mu {
 		sd := math.Sqrt(best.v[i])
-		modes[i] = Mode{CenterUS: math.Exp(best.mu[i]), Share: best.w[i], LowUS: math.Exp(best.mu[i] - 2*sd), HighUS: math.Exp(best.mu[i] + 2*sd)}
+		modes[i] = Mode{CenterUS: math.Exp(best.mu[i]), Share: best.w[i],
+			LowUS: math.Exp(max(best.mu[i]-2*sd, lo[i])), HighUS: math.Exp(min(best.mu[i]+2*sd, hi[i]))}
 	}
 	sort.Slice(modes, func(i, j int) bool { return modes[i].CenterUS < modes[j].CenterUS })
 	return modes
+}
+
+// seen returns, for each component, the least and the largest of the values xs (weights ws)
+// most likely drawn from it: a range no wider than what was observed (mean ± 2 standard
+// deviations of a component stretched by a few far values reaches values never seen, and
+// misses the far ones).
+func (g *mixture) seen(xs, ws []float64) (lo, hi []float64) {
+	lo, hi = make([]float64, len(g.w)), make([]float64, len(g.w))
+	for j := range lo {
+		lo[j], hi[j] = math.Inf(1), math.Inf(-1)
+	}
+	for i, x := range xs {
+		if ws[i] <= 0 {
+			continue
+		}
+		best, bp := 0, -1.0
+		for j := range g.w {
+			if p := g.w[j] * normPDF(x, g.mu[j], g.v[j]); p > bp {
+				best, bp = j, p
+			}
+		}
+		lo[best], hi[best] = min(lo[best], x), max(hi[best], x)
+	}
+	for j := range lo {
+		if lo[j] > hi[j] { // no value is most likely its: keep mean ± 2 sd
+			lo[j], hi[j] = math.Inf(-1), math.Inf(1)
+		}
+	}
+	return lo, hi
 }
 
 type mixture struct {
@@ -96,6 +129,11 @@ func (g *mixture) minWeight() float64 {
 
 // fitMixture runs EM for k components, started from weighted quantiles.
 func fitMixture(xs, ws []float64, k int) *mixture {
+	return fitMixtureFrom(xs, ws, k, startMixture)
+}
+
+// fitMixtureFrom runs EM for k components from the start that start makes (nil: none).
+func fitMixtureFrom(xs, ws []float64, k int, start func(xs, ws []float64, k int, total, varAll, floor float64) *mixture) *mixture {
 	total, mean, varAll := weightedMoments(xs, ws)
 	// Resolution floor: a bucketed histogram has width; no component may be narrower than a
 	// small fraction of the spread.
@@ -103,7 +141,7 @@ func fitMixture(xs, ws []float64, k int) *mixture {
 	if k == 1 {
 		return &mixture{w: []float64{1}, mu: []float64{mean}, v: []float64{math.Max(varAll, floor)}, ll: loglik(xs, ws, []float64{1}, []float64{mean}, []float64{math.Max(varAll, floor)})}
 	}
-	g := startMixture(xs, ws, k, total, varAll, floor)
+	g := start(xs, ws, k, total, varAll, floor)
 	if g == nil {
 		return nil
 	}
@@ -167,6 +205,63 @@ func startMixture(xs, ws []float64, k int, total, varAll, floor float64) *mixtur
 		g.mu[j] = sums[j] / wts[j]
 		g.w[j] = wts[j] / total
 		g.v[j] = math.Max(varAll/float64(k*k), floor)
+	}
+	return g
+}
+
+// gapStart is the EM's start for k components split at the k-1 widest gaps between
+// neighbouring values: a small population far from the rest (a few blocking requests among
+// fast ones) gets a component of its own, which a start from equal shares of the mass gives
+// to the far tail of a wide one instead. Each part's variance is its own, at least floor; nil
+// when the values have fewer than k distinct ones.
+func gapStart(xs, ws []float64, k int, total, varAll, floor float64) *mixture {
+	idx := make([]int, 0, len(xs))
+	for i := range xs {
+		if ws[i] > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
+	if len(idx) < k {
+		return nil
+	}
+	gaps := make([]int, 0, len(idx)-1) // gaps[g]: the position after which gap g lies
+	for p := 0; p+1 < len(idx); p++ {
+		if xs[idx[p+1]] > xs[idx[p]] {
+			gaps = append(gaps, p)
+		}
+	}
+	if len(gaps) < k-1 {
+		return nil
+	}
+	sort.Slice(gaps, func(a, b int) bool {
+		da, db := xs[idx[gaps[a]+1]]-xs[idx[gaps[a]]], xs[idx[gaps[b]+1]]-xs[idx[gaps[b]]]
+		if da != db {
+			return da > db
+		}
+		return gaps[a] < gaps[b]
+	})
+	cuts := append([]int(nil), gaps[:k-1]...)
+	sort.Ints(cuts)
+	g := &mixture{w: make([]float64, k), mu: make([]float64, k), v: make([]float64, k)}
+	from := 0
+	for j := 0; j < k; j++ {
+		to := len(idx) - 1
+		if j < k-1 {
+			to = cuts[j]
+		}
+		var sw, sx float64
+		for _, i := range idx[from : to+1] {
+			sw += ws[i]
+			sx += ws[i] * xs[i]
+		}
+		mu := sx / sw
+		var sv float64
+		for _, i := range idx[from : to+1] {
+			sv += ws[i] * (xs[i] - mu) * (xs[i] - mu)
+		}
+		g.w[j], g.mu[j], g.v[j] = sw/total, mu, max(sv/sw, floor)
+		from = to + 1
 	}
 	return g
 }

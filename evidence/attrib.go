@@ -36,6 +36,11 @@ type attribution struct {
 	last      *cmdAttr  // and its aggregate in byCmd
 	small     causeSums // round trips under smallRTT
 	nSmall    uint64
+	// blocking sums the round trips of commands that wait for data by design (blocking), of
+	// which there were nBlocking, the first one's command firstBlocking
+	blocking      causeSums
+	nBlocking     uint64
+	firstBlocking string
 }
 
 // smallRTT is the largest RTT of a "small" round trip for the wake-up finding, ns.
@@ -154,6 +159,15 @@ func (a *Analyzer) addCauses(rt *RoundTrip, c *causeSums) {
 	ca := at.cmd(cmdName(rt.Command))
 	at.n++
 	ca.n++
+	if blocking(rt.Command) {
+		if at.nBlocking == 0 {
+			at.firstBlocking = rt.Command
+		}
+		at.nBlocking++
+		for i := range c {
+			at.blocking[i] += c[i]
+		}
+	}
 	if rt.End-rt.ReqTS < smallRTT {
 		at.nSmall++
 		for i := range c {

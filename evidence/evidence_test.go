@@ -309,3 +309,46 @@ func TestPollFix(t *testing.T) {
 		t.Errorf("GET: %q", f)
 	}
 }
+
+// TestBlockingLeftOut: a client's round trips of commands that block by design (BLPOP waiting
+// for an element) are no serial round trips that pipelining would overlap: the finding leaves
+// them out of its count and cost and says so, and with too few others left, there is none.
+func TestBlockingLeftOut(t *testing.T) {
+	const ms = int64(1e6)
+	feed := func(fast int) *Analyzer {
+		a := New()
+		a.Begin(0)
+		ts := int64(0)
+		for i := 0; i < fast; i++ {
+			a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "GET", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 9000})
+			ts += 10000
+		}
+		for i := 0; i < 5; i++ {
+			a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "BLPOP", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 300*ms})
+			ts += 301 * ms
+		}
+		a.SetInFlight(1)
+		return a
+	}
+	f, ok := kinds(feed(100).Result(Unit{}).Findings)["serial_round_trips"]
+	if !ok {
+		t.Fatal("no serial_round_trips finding for 100 serial GETs")
+	}
+	if !strings.Contains(f.Evidence, "100 round trips, one at a time") || !strings.Contains(f.Evidence, "5 round trips of commands that block by design (BLPOP)") {
+		t.Errorf("evidence %q", f.Evidence)
+	}
+	if f.CostUSPerUnit > 10 { // the GETs' 8 µs of waiting, not the BLPOPs' 300 ms
+		t.Errorf("cost %.1f µs per round trip, want the GETs' 8", f.CostUSPerUnit)
+	}
+	if _, ok := kinds(feed(95).Result(Unit{}).Findings)["serial_round_trips"]; ok {
+		t.Error("serial_round_trips finding from 95 GETs and 5 BLPOPs: the BLPOPs counted")
+	}
+	for _, c := range []struct {
+		name string
+		want bool
+	}{{"BLPOP", true}, {"brpop", true}, {"BZPOPMIN", true}, {"WAIT", true}, {"GET", false}, {"XREAD", false}, {"LPOP", false}} {
+		if blocking(c.name) != c.want {
+			t.Errorf("blocking(%q) = %v, want %v", c.name, !c.want, c.want)
+		}
+	}
+}

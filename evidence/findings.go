@@ -202,6 +202,25 @@ func queryLike(name string) bool {
 	return false
 }
 
+// blocking reports whether the command named waits on the server for data by design, its
+// reply held until the data comes or a timeout given by the client: Redis's blocking pops and
+// moves, WAIT and WAITAOF. Its round trip's wait is not the network's or the server's work, and
+// no pipelining takes it away. (XREAD blocks only with its BLOCK argument, which the name does
+// not show.)
+// It is asked of every round trip, so it allocates nothing and rejects most names by their
+// first byte.
+func blocking(name string) bool {
+	if name == "" || name[0]|0x20 != 'b' && name[0]|0x20 != 'w' {
+		return false
+	}
+	for _, b := range [...]string{"BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "WAIT", "WAITAOF"} {
+		if strings.EqualFold(name, b) {
+			return true
+		}
+	}
+	return false
+}
+
 // findings turns the evidence into findings, costliest first.
 func (a *Analyzer) findings(unit Unit, r *Report) []Finding {
 	for _, p := range a.polls.runs {
@@ -370,13 +389,20 @@ func (a *Analyzer) churnFinding(unit Unit, r *Report) *Finding {
 // serialFinding: serial round trips that pipelining could overlap, or nil.
 func (a *Analyzer) serialFinding(unit Unit) *Finding {
 	at := &a.attr
-	if at.n >= 100 && a.inFlight > 0 && a.inFlight <= 1.2 {
-		total := sum(at.total)
-		wait := at.total[2] + at.total[3] + at.total[4] + at.total[5] + at.total[6]
+	// round trips of blocking commands wait for data by design: pipelining takes none of it
+	n := at.n - at.nBlocking
+	if n >= 100 && a.inFlight > 0 && a.inFlight <= 1.2 {
+		waitOf := func(c *causeSums) float64 { return c[2] + c[3] + c[4] + c[5] + c[6] }
+		total := sum(at.total) - sum(at.blocking)
+		wait := waitOf(&at.total) - waitOf(&at.blocking)
 		if total > 0 && wait/total >= 0.5 {
-			cost, u := perRT(wait, at.n, unit)
+			cost, u := perRT(wait, n, unit)
+			left := ""
+			if at.nBlocking > 0 {
+				left = fmt.Sprintf("; %d round trips of commands that block by design (%s), waiting for data, are left out", at.nBlocking, at.firstBlocking)
+			}
 			return &Finding{Kind: "serial_round_trips", Title: fmt.Sprintf("Round trips are serial: %.2f requests in flight on average", a.inFlight),
-				Evidence: fmt.Sprintf("%d round trips, one at a time; %.0f%% of the client's time went to waiting for replies", at.n, 100*wait/total),
+				Evidence: fmt.Sprintf("%d round trips, one at a time; %.0f%% of the client's time went to waiting for replies%s", n, 100*wait/total, left),
 				Cost:     fmt.Sprintf("%.1f µs of waiting per %s", us(cost), u), Unit: u, CostUSPerUnit: us(cost), Share: round3(wait / total),
 				Fix: "send the next request before the previous reply when it does not depend on it (pipelining), or batch requests; 'perflab model --from TRACE --mode pipeline' predicts what it buys"}
 		}
