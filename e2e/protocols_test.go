@@ -453,7 +453,8 @@ http {
 
 // memcached from Debian, driven by a client that speaks its text protocol (this test binary
 // re-executed, runMemcachedClient), recorded with eBPF: auto detection finds memcached, and
-// its per-command request and reply counts are the client's own exactly.
+// its per-command request and reply counts are the client's own exactly, quiet meta requests
+// that were not answered neither pairing with a later reply nor counting unanswered.
 func TestMemcached(t *testing.T) {
 	memcached := need(t, "memcached", "memcached")
 	dir := t.TempDir()
@@ -510,8 +511,8 @@ func TestMemcached(t *testing.T) {
 }
 
 // runMemcachedClient talks memcached's text protocol to addr: batches of pipelined sets, a
-// noreply set, multi-key gets, incr, delete, a miss; it reads every reply and prints what it
-// sent and read, per command, as JSON.
+// noreply set, multi-key gets, incr, delete, a miss, and quiet meta gets (a hit and a miss)
+// ended by mn; it reads every reply and prints what it sent and read, per command, as JSON.
 func runMemcachedClient(addr string) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -579,6 +580,28 @@ func runMemcachedClient(addr string) error {
 		}
 		if err := reply("delete"); err != nil {
 			return err
+		}
+		// meta commands, quiet: the hit is answered (VA and its data), the miss is not; mn's
+		// MN ends the batch
+		if err := send(fmt.Sprintf("mg key-%d-0 v q\r\n", round), fmt.Sprintf("mg missing-%d v q\r\n", round), "mn\r\n"); err != nil {
+			return err
+		}
+		for _, want := range []string{"VA 10", "MN"} {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(line, want) {
+				return fmt.Errorf("meta batch: %q, want %s", line, want)
+			}
+			if want == "MN" {
+				rep["mn"]++
+				continue
+			}
+			if _, err := io.CopyN(io.Discard, br, 12); err != nil {
+				return err
+			}
+			rep["mg"]++
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]map[string]uint64{"requests": req, "replies": rep})

@@ -140,6 +140,8 @@ func FuzzDecodeMemcached(f *testing.F) {
 		[]byte("set k 0 0 5\r\nhello\r\nget k\r\n"),
 		[]byte("VALUE k 0 5\r\nhello\r\nEND\r\n"),
 		[]byte("set k 0 0 99999999999999999\r\n"),
+		// quiet meta commands: a hit answered, a miss not, mn's MN
+		[]byte("mg hit v q\r\nmg miss v q\r\nmn\r\nVA 5\r\nhello\r\nMN\r\n"),
 	})
 }
 

@@ -32,6 +32,9 @@ type LineSpec struct {
 	Replies  []LineCommand `json:"replies"`
 
 	reqs, reps map[string]*LineCommand
+	// constrained: some command has Answers or AnsweredBy, and replies are paired through
+	// answers; quiet: some request has a QuietFlag
+	constrained, quiet bool
 }
 
 // LineCommand is one command word of a line protocol.
@@ -45,6 +48,15 @@ type LineCommand struct {
 	// More: a reply line that the reply continues after ("VALUE", "STAT"); the reply ends with
 	// the first line that is not More ("END").
 	More bool `json:"more,omitempty"`
+	// QuietFlag, on a request, is an argument after the first that makes the request quiet: it
+	// is answered only when the answer says something (memcached's meta commands with "q": a
+	// miss or a success is not sent). A quiet request wants no reply for certain; a reply that
+	// answers a later request says the quiet ones before it got none.
+	QuietFlag string `json:"quiet_flag,omitempty"`
+	// Answers, on a reply, names the only requests it answers (memcached's "MN" answers "mn");
+	// AnsweredBy, on a request, the only replies that answer it. Empty: any.
+	Answers    []string `json:"answers,omitempty"`
+	AnsweredBy []string `json:"answered_by,omitempty"`
 }
 
 // maxLineWord bounds a command word, in bytes.
@@ -82,8 +94,57 @@ func (l *LineSpec) init() error {
 	if l.reqs, err = mk("requests", l.Requests); err != nil {
 		return err
 	}
-	l.reps, err = mk("replies", l.Replies)
-	return err
+	if l.reps, err = mk("replies", l.Replies); err != nil {
+		return err
+	}
+	for _, c := range [...]struct {
+		what  string
+		cmds  []LineCommand
+		other map[string]*LineCommand
+		list  func(*LineCommand) []string
+	}{
+		{"replies", l.Replies, l.reqs, func(c *LineCommand) []string { return c.Answers }},
+		{"requests", l.Requests, l.reps, func(c *LineCommand) []string { return c.AnsweredBy }},
+	} {
+		for i := range c.cmds {
+			for _, w := range c.list(&c.cmds[i]) {
+				if l.lookup(c.other, []byte(w)) == nil {
+					return fmt.Errorf("line.%s: %s: %q is no command word of the other direction", c.what, c.cmds[i].Word, w)
+				}
+				l.constrained = true
+			}
+			if q := c.cmds[i].QuietFlag; q != "" {
+				if len(q) > maxLineWord || strings.ContainsAny(q, " \t\r\n") {
+					return fmt.Errorf("line.%s: %s: quiet_flag %q, want 1..%d bytes without blanks", c.what, c.cmds[i].Word, q, maxLineWord)
+				}
+				l.quiet = true
+			}
+		}
+	}
+	return nil
+}
+
+// answers reports whether a reply whose first word is reply may answer the request named req
+// (both words of the spec).
+func (l *LineSpec) answers(reply, req string) bool {
+	rp, rq := l.lookup(l.reps, []byte(reply)), l.lookup(l.reqs, []byte(req))
+	if rp != nil && len(rp.Answers) > 0 && !l.among(req, rp.Answers) {
+		return false
+	}
+	if rq != nil && len(rq.AnsweredBy) > 0 && !l.among(reply, rq.AnsweredBy) {
+		return false
+	}
+	return true
+}
+
+// among reports whether word w is one of words, as the spec compares words.
+func (l *LineSpec) among(w string, words []string) bool {
+	for _, x := range words {
+		if x == w || l.CaseInsensitive && strings.EqualFold(x, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // word returns the first word of a line and the rest.
@@ -163,6 +224,11 @@ func (p *lineProto) line(st *textStream, l []byte) {
 		st.isReply = false
 		st.name = cmd.Word
 		st.wantsReply = !cmd.NoReply && !(p.ls.NoReplyArg != "" && hasArg(rest, p.ls.NoReplyArg))
+		if cmd.QuietFlag != "" && st.wantsReply {
+			if _, flags := firstWord(rest); hasArg(flags, cmd.QuietFlag) {
+				st.wantsReply, st.quiet = false, true
+			}
+		}
 	} else {
 		st.isReply = true
 		if st.name == "" {

@@ -71,10 +71,68 @@ func TestParseLineSpec(t *testing.T) {
 		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A"},{"word":"A"}]}}`, "twice"},
 		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A","length_arg":-1}]}}`, "length_arg"},
 		{`{"name":"smtp","kind":"line","line":{"case_insensitive":true,"numeric_replies":true,"requests":[{"word":"HELO"},{"word":"QUIT"}]}}`, ""},
+		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A"}],"replies":[{"word":"OK","answers":["B"]}]}}`, "no command word"},
+		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A","answered_by":["NO"]}],"replies":[{"word":"OK"}]}}`, "no command word"},
+		{`{"name":"x","kind":"line","line":{"requests":[{"word":"A","quiet_flag":"q q"}]}}`, "quiet_flag"},
 	} {
 		_, err := ParseSpec(strings.NewReader(c.spec))
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: error %v, want %q", c.spec, err, c.err)
+		}
+	}
+}
+
+// memcached's meta commands with the quiet flag, as a client batches them: "mg hit v q", "mg
+// miss v q", "mn". The miss is not answered; the hit's VA answers the first mg, MN the mn, and
+// the quiet mg between them got no reply. Before, VA and MN paired with the two mg and every
+// later reply with a request one batch older, the RTTs growing without a warning.
+func TestDecodeMemcachedMetaQuiet(t *testing.T) {
+	spec, err := BuiltinSpec("memcached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data, cuts []byte
+	add := func(s string, recv bool) {
+		data = append(data, s...)
+		c := byte(len(s) - 1)
+		if recv {
+			c |= 0x80
+		}
+		cuts = append(cuts, c)
+	}
+	for range 3 {
+		add("mg hit v q\r\nmg miss v q\r\nmn\r\n", false)
+		add("VA 5\r\nhello\r\nMN\r\n", true)
+	}
+	add("mg q v\r\n", false) // a key named q, not quiet: answered
+	add("EN\r\n", true)
+	add("ms k 2 q\r\nhi\r\nmn\r\n", false) // a quiet set that succeeded
+	add("MN\r\n", true)
+	msgs := feed(t, spec, data, cuts, 256)
+	var pairs []string
+	var quiet, wanting int
+	for _, m := range msgs {
+		switch {
+		case m.IsReply:
+			pairs = append(pairs, m.Name)
+			if m.RTT <= 0 {
+				t.Errorf("reply %q unpaired", m.Name)
+			}
+		case m.WantsReply:
+			wanting++
+		default:
+			quiet++
+		}
+	}
+	if got := strings.Join(pairs, " "); got != "mg mn mg mn mg mn mg mn" {
+		t.Errorf("replies answer %q, want mg mn three times, mg, mn", got)
+	}
+	if quiet != 7 || wanting != 5 {
+		t.Errorf("%d quiet requests, %d wanting a reply; want 7 and 5", quiet, wanting)
+	}
+	for i, m := range msgs { // each reply answers a request of its own batch
+		if m.IsReply && m.ReqTS < msgs[max(i-3, 0)].TS {
+			t.Errorf("reply %d (%s) answers a request of an earlier batch", i, m.Name)
 		}
 	}
 }

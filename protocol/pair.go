@@ -186,6 +186,26 @@ func (pr *pairer) answer(id uint64) *pendingReq {
 	return nil
 }
 
+// answerInOrder pairs a reply of a protocol that answers in order, some of whose requests are
+// quiet (hinted maybe: answered only when the answer says something): the oldest request
+// waiting that is hinted to want a reply or maybe and that may take it (ok), the requests
+// before it hinted no or maybe taken as answered by nothing. Without one, the reply is
+// unpaired. It returns the request's slot (see take), or nil.
+func (pr *pairer) answerInOrder(ok func(*pendingReq) bool) *pendingReq {
+	for i := range pr.q {
+		if q := &pr.q[i]; !q.done && q.hint != hintNo && ok(q) {
+			for k := 0; k < i; k++ {
+				if pr.q[k].hint == hintMaybe {
+					pr.q[k].done = true
+				}
+			}
+			return pr.take(i)
+		}
+	}
+	pr.unpaired++
+	return nil
+}
+
 // inOrder returns the request that a reply without an id would answer now (rule 2), or nil.
 // It answers nothing.
 func (pr *pairer) inOrder() *pendingReq {

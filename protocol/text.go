@@ -63,6 +63,7 @@ type textStream struct {
 	status     int
 	isReply    bool
 	wantsReply bool
+	quiet      bool // a request answered only when the answer says something (LineCommand.QuietFlag)
 	noPair     bool // an interim reply (HTTP 1xx): answers nothing yet
 
 	complete  bool // set by the grammar: the message ends here
@@ -238,7 +239,7 @@ func (st *textStream) resetLine() { st.lineLen = 0 }
 func (st *textStream) begin(ts int64) {
 	st.open = true
 	st.ts, st.end, st.size, st.calls, st.lastSeq = ts, ts, 0, 0, 0
-	st.name, st.status, st.isReply, st.wantsReply, st.noPair, st.digest = "", 0, st.proto.replies(), false, false, 0
+	st.name, st.status, st.isReply, st.wantsReply, st.quiet, st.noPair, st.digest = "", 0, st.proto.replies(), false, false, false, 0
 	st.skip, st.toEOF, st.complete, st.moreAfter, st.first = 0, false, false, false, false
 }
 
@@ -266,9 +267,12 @@ func (st *textStream) finish() {
 		m.Name = st.name
 		m.WantsReply = st.wantsReply
 		h := hintNo
-		if st.wantsReply {
+		switch {
+		case st.wantsReply:
 			h = hintYes
 			m.Digest = st.digest
+		case st.quiet:
+			h = hintMaybe
 		}
 		c.pairs.add(pendingReq{ts: m.TS, end: m.End, name: m.Name, tid: m.TID}, h)
 	} else {
@@ -278,7 +282,7 @@ func (st *textStream) finish() {
 			if o := c.text[3-st.dir]; m.Name == "" && o != nil && o.open && !o.isReply {
 				m.Name = o.name // a request still sending its body (HTTP's Expect: 100-continue)
 			}
-		} else if q, ok := c.pairs.reply(0); ok {
+		} else if q := c.lineAnswer(st.name); q != nil {
 			m.Name, m.ReqTS, m.ReqEnd, m.RTT, m.Answered = q.name, q.ts, q.end, m.End-q.ts, 1
 		} else {
 			m.Name = st.name
@@ -304,6 +308,17 @@ func (st *textStream) flush() {
 	m.Size, m.Calls, m.Truncated, m.Name, m.IsReply = st.size, st.calls, true, st.name, st.isReply
 	st.open = false
 	c.d.deliver(m)
+}
+
+// lineAnswer pairs a reply whose first word is word with the request it answers, or returns
+// nil. Replies come in order: the oldest request waiting that the reply may answer (for a
+// line spec, by its answers); the quiet requests before it got no reply.
+func (c *connDecoder) lineAnswer(word string) *pendingReq {
+	ls := c.spec.Line
+	if ls == nil || !ls.constrained && !ls.quiet {
+		return c.pairs.answer(0)
+	}
+	return c.pairs.answerInOrder(func(q *pendingReq) bool { return !ls.constrained || ls.answers(word, q.name) })
 }
 
 // peekName returns the name of the request the next reply will answer (the oldest awaiting
