@@ -23,7 +23,8 @@ func confirm(kind, channel string, n int) string {
 }
 
 // TestRESPPubSub: what a Redis server sends a subscribed client of its own accord (published
-// messages, the confirmations of a SUBSCRIBE's further channels, RESP3 pushes) is a push: it
+// messages, the confirmations of a SUBSCRIBE's further channels, RESP3 pushes, MONITOR's
+// lines) is a push: it
 // answers no request, is no round trip and is not counted unpaired; the requests a subscribed
 // client does send (PING, UNSUBSCRIBE) still pair with their replies, and once the client left
 // its last channel an array that looks like a message is a reply again.
@@ -48,6 +49,9 @@ func TestRESPPubSub(t *testing.T) {
 			[]string{">" + bulk("SUBSCRIBE", "ch"), "<" + confirm("subscribe", "ch", 1), ">" + bulk("UNSUBSCRIBE"), "<" + confirm("unsubscribe", "ch", 0),
 				">" + bulk("LRANGE", "l", "0", "-1"), "<" + bulk("message", "ch", "x")},
 			3, 0, map[string]uint64{"LRANGE reply": 1, "UNSUBSCRIBE reply": 1}},
+		{"MONITOR: a line per command the server runs",
+			[]string{">" + bulk("MONITOR"), "<+OK\r\n", "<+1700000000.1 [0 127.0.0.1:5] \"SET\" \"k\" \"v\"\r\n+1700000000.2 [0 127.0.0.1:5] \"GET\" \"k\"\r\n"},
+			1, 2, map[string]uint64{"MONITOR reply": 1, "monitor push": 2}},
 		{"the trace began after the SUBSCRIBE",
 			[]string{"<" + msg(1), "<" + msg(2)},
 			0, 2, map[string]uint64{"message push": 2}},
@@ -121,7 +125,7 @@ func TestRESPPushesPastHead(t *testing.T) {
 	found := false
 	for _, w := range s.Warnings {
 		var n, dec uint64
-		if _, err := fmt.Sscanf(w[strings.Index(w, "pub/sub messages: ")+len("pub/sub messages: "):], "at least %d (%d decoded", &n, &dec); strings.Contains(w, "pub/sub messages: at least") && err == nil {
+		if _, err := fmt.Sscanf(w[strings.Index(w, "pushes: ")+len("pushes: "):], "at least %d (%d decoded", &n, &dec); strings.Contains(w, "pushes: at least") && err == nil {
 			found = true
 			if n > sent || n != dec+5 || !strings.Contains(w, "round trips are counted exactly") {
 				t.Errorf("at least %d of %d sent, %d decoded: %q", n, sent, dec, w)

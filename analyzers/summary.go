@@ -36,9 +36,9 @@ type Summary struct {
 	// lines ran past the captured payload head: each such message was taken to end with its
 	// call, so a message pipelined after it in the same call would not be counted.
 	CallsBlind uint64 `json:"calls_blind,omitempty"`
-	// PushesPastHead counts the calls of a subscribed RESP connection, waiting for no reply,
-	// that held more pub/sub messages than their heads show: the message counts are then lower
-	// bounds, but not the requests or round trips.
+	// PushesPastHead counts the calls of a subscribed (or monitoring) RESP connection, waiting
+	// for no reply, that held more pushes (pub/sub messages, MONITOR lines) than their heads
+	// show: the message counts are then lower bounds, but not the requests or round trips.
 	PushesPastHead uint64 `json:"pushes_past_head,omitempty"`
 
 	Totals      Totals        `json:"totals"`

@@ -60,7 +60,7 @@ func (t *textAgg) end(d *protocol.Decoder, meta trace.Meta) {
 				t.pastHead += st.AtLeast + st.Maybe
 				t.pushes += st.PushesAtLeast + st.PushesMaybe
 				if st.PushesAtLeast+st.PushesMaybe > 0 && t.keepsLowerBound(c.ID) {
-					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s pub/sub messages: at least %d (%d decoded; %s; they answer no request, so the requests and round trips are counted exactly; %s)",
+					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s pushes: at least %d (%d decoded; %s; they answer no request, so the requests and round trips are counted exactly; %s)",
 						c.ID, c.PID, trace.Dir(dir), st.Pushes+st.PushesAtLeast, st.Pushes, unseenCalls(st.PushesAtLeast, st.PushesMaybe, "messages"), HeadAdvice([]trace.Meta{meta}, "see more")))
 				}
 				if st.AtLeast+st.Maybe > 0 && t.keepsLowerBound(c.ID) {

@@ -156,9 +156,9 @@ func TestRedisPubSub(t *testing.T) {
 				if strings.Contains(w, "answer no request seen") {
 					t.Errorf("warning %q", w)
 				}
-				if i := strings.Index(w, "pub/sub messages: at least "); i >= 0 {
+				if i := strings.Index(w, "pushes: at least "); i >= 0 {
 					var n uint64
-					if _, err := fmt.Sscanf(w[i+len("pub/sub messages: at least "):], "%d", &n); err != nil || n > published || n < pushes {
+					if _, err := fmt.Sscanf(w[i+len("pushes: at least "):], "%d", &n); err != nil || n > published || n < pushes {
 						t.Errorf("%q: at least %d of %d published, %d decoded", w, n, published, pushes)
 					}
 				}

@@ -38,8 +38,9 @@ type respStream struct {
 	pushes                     uint64
 	pushesAtLeast, pushesMaybe uint64
 	// subscribed (requests' direction): the client sent SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE
-	// and has not been told it left the last channel.
-	subscribed bool
+	// and has not been told it left the last channel; monitor: it sent MONITOR, after which the
+	// server streams every command it runs.
+	subscribed, monitor bool
 }
 
 // pushShape is what a value in a RESP connection's replies looks like, as far as pub/sub goes.
@@ -198,7 +199,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			return
 		}
 		*st = respStream{open: true, ts: ev.TS, end: end, atLeast: st.atLeast, maybe: st.maybe, count: st.count,
-			pushes: st.pushes, pushesAtLeast: st.pushesAtLeast, pushesMaybe: st.pushesMaybe, subscribed: st.subscribed}
+			pushes: st.pushes, pushesAtLeast: st.pushesAtLeast, pushesMaybe: st.pushesMaybe, subscribed: st.subscribed, monitor: st.monitor}
 		st.touch(c.seq)
 		if !req && (head[pos] == '*' || head[pos] == '>') {
 			st.shape, st.kind = respPushShape(head[pos:])
@@ -216,6 +217,9 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			st.name = respCommand(head[pos:])
 			if subscribes(st.name) {
 				st.subscribed = true
+			}
+			if st.name == "MONITOR" {
+				st.monitor = true
 			}
 			seen := head[pos:]
 			if !more {
@@ -322,7 +326,8 @@ func (c *connDecoder) respSetup(ev *trace.Event) {
 // in the call unseen, or none). In the replies of a subscribed connection that waits for no
 // reply, the values not seen are pushes, which the round trips do not miss.
 func (c *connDecoder) respUnseen(st *respStream, req, sure bool) {
-	push := !req && c.resp[c.reqDir].subscribed && c.pairs.inOrder() == nil
+	rq := &c.resp[c.reqDir]
+	push := !req && (rq.subscribed || rq.monitor) && c.pairs.inOrder() == nil
 	switch {
 	case push && sure:
 		st.pushesAtLeast++
@@ -340,7 +345,8 @@ func (c *connDecoder) respUnseen(st *respStream, req, sure bool) {
 // when no request waits (the trace began after the SUBSCRIBE). A subscription confirmation
 // answers a waiting SUBSCRIBE-family request (the first one of its channels); the others,
 // one per further channel, are pushes. RESP3 pushes (type '>') are pushes but as
-// confirmations. A subscribed connection that waits for no reply is sent nothing but pushes.
+// confirmations. A subscribed connection that waits for no reply is sent nothing but pushes,
+// and a connection that sent MONITOR is then sent a line per command the server runs.
 // A push that says the last channel was left ends the subscribed state.
 func (c *connDecoder) respPush(st *respStream) bool {
 	rq := &c.resp[c.reqDir]
@@ -358,7 +364,11 @@ func (c *connDecoder) respPush(st *respStream) bool {
 		return st.typed || rq.subscribed || next == nil || st.shape == shapeLastUnsub
 	}
 	// a value whose kind lay past the head: a subscribed connection waiting for no reply is
-	// sent nothing else
+	// sent nothing else; a monitoring one is sent the commands the server runs
+	if rq.monitor && next == nil {
+		st.kind = "monitor"
+		return true
+	}
 	return rq.subscribed && next == nil
 }
 

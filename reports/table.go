@@ -409,9 +409,9 @@ func answer(s *analyzers.Summary) []string {
 			Count(s.CallsBlind), analyzers.HeadAdvice(s.Meta, "see more of each call")))
 	}
 	if n := pushesReceived(s); n > 0 {
-		line := fmt.Sprintf("%s pub/sub messages pushed by the server, which answer no request and are not round trips", Count(n))
+		line := fmt.Sprintf("%s messages pushed by the server of its own accord (pub/sub, MONITOR), which answer no request and are not round trips", Count(n))
 		if s.PushesPastHead > 0 {
-			line = fmt.Sprintf("%s pub/sub messages pushed by the server decoded, and more not seen (in %s calls the captured payload heads ended before the messages did; %s); they answer no request and are not round trips",
+			line = fmt.Sprintf("%s messages pushed by the server of its own accord (pub/sub, MONITOR) decoded, and more not seen (in %s calls the captured payload heads ended before the messages did; %s); they answer no request and are not round trips",
 				Count(n), Count(s.PushesPastHead), analyzers.HeadAdvice(s.Meta, "see more of each call"))
 		}
 		out = append(out, line+".")
@@ -550,7 +550,7 @@ func decodingText(d *analyzers.Decoding) string {
 	return fmt.Sprintf("%s of %s bytes (%s: %s)", Share(d.Share), Count(d.Bytes), d.Mode, strings.Join(parts, "; "))
 }
 
-// pushesReceived counts the pushes (pub/sub messages) the recorded clients received.
+// pushesReceived counts the pushes (pub/sub messages, MONITOR lines) the recorded clients received.
 func pushesReceived(s *analyzers.Summary) uint64 {
 	var n uint64
 	for _, c := range s.Commands {
