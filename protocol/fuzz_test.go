@@ -8,6 +8,19 @@ import (
 	"github.com/perflab/perflab/trace"
 )
 
+// callStream builds feed's input one call at a time (a call of up to 128 bytes).
+type callStream struct{ data, cuts []byte }
+
+// add appends a call carrying s, received when recv, else sent.
+func (st *callStream) add(s string, recv bool) {
+	st.data = append(st.data, s...)
+	c := byte(len(s) - 1)
+	if recv {
+		c |= 0x80
+	}
+	st.cuts = append(st.cuts, c)
+}
+
 // feed decodes data as one connection's byte stream, cut into calls by cuts (each byte: a
 // call's length 1..128, and its top bit the direction), keeping head bytes of each call as the
 // payload head, and returns the messages.
@@ -227,22 +240,15 @@ func TestFramerLostSync(t *testing.T) {
 // RESP: commands named from the first bulk string, every request answered in order.
 func TestDecodeRESP(t *testing.T) {
 	spec, _ := BuiltinSpec("resp")
-	var data, cuts []byte
-	add := func(s string, recv bool) {
-		data = append(data, s...)
-		c := byte(len(s) - 1)
-		if recv {
-			c |= 0x80
-		}
-		cuts = append(cuts, c)
-	}
+	var st callStream
+	add := st.add
 	add("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", false)
 	add("$1\r\nv\r\n", true)
 	add("*3\r\n$3\r\nset\r\n$1\r\nk\r\n$1\r\nw\r\n", false)
 	add("+OK\r\n", true)
 	add("PING\r\n", false)
 	add("+PONG\r\n", true)
-	msgs := feed(t, spec, data, cuts, 64)
+	msgs := feed(t, spec, st.data, st.cuts, 64)
 	want := []struct {
 		name  string
 		reply bool

@@ -10,22 +10,15 @@ import (
 // is final.
 func TestHTTPInterimResponses(t *testing.T) {
 	spec, _ := BuiltinSpec("http")
-	var data, cuts []byte
-	add := func(s string, recv bool) {
-		data = append(data, s...)
-		c := byte(len(s) - 1)
-		if recv {
-			c |= 0x80
-		}
-		cuts = append(cuts, c)
-	}
+	var st callStream
+	add := st.add
 	add("POST /up HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n", false)
 	add("HTTP/1.1 100 Continue\r\n\r\n", true)
 	add("abc", false)
 	add("HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", true)
 	add("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", false)
 	add("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", true)
-	msgs := feed(t, spec, data, cuts, 256)
+	msgs := feed(t, spec, st.data, st.cuts, 256)
 	var got []string
 	for _, m := range msgs {
 		got = append(got, fmt.Sprintf("%s/%d/%v/%v", m.Name, m.Status, m.IsReply, m.RTT > 0))

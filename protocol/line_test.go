@@ -91,15 +91,8 @@ func TestDecodeMemcachedMetaQuiet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var data, cuts []byte
-	add := func(s string, recv bool) {
-		data = append(data, s...)
-		c := byte(len(s) - 1)
-		if recv {
-			c |= 0x80
-		}
-		cuts = append(cuts, c)
-	}
+	var st callStream
+	add := st.add
 	for range 3 {
 		add("mg hit v q\r\nmg miss v q\r\nmn\r\n", false)
 		add("VA 5\r\nhello\r\nMN\r\n", true)
@@ -108,7 +101,7 @@ func TestDecodeMemcachedMetaQuiet(t *testing.T) {
 	add("EN\r\n", true)
 	add("ms k 2 q\r\nhi\r\nmn\r\n", false) // a quiet set that succeeded
 	add("MN\r\n", true)
-	msgs := feed(t, spec, data, cuts, 256)
+	msgs := feed(t, spec, st.data, st.cuts, 256)
 	var pairs []string
 	var quiet, wanting int
 	for _, m := range msgs {
