@@ -38,12 +38,13 @@ func FindModes(values, counts []float64) []Mode {
 	if len(xs) == 0 {
 		return nil
 	}
-	best := fitMixture(xs, ws, 1)
+	best := fitMixture(xs, ws, nil, 1, nil)
 	if n >= 20 {
 		bestBIC := best.bic(n)
+		order := byValue(xs)
 		for k := 2; k <= MaxModes && k <= len(xs); k++ {
-			for _, start := range [...]func([]float64, []float64, int, float64, float64, float64) *mixture{startMixture, gapStart} {
-				g := fitMixtureFrom(xs, ws, k, start)
+			for _, start := range [...]startFunc{startMixture, gapStart} {
+				g := fitMixture(xs, ws, order, k, start)
 				if g == nil || g.minWeight() < minModeShare || !g.separated() {
 					continue
 				}
@@ -127,13 +128,23 @@ func (g *mixture) minWeight() float64 {
 	return m
 }
 
-// fitMixture runs EM for k components, started from weighted quantiles.
-func fitMixture(xs, ws []float64, k int) *mixture {
-	return fitMixtureFrom(xs, ws, k, startMixture)
+// startFunc makes the EM's start for k components of the values xs (weights ws; order: their
+// indices by value), or nil when it has none.
+type startFunc func(xs, ws []float64, order []int, k int, total, varAll, floor float64) *mixture
+
+// byValue returns the indices of xs in order of value.
+func byValue(xs []float64) []int {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
+	return idx
 }
 
-// fitMixtureFrom runs EM for k components from the start that start makes (nil: none).
-func fitMixtureFrom(xs, ws []float64, k int, start func(xs, ws []float64, k int, total, varAll, floor float64) *mixture) *mixture {
+// fitMixture runs EM for k components from the start that start makes; one component needs
+// no start (nor order).
+func fitMixture(xs, ws []float64, order []int, k int, start startFunc) *mixture {
 	total, mean, varAll := weightedMoments(xs, ws)
 	// Resolution floor: a bucketed histogram has width; no component may be narrower than a
 	// small fraction of the spread.
@@ -141,7 +152,7 @@ func fitMixtureFrom(xs, ws []float64, k int, start func(xs, ws []float64, k int,
 	if k == 1 {
 		return &mixture{w: []float64{1}, mu: []float64{mean}, v: []float64{math.Max(varAll, floor)}, ll: loglik(xs, ws, []float64{1}, []float64{mean}, []float64{math.Max(varAll, floor)})}
 	}
-	g := start(xs, ws, k, total, varAll, floor)
+	g := start(xs, ws, order, k, total, varAll, floor)
 	if g == nil {
 		return nil
 	}
@@ -179,12 +190,7 @@ func weightedMoments(xs, ws []float64) (total, mean, varAll float64) {
 
 // startMixture is the EM's start for k components: the sorted mass split into k equal parts,
 // each a component of its mean and a variance of varAll/k²; nil when a part is empty.
-func startMixture(xs, ws []float64, k int, total, varAll, floor float64) *mixture {
-	idx := make([]int, len(xs))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
+func startMixture(xs, ws []float64, idx []int, k int, total, varAll, floor float64) *mixture {
 	g := &mixture{w: make([]float64, k), mu: make([]float64, k), v: make([]float64, k)}
 	var acc float64
 	part := 0
@@ -214,14 +220,7 @@ func startMixture(xs, ws []float64, k int, total, varAll, floor float64) *mixtur
 // fast ones) gets a component of its own, which a start from equal shares of the mass gives
 // to the far tail of a wide one instead. Each part's variance is its own, at least floor; nil
 // when the values have fewer than k distinct ones.
-func gapStart(xs, ws []float64, k int, total, varAll, floor float64) *mixture {
-	idx := make([]int, 0, len(xs))
-	for i := range xs {
-		if ws[i] > 0 {
-			idx = append(idx, i)
-		}
-	}
-	sort.Slice(idx, func(a, b int) bool { return xs[idx[a]] < xs[idx[b]] })
+func gapStart(xs, ws []float64, idx []int, k int, total, varAll, floor float64) *mixture {
 	if len(idx) < k {
 		return nil
 	}

@@ -108,7 +108,7 @@ func (l *LineSpec) init() error {
 	} {
 		for i := range c.cmds {
 			for _, w := range c.list(&c.cmds[i]) {
-				if l.lookup(c.other, []byte(w)) == nil {
+				if l.lookupWord(c.other, w) == nil {
 					return fmt.Errorf("line.%s: %s: %q is no command word of the other direction", c.what, c.cmds[i].Word, w)
 				}
 				l.constrained = true
@@ -127,7 +127,7 @@ func (l *LineSpec) init() error {
 // answers reports whether a reply whose first word is reply may answer the request named req
 // (both words of the spec).
 func (l *LineSpec) answers(reply, req string) bool {
-	rp, rq := l.lookup(l.reps, []byte(reply)), l.lookup(l.reqs, []byte(req))
+	rp, rq := l.lookupWord(l.reps, reply), l.lookupWord(l.reqs, req)
 	if rp != nil && len(rp.Answers) > 0 && !l.among(req, rp.Answers) {
 		return false
 	}
@@ -145,6 +145,14 @@ func (l *LineSpec) among(w string, words []string) bool {
 		}
 	}
 	return false
+}
+
+// lookupWord is lookup of a word held as a string.
+func (l *LineSpec) lookupWord(m map[string]*LineCommand, w string) *LineCommand {
+	if l.CaseInsensitive {
+		w = strings.ToLower(w)
+	}
+	return m[w]
 }
 
 // word returns the first word of a line and the rest.

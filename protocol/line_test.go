@@ -129,3 +129,20 @@ func TestDecodeMemcachedMetaQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestRESPPushShapeNoAllocs: the shape of every array a RESP client receives is looked at, so
+// telling it allocates nothing, and a published message is told from a reply of the same
+// length in any letter case.
+func TestRESPPushShapeNoAllocs(t *testing.T) {
+	msg := []byte("*3\r\n$7\r\nMESSAGE\r\n$2\r\nch\r\n$1\r\nx\r\n")
+	lrange := []byte("*3\r\n$7\r\nmessag_\r\n$2\r\nch\r\n$1\r\nx\r\n")
+	if shape, kind, _ := respPushShape(msg); shape != shapeMessage || kind != "message" {
+		t.Errorf("published message: shape %d kind %q", shape, kind)
+	}
+	if shape, _, _ := respPushShape(lrange); shape != shapeReply {
+		t.Errorf("a reply taken for shape %d", shape)
+	}
+	if n := testing.AllocsPerRun(100, func() { respPushShape(msg); respPushShape(lrange) }); n != 0 {
+		t.Errorf("%.1f allocations per shape", n)
+	}
+}

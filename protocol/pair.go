@@ -167,14 +167,8 @@ func (pr *pairer) answer(id uint64) *pendingReq {
 			return p
 		}
 	}
-	start := 0 // the first request rule 2 may take
-	if pr.named > pr.first {
-		start = int(min(pr.named-pr.first, uint64(len(pr.q))))
-	}
-	for i := start; i < len(pr.q); i++ {
-		if !pr.q[i].done && pr.q[i].hint != hintNo {
-			return pr.take(i)
-		}
+	if i := pr.inOrderAt(); i >= 0 {
+		return pr.take(i)
 	}
 	for i := len(pr.q) - 1; i >= 0; i-- { // rule 3: the newest still unanswered
 		if !pr.q[i].done {
@@ -209,16 +203,25 @@ func (pr *pairer) answerInOrder(ok func(*pendingReq) bool) *pendingReq {
 // inOrder returns the request that a reply without an id would answer now (rule 2), or nil.
 // It answers nothing.
 func (pr *pairer) inOrder() *pendingReq {
+	if i := pr.inOrderAt(); i >= 0 {
+		return &pr.q[i]
+	}
+	return nil
+}
+
+// inOrderAt is where in the queue the request of rule 2 is, -1 when there is none: the oldest
+// waiting, hinted to want a reply or maybe, none before the latest a reply named by its id.
+func (pr *pairer) inOrderAt() int {
 	start := 0
 	if pr.named > pr.first {
 		start = int(min(pr.named-pr.first, uint64(len(pr.q))))
 	}
 	for i := start; i < len(pr.q); i++ {
 		if !pr.q[i].done && pr.q[i].hint != hintNo {
-			return &pr.q[i]
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // waiting counts the requests hinted to want a reply that are still unanswered.

@@ -202,15 +202,13 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			pushes: st.pushes, pushesAtLeast: st.pushesAtLeast, pushesMaybe: st.pushesMaybe, subscribed: st.subscribed, monitor: st.monitor}
 		st.touch(c.seq)
 		if !req && (head[pos] == '*' || head[pos] == '>') {
-			st.shape, st.kind = respPushShape(head[pos:])
-			if st.typed = head[pos] == '>'; st.typed && st.shape == shapeReply {
-				st.shape = shapeMessage
-				if st.kind == "" {
-					st.kind = "push"
+			var word []byte
+			st.shape, st.kind, word = respPushShape(head[pos:])
+			if st.typed = head[pos] == '>'; st.typed && st.shape == shapeReply { // a RESP3 push of another kind
+				st.shape, st.kind = shapeMessage, "push"
+				if len(word) > 0 {
+					st.kind = strings.ToLower(string(word))
 				}
-			}
-			if st.shape == shapeReply {
-				st.kind = ""
 			}
 		}
 		if req {
@@ -309,7 +307,7 @@ func (c *connDecoder) respSetup(ev *trace.Event) {
 		head = head[:ev.Bytes]
 	}
 	if len(head) > 0 && (head[0] == '*' || head[0] == '>') {
-		if shape, _ := respPushShape(head); shape == shapeMessage || head[0] == '>' {
+		if shape, _, _ := respPushShape(head); shape == shapeMessage || head[0] == '>' {
 			c.reqDir = trace.DirSend
 			if ev.Dir == trace.DirSend {
 				c.reqDir = trace.DirRecv
@@ -350,6 +348,9 @@ func (c *connDecoder) respUnseen(st *respStream, req, sure bool) {
 // A push that says the last channel was left ends the subscribed state.
 func (c *connDecoder) respPush(st *respStream) bool {
 	rq := &c.resp[c.reqDir]
+	if st.shape == shapeReply && !rq.subscribed && !rq.monitor {
+		return false // a reply, as nearly every value is: the queue is not looked at
+	}
 	next := c.pairs.inOrder()
 	switch st.shape {
 	case shapeMessage:
@@ -387,41 +388,48 @@ func subscriptionCommand(name string) bool {
 	return false
 }
 
+// pushKinds are the first elements of the arrays a Redis server pushes, with their shapes and
+// element counts.
+var pushKinds = [...]struct {
+	kind  string
+	shape pushShape
+	n     int64
+}{
+	{"message", shapeMessage, 3}, {"smessage", shapeMessage, 3}, {"pmessage", shapeMessage, 4},
+	{"subscribe", shapeSubscribe, 3}, {"psubscribe", shapeSubscribe, 3}, {"ssubscribe", shapeSubscribe, 3},
+	{"unsubscribe", shapeSubscribe, 3}, {"punsubscribe", shapeSubscribe, 3}, {"sunsubscribe", shapeSubscribe, 3},
+}
+
 // respPushShape tells, from the head p of an array or RESP3 push value, whether it is shaped as
-// a published message or a subscription confirmation, and its kind: its first element, lower
-// case, when that is a short string ("" otherwise), whatever the shape.
-func respPushShape(p []byte) (pushShape, string) {
+// a published message or a subscription confirmation, and its kind (pushKinds'); word is its
+// first element when that is a short string, whatever the shape. It allocates nothing: it is
+// asked of every array a client receives.
+func respPushShape(p []byte) (shape pushShape, kind string, word []byte) {
 	i := bytes.Index(p, []byte("\r\n"))
 	if i < 0 {
-		return shapeReply, ""
+		return shapeReply, "", nil
 	}
 	k, ok := respInt(p[1:i])
 	if !ok || k < 1 {
-		return shapeReply, ""
+		return shapeReply, "", nil
 	}
 	rest := p[i+2:]
 	word, n := respWord(rest)
 	if n == 0 {
-		return shapeReply, ""
+		return shapeReply, "", nil
 	}
-	kind := strings.ToLower(string(word))
-	switch {
-	case k == 3 && (kind == "message" || kind == "smessage"), k == 4 && kind == "pmessage":
-		return shapeMessage, kind
-	case k == 3:
-		for _, w := range [...]string{"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe"} {
-			if bytesEqualFold(word, w) {
-				shape := shapeSubscribe
-				if strings.Contains(w, "unsub") { // its count, the third element, may be 0
-					if ch, ok, more := respValue(rest[n:], 1, false); ok && !more && n+int(ch) < len(rest) && bytes.HasPrefix(rest[n+int(ch):], []byte(":0\r\n")) {
-						shape = shapeLastUnsub
-					}
-				}
-				return shape, w
+	for _, e := range pushKinds {
+		if k != e.n || !bytesEqualFold(word, e.kind) {
+			continue
+		}
+		if strings.Contains(e.kind, "unsub") { // its count, the third element, may be 0
+			if ch, ok, more := respValue(rest[n:], 1, false); ok && !more && n+int(ch) < len(rest) && bytes.HasPrefix(rest[n+int(ch):], []byte(":0\r\n")) {
+				return shapeLastUnsub, e.kind, word
 			}
 		}
+		return e.shape, e.kind, word
 	}
-	return shapeReply, kind
+	return shapeReply, "", word
 }
 
 // respWord returns the simple or bulk string at the start of p and the bytes it takes; n is 0
@@ -444,7 +452,18 @@ func respWord(p []byte) (word []byte, n int) {
 	return nil, 0
 }
 
-// bytesEqualFold reports whether b is s, ignoring ASCII case.
+// bytesEqualFold reports whether b is s, a lower-case word, ignoring ASCII case.
 func bytesEqualFold(b []byte, s string) bool {
-	return len(b) == len(s) && strings.EqualFold(string(b), s)
+	if len(b) != len(s) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
 }
