@@ -14,7 +14,7 @@ func (a *analyzer) evidenceMessage(m *protocol.Message) {
 		a.ev.Request(&evidence.Request{Conn: m.Conn, PID: m.PID, Command: m.Name, Size: m.Size, Calls: m.Calls, TS: m.TS, End: m.End, WantsReply: m.WantsReply, Digest: m.Digest})
 	case m.Dir == trace.DirRecv && m.IsReply && m.RTT > 0:
 		a.ev.RoundTrip(&evidence.RoundTrip{Conn: m.Conn, PID: m.PID, TID: m.TID, Command: m.Name, ReqTS: m.ReqTS,
-			ReqEnd: m.ReqEnd, End: m.End, Size: m.Size, Status: m.Status})
+			ReqEnd: m.ReqEnd, End: m.End, Size: m.Size, Status: m.Status, Blocks: m.Blocks})
 	}
 }
 

@@ -113,6 +113,7 @@ type analyzeJSON struct {
 		Direction string `json:"direction"`
 		Kind      string `json:"kind"`
 		Count     uint64 `json:"count"`
+		Bytes     uint64 `json:"bytes"`
 		RTT       *struct {
 			P50 float64 `json:"p50"`
 		} `json:"rtt_us"`
@@ -128,8 +129,9 @@ type analyzeJSON struct {
 	} `json:"round_trips"`
 	Evidence *struct {
 		Findings []struct {
-			Kind  string `json:"kind"`
-			Title string `json:"title"`
+			Kind     string `json:"kind"`
+			Title    string `json:"title"`
+			Evidence string `json:"evidence"`
 		} `json:"findings"`
 	} `json:"evidence"`
 	Warnings []string `json:"warnings"`

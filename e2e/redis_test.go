@@ -166,3 +166,66 @@ func TestRedisPubSub(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisLongRequests records redis-cli running a script against Debian's redis-server at
+// the default 64-byte heads: SETs with an expiry whose value pushes the EX past the head (the
+// request's length cannot be told from what was captured), GETs, the 170 KB COMMAND DOCS reply
+// redis-cli asks for first (its later calls start with bytes that parse as values), and
+// XREADs that BLOCK on an empty stream. Every reply must answer its own request: a SET's is
+// +OK (5 bytes), a GET's the value (87 bytes), and the XREADs' wait is left out of the serial
+// round trips' cost, since pipelining cannot take it away.
+func TestRedisLongRequests(t *testing.T) {
+	redis := need(t, "redis-server", "redis-server")
+	cli := need(t, "redis-cli", "redis-tools")
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	startDaemon(t, addr, redis, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	const sets, xreads = 150, 4
+	value := strings.Repeat("v", 80)
+	var script strings.Builder
+	for i := 0; i < sets; i++ {
+		fmt.Fprintf(&script, "SET key%d %s EX 100\nGET key%d\n", i, value, i)
+		if i%(sets/xreads) == sets/xreads-1 {
+			fmt.Fprintf(&script, "XREAD BLOCK 100 STREAMS nothing $\n")
+		}
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "long.plt")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rec := exec.CommandContext(ctx, perflab, "record", "-o", out, "--", cli, "-p", strconv.Itoa(port))
+	rec.Stdin = strings.NewReader(script.String())
+	if b, err := rec.CombinedOutput(); err != nil {
+		t.Fatalf("record redis-cli: %v\n%s", err, b)
+	}
+	s := analyzeTrace(t, dir, out)
+	replies := map[string][2]uint64{}
+	for _, c := range s.Commands {
+		if c.Direction == "recv" {
+			replies[c.Name] = [2]uint64{c.Count, c.Bytes}
+		}
+	}
+	for name, want := range map[string][2]uint64{"SET": {sets, 5 * sets}, "GET": {sets, 87 * sets}, "XREAD": {xreads, 5 * xreads}} {
+		if replies[name] != want {
+			t.Errorf("%s: %d replies of %d bytes, want %d of %d (%v)", name, replies[name][0], replies[name][1], want[0], want[1], replies)
+		}
+	}
+	if cmd := replies["COMMAND"]; cmd[0] != 1 || cmd[1] < 100_000 {
+		t.Errorf("COMMAND: %d replies of %d bytes, want one of its 170 KB (%v)", cmd[0], cmd[1], replies)
+	}
+	if want := uint64(2*sets + xreads + 1); s.RoundTrips.Count != want || s.RoundTrips.Unpaired != 0 || s.RoundTrips.Unanswered != 0 || s.CallsPastHead != 0 {
+		t.Errorf("round trips %d (unpaired %d, unanswered %d, calls past the head %d), want %d, 0, 0, 0", s.RoundTrips.Count, s.RoundTrips.Unpaired, s.RoundTrips.Unanswered, s.CallsPastHead, want)
+	}
+	// one request at a time: the serial finding stands on the SETs and GETs alone
+	serial := ""
+	if s.Evidence != nil {
+		for _, f := range s.Evidence.Findings {
+			if f.Kind == "serial_round_trips" {
+				serial = f.Evidence
+			}
+		}
+	}
+	if !strings.Contains(serial, fmt.Sprintf("%d round trips, one at a time", 2*sets+1)) || !strings.Contains(serial, fmt.Sprintf("%d round trips of commands that block by design (XREAD BLOCK)", xreads)) {
+		t.Errorf("serial round trips: %q, want the %d others one at a time and the %d XREAD BLOCKs left out", serial, 2*sets+1, xreads)
+	}
+}

@@ -159,9 +159,12 @@ func (a *Analyzer) addCauses(rt *RoundTrip, c *causeSums) {
 	ca := at.cmd(cmdName(rt.Command))
 	at.n++
 	ca.n++
-	if blocking(rt.Command) {
+	if rt.Blocks || blocking(rt.Command) {
 		if at.nBlocking == 0 {
 			at.firstBlocking = rt.Command
+			if rt.Blocks {
+				at.firstBlocking += " BLOCK"
+			}
 		}
 		at.nBlocking++
 		for i := range c {

@@ -30,6 +30,9 @@ type RoundTrip struct {
 	End     int64  // end of the reply's last call, ns
 	Size    int64  // reply bytes
 	Status  int    // reply status when the protocol has one
+	// Blocks: the request waits on the server for data by its arguments (XREAD ... BLOCK),
+	// as the commands blocking names do by their name
+	Blocks bool
 }
 
 // Unit is the unit of work findings are costed in: the analyzer's unit in its steady state

@@ -315,7 +315,8 @@ func TestPollFix(t *testing.T) {
 // them out of its count and cost and says so, and with too few others left, there is none.
 func TestBlockingLeftOut(t *testing.T) {
 	const ms = int64(1e6)
-	feed := func(fast int) *Analyzer {
+	blpop := RoundTrip{Command: "BLPOP"}
+	feed := func(fast int, slow RoundTrip) *Analyzer {
 		a := New()
 		a.Begin(0)
 		ts := int64(0)
@@ -324,13 +325,13 @@ func TestBlockingLeftOut(t *testing.T) {
 			ts += 10000
 		}
 		for i := 0; i < 5; i++ {
-			a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: "BLPOP", ReqTS: ts, ReqEnd: ts + 1000, End: ts + 300*ms})
+			a.RoundTrip(&RoundTrip{Conn: 1, TID: 1, Command: slow.Command, Blocks: slow.Blocks, ReqTS: ts, ReqEnd: ts + 1000, End: ts + 300*ms})
 			ts += 301 * ms
 		}
 		a.SetInFlight(1)
 		return a
 	}
-	f, ok := kinds(feed(100).Result(Unit{}).Findings)["serial_round_trips"]
+	f, ok := kinds(feed(100, blpop).Result(Unit{}).Findings)["serial_round_trips"]
 	if !ok {
 		t.Fatal("no serial_round_trips finding for 100 serial GETs")
 	}
@@ -340,8 +341,19 @@ func TestBlockingLeftOut(t *testing.T) {
 	if f.CostUSPerUnit > 10 { // the GETs' 8 µs of waiting, not the BLPOPs' 300 ms
 		t.Errorf("cost %.1f µs per round trip, want the GETs' 8", f.CostUSPerUnit)
 	}
-	if _, ok := kinds(feed(95).Result(Unit{}).Findings)["serial_round_trips"]; ok {
+	if _, ok := kinds(feed(95, blpop).Result(Unit{}).Findings)["serial_round_trips"]; ok {
 		t.Error("serial_round_trips finding from 95 GETs and 5 BLPOPs: the BLPOPs counted")
+	}
+	// XREAD blocks by its BLOCK argument, which the decoder marks; without it XREAD is a read
+	f, ok = kinds(feed(100, RoundTrip{Command: "XREAD", Blocks: true}).Result(Unit{}).Findings)["serial_round_trips"]
+	if !ok || !strings.Contains(f.Evidence, "5 round trips of commands that block by design (XREAD BLOCK)") || f.CostUSPerUnit > 10 {
+		t.Errorf("XREAD BLOCK: finding %v %+v", ok, f)
+	}
+	if _, ok := kinds(feed(95, RoundTrip{Command: "XREAD", Blocks: true}).Result(Unit{}).Findings)["serial_round_trips"]; ok {
+		t.Error("serial_round_trips finding from 95 GETs and 5 XREAD BLOCKs: the XREADs counted")
+	}
+	if _, ok := kinds(feed(95, RoundTrip{Command: "XREAD"}).Result(Unit{}).Findings)["serial_round_trips"]; !ok {
+		t.Error("no serial_round_trips finding from 95 GETs and 5 slow XREADs without BLOCK")
 	}
 	for _, c := range []struct {
 		name string

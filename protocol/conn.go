@@ -20,6 +20,7 @@ type pendingReq struct {
 	tid    uint32
 	hasCmd bool
 	maybe  bool // not known to want a reply (its records lay past the captured head)
+	blocks bool // Message.Blocks
 
 	hint hint   // what the decoder believed (pairer)
 	seq  uint64 // order on the connection (pairer)
@@ -214,7 +215,7 @@ func (c *connDecoder) frame(fi *frameInfo) {
 	m := d.slot()
 	m.Trace, m.Conn, m.Dir, m.TS, m.End, m.PID, m.TID = d.trace, ev.Conn, ev.Dir, fi.ts, fi.end, ev.PID, ev.TID
 	m.Source, m.Protocol, m.Command, m.Name, m.Size, m.Status, m.Calls, m.Digest = ev.Source, c.spec.Name, 0, "", fi.size, 0, fi.calls, 0
-	m.WantsReply, m.IsReply, m.Push, m.ReqID, m.RTT, m.ReqTS, m.ReqEnd = false, false, false, fi.reqID, 0, 0, 0
+	m.WantsReply, m.IsReply, m.Push, m.Blocks, m.ReqID, m.RTT, m.ReqTS, m.ReqEnd = false, false, false, false, fi.reqID, 0, 0, 0
 	m.FirstEnd, m.CallNS, m.Answered, m.Batch, m.Truncated, m.LostSync, m.spec = fi.firstEnd, fi.callNS, 0, nil, fi.truncated, fi.lostSync, c.spec
 	var ri recordInfo
 	if r := c.spec.Records; r != nil && len(fi.peek) >= r.Offset+r.Bytes { // a record in the head

@@ -134,6 +134,9 @@ func FuzzDecodeRESP(f *testing.F) {
 		// pub/sub: a SUBSCRIBE, its confirmation, published messages; a RESP3 push
 		[]byte("*2\r\n$9\r\nSUBSCRIBE\r\n$2\r\nch\r\n*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n*4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$2\r\nch\r\n$1\r\ny\r\n"),
 		[]byte("*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"),
+		// XREAD BLOCK; a SET whose EX lies past a short head, its +OK; a nested reply
+		[]byte("*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$3\r\n100\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n*-1\r\n"),
+		[]byte("*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$20\r\n01234567890123456789\r\n$2\r\nEX\r\n$3\r\n100\r\n+OK\r\n*3\r\n*2\r\n$4\r\nname\r\n$3\r\nabc\r\n*1\r\n:1\r\n"),
 	})
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -144,5 +145,98 @@ func TestRESPPushShapeNoAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { respPushShape(msg); respPushShape(lrange) }); n != 0 {
 		t.Errorf("%.1f allocations per shape", n)
+	}
+}
+
+// TestRESPXReadBlock: XREAD and XREADGROUP wait on the server when BLOCK is among their
+// arguments before STREAMS; the request and the reply that answers it carry Blocks, so that
+// the round trip's wait is not taken for the network's or the server's work. Without BLOCK, or
+// with BLOCK only as a stream's name, or past the captured head, they are reads.
+func TestRESPXReadBlock(t *testing.T) {
+	spec, err := BuiltinSpec("resp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, req string
+		head      int
+		want      bool
+	}{
+		{"XREAD BLOCK", "*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$4\r\n1000\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n", 128, true},
+		{"xreadgroup block, lower case", "*9\r\n$10\r\nxreadgroup\r\n$5\r\ngroup\r\n$1\r\ng\r\n$1\r\nc\r\n$5\r\nblock\r\n$1\r\n0\r\n$7\r\nstreams\r\n$1\r\ns\r\n$1\r\n>\r\n", 128, true},
+		{"XREAD COUNT, no BLOCK", "*6\r\n$5\r\nXREAD\r\n$5\r\nCOUNT\r\n$1\r\n1\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n0\r\n", 128, false},
+		{"a stream named block", "*4\r\n$5\r\nXREAD\r\n$7\r\nSTREAMS\r\n$5\r\nblock\r\n$1\r\n0\r\n", 128, false},
+		{"BLOCK past the head", "*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$4\r\n1000\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n", 16, false},
+		{"GET block", "*2\r\n$3\r\nGET\r\n$5\r\nBLOCK\r\n", 128, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var st callStream
+			st.add(c.req, false)
+			st.add("*-1\r\n", true)
+			msgs := feed(t, spec, st.data, st.cuts, c.head)
+			if len(msgs) != 2 {
+				t.Fatalf("%d messages, want 2", len(msgs))
+			}
+			for _, m := range msgs {
+				if m.Blocks != c.want {
+					t.Errorf("%s (reply %v): Blocks %v, want %v", m.Name, m.IsReply, m.Blocks, c.want)
+				}
+			}
+			if msgs[1].RTT == 0 {
+				t.Error("the reply is not paired")
+			}
+		})
+	}
+}
+
+// TestRESPPastHeadPairing: a RESP value whose length lies past the captured head runs to the
+// next call that starts a value. A request left so must still be answered by the reply that
+// follows it, and a big reply's later calls that happen to start like a value must not answer
+// the requests after it; with several requests waiting (pipelining), a call that starts a value
+// starts the next reply, as before.
+func TestRESPPastHeadPairing(t *testing.T) {
+	spec, err := BuiltinSpec("resp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = 24
+	setEX := "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$20\r\n01234567890123456789\r\n$2\r\nEX\r\n$3\r\n100\r\n" // EX past the head
+	get := "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+	big1 := "*3\r\n*2\r\n$4\r\nname\r\n$20\r\n01234567890123456789\r\n" // its length lies past the head
+	big2 := "*2\r\n$4\r\nname\r\n$3\r\nabc\r\n*1\r\n:1\r\n"             // goes on with it, shaped as values
+	type reply struct {
+		name string
+		size int64
+	}
+	for _, c := range []struct {
+		name  string
+		calls []string // ">" sent, "<" received
+		want  []reply
+	}{
+		{"a request past the head, serial", []string{">" + setEX, "<+OK\r\n", ">" + get, "<$1\r\nv\r\n", ">" + setEX, "<+OK\r\n"},
+			[]reply{{"SET", 5}, {"GET", 7}, {"SET", 5}}},
+		{"a big reply in two calls, then a request", []string{">" + get, "<" + big1, "<" + big2, ">" + setEX, "<+OK\r\n"},
+			[]reply{{"GET", int64(len(big1) + len(big2))}, {"SET", 5}}},
+		{"pipelined: two waiting, a call that starts a value starts a reply", []string{">" + get, ">" + get, "<" + big1, "<$1\r\nv\r\n"},
+			[]reply{{"GET", int64(len(big1))}, {"GET", 7}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var st callStream
+			for _, s := range c.calls {
+				st.add(s[1:], s[0] == '<')
+			}
+			var got []reply
+			for _, m := range feed(t, spec, st.data, st.cuts, head) {
+				if m.IsReply {
+					if m.RTT <= 0 {
+						t.Errorf("reply %q of %d bytes not paired", m.Name, m.Size)
+					}
+					got = append(got, reply{m.Name, m.Size})
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("replies %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -31,8 +31,12 @@ type Message struct {
 	// pub/sub message (or a further subscription confirmation) on a subscribed connection, a
 	// RESP3 push. IsReply is also set, as on every message the server sends, but a push has no
 	// RTT and is never counted unpaired.
-	Push  bool
-	ReqID uint64 // request id when the protocol (or tracer) has one, 0 otherwise
+	Push bool
+	// Blocks marks a request, and the reply that answers it, that waits on the server for data
+	// by its arguments rather than its name: Redis's XREAD and XREADGROUP with BLOCK among the
+	// arguments captured. Its round trip lasts until data comes or the client's timeout ends.
+	Blocks bool
+	ReqID  uint64 // request id when the protocol (or tracer) has one, 0 otherwise
 	// RTT is, on a reply paired with its request, the time from the start of the request to the
 	// end of the reply, ns; 0 when unknown. ReqTS is the request's start.
 	RTT   int64

@@ -24,6 +24,7 @@ type respStream struct {
 	lastSeq uint64
 	name    string
 	digest  uint64 // a request's Message.Digest: of its bytes in the head
+	blocks  bool   // a request's Message.Blocks
 	atLeast uint64 // values not seen: at least one per call whose head ended before its bytes did
 	maybe   uint64 // calls whose head ended inside a value that was not their first: more may follow it
 	count   uint64 // messages delivered
@@ -157,9 +158,12 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 	}
 	n, end := ev.Bytes, ev.TS+ev.Dur
 	req := ev.Dir == c.reqDir
+	if rq := &c.resp[c.reqDir]; !req && rq.open && rq.skip < 0 {
+		c.respEndRequest(rq, st, head)
+	}
 	var pos int64
 	if st.open && st.skip < 0 || st.lost { // delimited by calls: does this call start a value?
-		if _, ok, _ := respValue(head, 0, req); !ok || len(head) == 0 {
+		if _, ok, _ := respValue(head, 0, req); !ok || len(head) == 0 || st.open && c.respGoesOn(st, req, head) {
 			if st.open {
 				st.size += n
 				c.explained += n
@@ -224,6 +228,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 				seen = seen[:min(v, int64(len(seen)))]
 			}
 			st.digest = digestOf(seen)
+			st.blocks = blockArgument(st.name, seen)
 		}
 		if more { // its length lies past the head: it runs to the next call that starts a value
 			st.skip = -1
@@ -236,6 +241,43 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 		}
 		st.skip = v
 	}
+}
+
+// respEndRequest ends the request in progress rq, whose end lay past its head, when a call of
+// the replies' stream st starts a value and no request is waiting but the one the reply in
+// progress, if any, answers: a server answers only whole commands. Left to run to the client's
+// next call, the request would miss its reply, and every later reply would answer the request
+// before its own.
+func (c *connDecoder) respEndRequest(rq, st *respStream, head []byte) {
+	if st.open && st.skip >= 0 || len(head) == 0 {
+		return // the call goes on with a reply of known length, or shows nothing
+	}
+	if _, ok, _ := respValue(head, 0, false); !ok {
+		return
+	}
+	var open uint64
+	if st.open {
+		open = 1
+	}
+	if c.pairs.waiting() <= open {
+		c.respFinish(rq, c.reqDir)
+	}
+}
+
+// respGoesOn reports whether a call that starts like a value, in the direction of stream st
+// whose value in progress runs past what was seen, goes on with that value instead: a reply
+// whose request is the only one waiting (nothing else has been asked, so nothing else can be
+// answered), on a connection that gets no pushes. A big reply's later calls (a COMMAND DOCS's
+// 170 KB) often start with bytes that parse as a value; taken for replies, they would answer
+// the requests after it.
+func (c *connDecoder) respGoesOn(st *respStream, req bool, head []byte) bool {
+	if req || head[0] == '>' {
+		return false
+	}
+	if rq := &c.resp[c.reqDir]; rq.subscribed || rq.monitor {
+		return false
+	}
+	return c.pairs.waiting() <= 1
 }
 
 func (st *respStream) touch(seq uint64) {
@@ -256,9 +298,9 @@ func (c *connDecoder) respFinish(st *respStream, dir trace.Dir) {
 	m := c.d.msg(c, &ev)
 	m.Size, m.Calls = st.size, st.calls
 	if dir == c.reqDir {
-		m.Name, m.Digest = st.name, st.digest
+		m.Name, m.Digest, m.Blocks = st.name, st.digest, st.blocks
 		m.WantsReply = true
-		c.push(pendingReq{ts: m.TS, end: m.End, name: m.Name})
+		c.push(pendingReq{ts: m.TS, end: m.End, name: m.Name, blocks: st.blocks})
 	} else {
 		m.IsReply = true
 		if c.respPush(st) {
@@ -268,7 +310,7 @@ func (c *connDecoder) respFinish(st *respStream, dir trace.Dir) {
 			return
 		}
 		if q, ok := c.pop(); ok {
-			m.Name, m.ReqTS, m.ReqEnd, m.RTT = q.name, q.ts, q.end, m.End-q.ts
+			m.Name, m.ReqTS, m.ReqEnd, m.RTT, m.Blocks = q.name, q.ts, q.end, m.End-q.ts, q.blocks
 		}
 	}
 	c.d.deliver(m)
@@ -430,6 +472,38 @@ func respPushShape(p []byte) (shape pushShape, kind string, word []byte) {
 		return e.shape, e.kind, word
 	}
 	return shapeReply, "", word
+}
+
+// blockArgument reports whether the request p (its captured head) of the command named
+// (upper case) is an XREAD or XREADGROUP with a BLOCK argument before STREAMS, among the
+// arguments captured: it waits on the server until an entry comes or its timeout ends. A
+// BLOCK past the head is not seen.
+func blockArgument(name string, p []byte) bool {
+	if name != "XREAD" && name != "XREADGROUP" || len(p) == 0 || p[0] != '*' {
+		return false
+	}
+	i := bytes.Index(p, []byte("\r\n"))
+	if i < 0 {
+		return false
+	}
+	k, ok := respInt(p[1:i])
+	rest := p[i+2:]
+	for ; ok && k > 0; k-- {
+		v, whole, more := respValue(rest, 1, false)
+		if !whole || more || v > int64(len(rest)) {
+			return false
+		}
+		if word, n := respWord(rest); n > 0 {
+			switch {
+			case bytesEqualFold(word, "block"):
+				return true
+			case bytesEqualFold(word, "streams"):
+				return false
+			}
+		}
+		rest = rest[v:]
+	}
+	return false
 }
 
 // respWord returns the simple or bulk string at the start of p and the bytes it takes; n is 0
