@@ -19,12 +19,16 @@ const bpfStatsRunTime = 0
 // statsWindow in every statsPeriod (2%). A window that has seen events stays open past
 // statsWindow until it has seen statsMinEvents or statsMaxWindow has gone by, so that a quiet
 // target still gets a figure (on at most a fifth of the time); after the first, one that has
-// seen none closes.
+// seen none closes. Until the windows have timed statsEnoughEvents, a window also opens as soon
+// as statsEnoughEvents have been recorded since the last one closed: a target whose burst of
+// work fell between two windows (a benchmark of a second, started after the recording) would
+// otherwise get no figure at all.
 const (
-	statsWindow    = 100 * time.Millisecond
-	statsMaxWindow = time.Second
-	statsPeriod    = 5 * time.Second
-	statsMinEvents = 1000
+	statsWindow       = 100 * time.Millisecond
+	statsMaxWindow    = time.Second
+	statsPeriod       = 5 * time.Second
+	statsMinEvents    = 1000
+	statsEnoughEvents = 100
 )
 
 // cost is what the probes cost, as measured: on recorded threads, the time the programs take,
@@ -43,7 +47,8 @@ type cost struct {
 	c0         Counts    // counters at the open window's start
 	inWindows  Counts    // counter increments inside closed windows
 	windowOpen bool
-	windows    int // windows closed so far
+	windows    int    // windows closed so far
+	closedAt   uint64 // events produced when the last window closed
 }
 
 // socketCalls makes n write/read pairs on a unix socket pair: perflab's own socket calls,
@@ -162,6 +167,16 @@ func (p *Probe) setMeasuring(v uint32) error {
 	return nil
 }
 
+// busyUnmeasured reports whether the windows have timed fewer than statsEnoughEvents while at
+// least that many were recorded since the last window closed.
+func (p *Probe) busyUnmeasured() bool {
+	if p.cost.inWindows.Produced >= statsEnoughEvents {
+		return false
+	}
+	c, err := p.Counts()
+	return err == nil && c.Produced >= p.cost.closedAt+statsEnoughEvents
+}
+
 // closeStats closes the open statistics window, if any.
 func (p *Probe) closeStats() {
 	if p.stats == nil {
@@ -174,6 +189,7 @@ func (p *Probe) closeStats() {
 		w.TargetSwitches += c.TargetSwitches - p.cost.c0.TargetSwitches
 		w.TargetNs += c.TargetNs - p.cost.c0.TargetNs
 		w.TargetRuns += c.TargetRuns - p.cost.c0.TargetRuns
+		p.cost.closedAt = c.Produced
 	}
 	p.setMeasuring(0)
 	p.stats.Close()
@@ -190,7 +206,7 @@ func (p *Probe) sampleStats() {
 	}
 	since := time.Since(p.cost.from)
 	if p.stats == nil {
-		if since >= statsPeriod-statsWindow {
+		if since >= statsPeriod-statsWindow || p.busyUnmeasured() {
 			p.openStats()
 		}
 		return

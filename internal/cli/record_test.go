@@ -29,7 +29,7 @@ import (
 // records (recordTargetEnv), so the tests need no build step. init runs before any TestMain.
 const (
 	recordMainEnv   = "PERFLAB_CLI_RECORD_MAIN"   // run perflab with the arguments after the program name
-	recordTargetEnv = "PERFLAB_CLI_RECORD_TARGET" // be a traced program: "N" messages, "forever", or "fork:N"
+	recordTargetEnv = "PERFLAB_CLI_RECORD_TARGET" // be a traced program: "N" messages, "forever", "fork:N", or "late:N" (N after 1.5 s)
 	recordCountsEnv = "PERFLAB_CLI_RECORD_COUNTS" // where a traced program writes its own counters
 )
 
@@ -73,6 +73,10 @@ func recordTarget(mode string) error {
 		}
 		c.ChildPID = cmd.Process.Pid
 		return writeCounts(c)
+	}
+	if n, ok := strings.CutPrefix(mode, "late:"); ok {
+		time.Sleep(1500 * time.Millisecond) // past the first statistics window
+		mode = n
 	}
 	n := -1
 	if mode != "forever" {
@@ -296,6 +300,30 @@ func recordCmd(t *testing.T, dir string, args ...string) (*exec.Cmd, string, str
 	// A recorded command that outlives a killed perflab holds its output pipes.
 	cmd.WaitDelay = time.Second
 	return cmd, out, counts, &stdout, &stderr
+}
+
+// TestRecordCostLateBurst: a program that starts its work after the first statistics window
+// closed, and ends it before the next one would open, still gets its kernel time per recorded
+// event measured: a window opens once it is busy.
+func TestRecordCostLateBurst(t *testing.T) {
+	requireRecord(t)
+	dir := t.TempDir()
+	cmd, out, _, _, stderr := recordCmd(t, dir, append([]string{"--evidence", "none", "--"}, withEnv("late:20000")...)...)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("record: %v; stderr %q", err, stderr.String())
+	}
+	f, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := f.Footer.Stats
+	if st["probe_events"] < 80000 || st["probe_stats_events"] < 100 || st["probe_ns_per_event"] <= 0 {
+		t.Errorf("events %d, timed in the windows %d, ns per event %d: the burst was not measured",
+			st["probe_events"], st["probe_stats_events"], st["probe_ns_per_event"])
+	}
+	if !strings.Contains(stderr.String(), "ns of kernel time per recorded event") {
+		t.Errorf("no cost per event in the summary:\n%s", stderr.String())
+	}
 }
 
 // TestRecordCommand (RELIABILITY C4): record a command from its first message to its exit:
