@@ -6,7 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-
+	"slices"
 	"strings"
 	"syscall"
 
@@ -173,9 +173,9 @@ type errKey struct {
 type procAgg struct {
 	// recent round trips (to count what else was in flight) and the interval being merged for
 	// the blocked time
-	recent            [nRecent]interval
+	recent            [nRecent]flight
 	nRecent           int
-	recentSvc         [32]interval // recent services of a server, to count the requests in service
+	recentSvc         [nRecent]flight // recent services of a server, to count the requests in service
 	nRecentSvc        int
 	curFrom, curTo    int64
 	closedTo          int64   // the end of the last blocked interval closed: time before it is counted
@@ -234,6 +234,17 @@ const (
 )
 
 type interval struct{ from, to int64 }
+
+// flight is a recent round trip (or service) of a process, from its request to its reply, and
+// n, the requests in flight (in service) when its request went out (came in), itself
+// included. Round trips complete in any order (connections of one process interleave; Redis
+// answers the clients it read in one loop turn last first), so n grows as the ones that went
+// out before it but completed after it come in; it is counted (commitFlight) once the
+// flight leaves the process's ring of recent ones, or at the end.
+type flight struct {
+	from, to int64
+	n        int
+}
 
 // analyzer is the sink that builds a Summary in one pass, in memory bounded by the number of
 // connections, commands and processes, never by the number of events.
@@ -742,18 +753,66 @@ func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int
 	p.serviceArea += float64(toLast)
 
 	a.nServed++
-	// requests in service when this one arrived: this one, and the recent ones still in service
-	n := 1
+	// requests in service when this one arrived: this one, and the recent ones still in service;
+	// and this one was in service when the recent ones that arrived after it did
+	n, to := 1, reqEnd+toLast
 	for i := 1; i <= min(p.nRecentSvc, len(p.recentSvc)); i++ {
-		r := p.recentSvc[(p.nRecentSvc-i)%len(p.recentSvc)]
-		if r.from <= reqEnd && r.to > reqEnd {
-			n++
+		r := &p.recentSvc[(p.nRecentSvc-i)%len(p.recentSvc)]
+		if r.from <= reqEnd {
+			if r.to > reqEnd {
+				n++
+			}
+		} else if r.from < to {
+			r.n++
 		}
 	}
-	p.recentSvc[p.nRecentSvc%len(p.recentSvc)] = interval{reqEnd, reqEnd + toLast}
+	f := &p.recentSvc[p.nRecentSvc%len(p.recentSvc)]
+	if p.nRecentSvc >= len(p.recentSvc) {
+		a.commitService(f)
+	}
+	*f = flight{reqEnd, to, n}
 	p.nRecentSvc++
+}
+
+// commitService counts a service's requests in service at its arrival, once final.
+func (a *analyzer) commitService(f *flight) {
+	n := min(f.n, maxInFlightN)
 	a.svcMax = max(a.svcMax, n)
-	a.svcInfl.add(reqEnd, float64(n))
+	a.svcInfl.add(f.from, float64(n))
+}
+
+// commitFlight counts a round trip by the requests in flight when it went out, once final.
+func (a *analyzer) commitFlight(f *flight) {
+	n := min(f.n, maxInFlightN)
+	h := a.byN[n]
+	if h == nil {
+		h = &Hist{}
+		a.byN[n] = h
+		a.nByN++
+	}
+	h.Add(f.to - f.from)
+	a.inflMax = max(a.inflMax, n)
+	a.infl.add(f.from, float64(n))
+}
+
+// flushFlights counts the flights still in the processes' rings (at a trace's end: only its
+// processes' have any), in the order of the processes' keys and, within one, of completion.
+func (a *analyzer) flushFlights() {
+	keys := make([]uint64, 0, len(a.procs))
+	for k := range a.procs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := a.procs[k]
+		for i := max(p.nRecent-nRecent, 0); i < p.nRecent; i++ {
+			a.commitFlight(&p.recent[i%nRecent])
+		}
+		for i := max(p.nRecentSvc-nRecent, 0); i < p.nRecentSvc; i++ {
+			a.commitService(&p.recentSvc[i%nRecent])
+		}
+		p.nRecent, p.nRecentSvc = 0, 0
+	}
 }
 
 // proc returns the aggregate of process pid in the current trace.
@@ -938,18 +997,25 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	rtt := to - from
 	p.rts++
 	// Round trips arrive in the order they complete, so the recent ones that still covered
-	// this one's start are the newest: walk back until one ended before it began.
+	// this one's start are the newest: walk back until one ended before it began. Those that
+	// went out after this one did, while it was in flight, count it too.
 	n := 1
 	for i := 1; i <= min(p.nRecent, len(p.recent)); i++ {
-		r := p.recent[(p.nRecent-i)%len(p.recent)]
+		r := &p.recent[(p.nRecent-i)%len(p.recent)]
 		if r.to <= from {
 			break
 		}
 		if r.from <= from {
 			n++
+		} else if r.from < to {
+			r.n++
 		}
 	}
-	p.recent[p.nRecent%len(p.recent)] = interval{from, to}
+	f := &p.recent[p.nRecent%len(p.recent)]
+	if p.nRecent >= len(p.recent) {
+		a.commitFlight(f)
+	}
+	*f = flight{from, to, n}
 	p.nRecent++
 	a.rtt.Add(rtt)
 	p.area += float64(rtt)
@@ -957,15 +1023,6 @@ func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 		ca.rtt.Add(rtt)
 		ca.win.add("rtt", "", rtt, 0, a.opt.WindowCalls)
 	}
-	h := a.byN[n]
-	if h == nil {
-		h = &Hist{}
-		a.byN[n] = h
-		a.nByN++
-	}
-	h.Add(rtt)
-	a.inflMax = max(a.inflMax, n)
-	a.infl.add(from, float64(n))
 	// Round trips end in reply order, not request order: a pipelined request sent before the
 	// last closed interval ended can complete now. Its time up to that end is counted already.
 	from = max(from, p.closedTo)
@@ -1084,6 +1141,7 @@ func (a *analyzer) end(i int, rec trace.Recovery, d *protocol.Decoder) {
 			a.rtEvent(&a.tracerPairs[k])
 		}
 	}
+	a.flushFlights() // while the series' origin is this trace's
 	for k, p := range a.procs {
 		if k>>32 == uint64(i) {
 			p.closeBlock(a)
