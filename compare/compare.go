@@ -48,8 +48,8 @@ type MetricChange struct {
 	// Verdict comes from the same test as PValue: "better" or "worse" when p < alpha, or
 	// for an exact count that changed; else "~".
 	Verdict string `json:"verdict"` // "better", "worse", "~"
-	// VerdictNote says why there is no verdict when the samples are fewer than the test needs
-	// (MinN per side).
+	// VerdictNote says why there is no verdict: the samples are fewer than the test needs (MinN
+	// per side), or a side's counts are lower bounds that could overturn the change.
 	VerdictNote string `json:"verdict_note,omitempty"`
 	MinN        int    `json:"min_n,omitempty"`
 	N           [2]int `json:"n"`     // samples before and after
@@ -97,7 +97,7 @@ type HistPair struct {
 const minCommandSamples = 5
 
 // headline is the order metrics are reported in; others follow by name.
-var headline = []string{MetricTokensPerS, MetricMessages, MetricRoundTrips, MetricBytesSent, MetricBytesRecv,
+var headline = []string{MetricTokensPerS, MetricRequestsPerS, MetricMessages, MetricRoundTrips, MetricBytesSent, MetricBytesRecv,
 	MetricRTTP50, MetricRTTP90, MetricRTTP99, "send_p50_us", "send_p99_us", "recv_p50_us", "recv_p99_us"}
 
 func metricOrder(names []string) []string {
@@ -174,6 +174,7 @@ func Compare(before, after []Run, alpha float64) *Comparison {
 	usedMessages := false
 	for _, name := range metricOrder(list) {
 		m := compareMetric(name, before, after, alpha)
+		m.bounded(before, after)
 		if strings.Contains(name, "{") && (m.N[0] < minCommandSamples || m.N[1] < minCommandSamples) {
 			continue // a command seen a few times (during load) says nothing per command
 		}
@@ -267,6 +268,49 @@ func compareMetric(name string, before, after []Run, alpha float64) MetricChange
 	return m
 }
 
+// bounded keeps a verdict on a metric derived from message counts only where the counts that
+// are lower bounds (messages pipelined past the captured payload heads, uncounted) cannot
+// overturn it: a side's true value is at least what was counted, so a count that grew to a
+// lower bound after, or fell from one before, grew or fell at least as much; any other change
+// may go either way, and gets no verdict.
+func (m *MetricChange) bounded(before, after []Run) {
+	if !Info(m.Name).Counted {
+		return
+	}
+	lowBefore, lowAfter := lowerBound(before), lowerBound(after)
+	if !lowBefore && !lowAfter {
+		return
+	}
+	side := "the after side's counts are"
+	switch {
+	case lowBefore && lowAfter:
+		side = "both sides' counts are"
+	case lowBefore:
+		side = "the before side's counts are"
+	}
+	grew := m.After > m.Before
+	if lowAfter && !lowBefore && grew || lowBefore && !lowAfter && !grew {
+		if m.Verdict != "~" {
+			m.Note = strings.TrimPrefix(m.Note+"; ", "; ") + side + " lower bounds (messages pipelined past the captured payload heads), which can only widen this change"
+		}
+		return
+	}
+	if m.Verdict != "~" || m.VerdictNote == "" {
+		m.VerdictNote = side + " lower bounds (messages pipelined past the captured payload heads, not counted): the true change may go either way"
+	}
+	m.Verdict = "~"
+}
+
+// lowerBound reports whether any run's counts are lower bounds.
+func lowerBound(runs []Run) bool {
+	for _, r := range runs {
+		if r.PastHead > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // setVerdict says whether the change is better or worse: afterLarger, for a metric where
 // higher is better when higher is set.
 func (m *MetricChange) setVerdict(afterLarger, higher bool) {
@@ -282,9 +326,13 @@ func (m *MetricChange) setVerdict(afterLarger, higher bool) {
 func (m *MetricChange) sampleChange(name string, mi MetricInfo, x, y []float64, alpha float64) {
 	m.Basis, m.Test = "messages", "bootstrap"
 	q := mi.Quantile
-	if name == MetricTokensPerS {
-		// tokens/s is tokens over time: the ratio of mean token times, inverted.
-		m.Basis, q = "tokens", -1
+	if mi.Rate {
+		// tokens/s is tokens over time: the ratio of mean token times, inverted (requests/s
+		// likewise, of the gaps between requests).
+		q = -1
+		if name == MetricTokensPerS {
+			m.Basis = "tokens"
+		}
 	} else {
 		// The metric is the quantile of the pooled samples, so that value and interval agree.
 		m.Before, m.After = quantile(x, mi.Quantile), quantile(y, mi.Quantile)
@@ -298,7 +346,7 @@ func (m *MetricChange) sampleChange(name string, mi MetricInfo, x, y []float64, 
 		return
 	}
 	lo, hi, p := BootstrapTest(x, y, q, alpha, TwoSided)
-	if name == MetricTokensPerS {
+	if mi.Rate {
 		lo, hi = 1/hi, 1/lo // token times → tokens/s
 	}
 	m.PValue = fptr(p)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/perflab/perflab/analyzers"
 	"github.com/perflab/perflab/protocol"
+	"github.com/perflab/perflab/trace"
 )
 
 // Run is one measured run as compare and gate see it: run-level metrics by name, and, for
@@ -197,14 +198,17 @@ func finite(r Run) error {
 // Metric names shared by compare and gate (and by gate config files).
 const (
 	MetricTokensPerS = "tokens_per_s"
-	MetricMessages   = "messages_per_token"
-	MetricRoundTrips = "round_trips_per_token"
-	MetricBytesSent  = "bytes_sent_per_token"
-	MetricBytesRecv  = "bytes_recv_per_token"
-	MetricRTTP50     = "rtt_p50_us"
-	MetricRTTP90     = "rtt_p90_us"
-	MetricRTTP99     = "rtt_p99_us"
-	MetricLost       = "lost"
+	// MetricRequestsPerS is, for a trace without units of work, the requests its client sent
+	// (or its server received) per second of the trace: a lower bound when its counts are
+	MetricRequestsPerS = "requests_per_s"
+	MetricMessages     = "messages_per_token"
+	MetricRoundTrips   = "round_trips_per_token"
+	MetricBytesSent    = "bytes_sent_per_token"
+	MetricBytesRecv    = "bytes_recv_per_token"
+	MetricRTTP50       = "rtt_p50_us"
+	MetricRTTP90       = "rtt_p90_us"
+	MetricRTTP99       = "rtt_p99_us"
+	MetricLost         = "lost"
 )
 
 // MetricInfo describes a metric: its unit, which way is better, and which per-message sample
@@ -220,6 +224,12 @@ type MetricInfo struct {
 	Whole    bool
 	Sample   string  // sample key in Run.Samples, "" when none
 	Quantile float64 // quantile of Sample the metric is; for tokens_per_s, of the token time
+	// Rate: the metric is events per second and Sample the times between them (token times,
+	// the gaps between requests); tests take their mean, inverted
+	Rate bool
+	// Counted: derived from counts of messages, which are lower bounds in a run whose messages
+	// were pipelined past the captured payload heads (Run.PastHead)
+	Counted bool
 }
 
 // Info returns what is known of metric name; names with a {command} or a direction prefix are
@@ -227,9 +237,11 @@ type MetricInfo struct {
 func Info(name string) MetricInfo {
 	switch name {
 	case MetricTokensPerS:
-		return MetricInfo{Name: name, Unit: "1/s", Higher: true, Sample: "token_us", Quantile: 0.5}
+		return MetricInfo{Name: name, Unit: "1/s", Higher: true, Sample: "token_us", Quantile: 0.5, Rate: true}
+	case MetricRequestsPerS:
+		return MetricInfo{Name: name, Unit: "1/s", Higher: true, Sample: "request_gap_us", Quantile: 0.5, Rate: true, Counted: true}
 	case MetricMessages, MetricRoundTrips:
-		return MetricInfo{Name: name, Unit: "", Count: true, Whole: true}
+		return MetricInfo{Name: name, Unit: "", Count: true, Whole: true, Counted: true}
 	case MetricBytesSent, MetricBytesRecv:
 		return MetricInfo{Name: name, Unit: "B", Count: true}
 	case MetricLost:
@@ -280,6 +292,9 @@ func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
 		r.Metrics[MetricBytesSent] = u.BytesSentPerUnit
 		r.Metrics[MetricBytesRecv] = u.BytesRecvPerUnit
 	}
+	if n := requests(s); u == nil && n > 1 && s.Duration > 0 {
+		r.Metrics[MetricRequestsPerS] = float64(n) / s.Duration
+	}
 	if s.RoundTrips.Count > 0 {
 		r.Metrics[MetricRTTP50] = s.RoundTrips.RTTUS.P50
 		r.Metrics[MetricRTTP90] = s.RoundTrips.RTTUS.P90
@@ -312,6 +327,27 @@ func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
 	}
 	r.Metrics[MetricLost] = float64(s.Lost)
 	return r
+}
+
+// requests counts a trace's requests in the direction that has more of them: what its clients
+// sent (send) or its servers received (recv); a trace of both counts each request once.
+func requests(s *analyzers.Summary) uint64 {
+	n := requestsDir(s)
+	return max(n[trace.DirSend], n[trace.DirRecv])
+}
+
+func requestsDir(s *analyzers.Summary) (n [3]uint64) {
+	for _, c := range s.Commands {
+		if c.Kind == "request" {
+			switch c.Direction {
+			case "send":
+				n[trace.DirSend] += c.Count
+			case "recv":
+				n[trace.DirRecv] += c.Count
+			}
+		}
+	}
+	return n
 }
 
 // MarshalBaseline encodes runs as a gate baseline (indented JSON, one run per entry, metrics in

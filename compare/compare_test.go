@@ -208,3 +208,72 @@ func TestRunWarnings(t *testing.T) {
 		t.Errorf("the baseline forgets the calls past the heads:\n%s", b)
 	}
 }
+
+// TestCompareLowerBounds: a metric counted from messages is a lower bound in a run whose
+// messages were pipelined past the captured payload heads. A verdict stands only where the
+// bound cannot overturn it: a count that grew to a lower bound, or fell from one, grew or fell
+// at least as much; the other way it could go either way, and gets none.
+func TestCompareLowerBounds(t *testing.T) {
+	run := func(v float64, past uint64) []Run {
+		return []Run{{Path: "r", Metrics: map[string]float64{MetricRoundTrips: v, MetricBytesSent: v * 100}, PastHead: past}}
+	}
+	for _, c := range []struct {
+		name          string
+		before, after []Run
+		verdict, note string
+	}{
+		{"exact both ways", run(10, 0), run(8, 0), "better", ""},
+		{"fell to a lower bound", run(10, 0), run(8, 50), "~", "the after side's counts are lower bounds"},
+		{"grew to a lower bound", run(10, 0), run(12, 50), "worse", ""},
+		{"fell from a lower bound", run(10, 50), run(8, 0), "better", ""},
+		{"grew from a lower bound", run(10, 50), run(12, 0), "~", "the before side's counts are lower bounds"},
+		{"both lower bounds", run(10, 50), run(8, 50), "~", "both sides' counts are lower bounds"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmp := Compare(c.before, c.after, 0)
+			for _, m := range cmp.Metrics {
+				switch m.Name {
+				case MetricRoundTrips:
+					if m.Verdict != c.verdict || !strings.Contains(m.VerdictNote, c.note) || (c.note == "") != (m.VerdictNote == "") {
+						t.Errorf("round trips per token: %s (%q), want %s (%q)", m.Verdict, m.VerdictNote, c.verdict, c.note)
+					}
+				case MetricBytesSent: // bytes come from the calls, whole whatever the heads
+					if strings.Contains(m.VerdictNote, "lower bounds") || strings.Contains(m.Note, "lower bounds") {
+						t.Errorf("bytes per token said to be lower bounds: %+v", m)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCompareRequestsPerS: without units of work, the requests per second of a trace are
+// compared on the gaps between requests (their mean, inverted), as tokens/s on token times.
+func TestCompareRequestsPerS(t *testing.T) {
+	run := func(seed uint64, gap float64) Run {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		r := Run{Path: fmt.Sprint(seed), Metrics: map[string]float64{}, Samples: map[string][]float64{}}
+		var sum float64
+		for i := 0; i < 500; i++ {
+			g := gap * (0.5 + rng.Float64())
+			r.Samples["request_gap_us"] = append(r.Samples["request_gap_us"], g)
+			sum += g
+		}
+		r.Metrics[MetricRequestsPerS] = 500 / (sum / 1e6)
+		return r
+	}
+	for _, c := range []struct {
+		name    string
+		after   Run
+		verdict string
+	}{{"twice the rate", run(2, 50), "better"}, {"the same", run(3, 100), "~"}, {"half", run(4, 200), "worse"}} {
+		cmp := Compare([]Run{run(1, 100)}, []Run{c.after}, 0)
+		if len(cmp.Metrics) != 1 || cmp.Metrics[0].Name != MetricRequestsPerS {
+			t.Fatalf("%s: metrics %+v", c.name, cmp.Metrics)
+		}
+		m := cmp.Metrics[0]
+		if m.Verdict != c.verdict || m.Basis != "messages" || m.PValue == nil || m.Better != "higher" {
+			t.Errorf("%s: %s basis %s p %v, want %s on messages", c.name, m.Verdict, m.Basis, m.PValue, c.verdict)
+		}
+	}
+}

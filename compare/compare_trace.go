@@ -12,8 +12,10 @@ const maxSamplesPerKind = 200_000
 
 // LoadTrace analyses the trace in and returns it as a Run: the summary's metrics, plus samples
 // for tests: "rtt_us" (and "rtt_us{command}") from paired replies, "send_us" and "recv_us" from
-// frame durations, and "token_us" from the token markers' spans (or the time between instant
-// markers). The trace is read once: the samples come from the analysis's own pass.
+// frame durations, "token_us" from the token markers' spans (or the time between instant
+// markers), and "request_gap_us", the times between the requests of the direction that has
+// more (its requests_per_s inverted), when the run has that metric. The trace is read once:
+// the samples come from the analysis's own pass.
 func LoadTrace(in protocol.Input, opt analyzers.Options) (Run, error) {
 	sm := &sampler{samples: map[string][]float64{}, tokens: tokenTimer{unit: opt.Unit}}
 	s, err := analyzers.AnalyzeVisit([]protocol.Input{in}, opt, sm)
@@ -24,6 +26,13 @@ func LoadTrace(in protocol.Input, opt analyzers.Options) (Run, error) {
 	r.Samples = sm.samples
 	if len(sm.tokens.out) > 0 {
 		r.Samples["token_us"] = sm.tokens.out
+	}
+	if _, ok := r.Metrics[MetricRequestsPerS]; ok {
+		d := trace.DirSend
+		if n := requestsDir(s); n[trace.DirRecv] > n[trace.DirSend] {
+			d = trace.DirRecv
+		}
+		r.Samples["request_gap_us"] = sm.gaps[d].out
 	}
 	for k, v := range r.Samples {
 		if len(v) == 0 {
@@ -38,6 +47,21 @@ func LoadTrace(in protocol.Input, opt analyzers.Options) (Run, error) {
 type sampler struct {
 	samples map[string][]float64
 	tokens  tokenTimer
+	gaps    [3]gapTimer // the times between requests, per direction
+}
+
+// gapTimer gathers the times between consecutive events, µs; the first maxSamplesPerKind.
+type gapTimer struct {
+	out      []float64
+	last     int64
+	haveLast bool
+}
+
+func (g *gapTimer) at(ts int64) {
+	if g.haveLast && ts >= g.last && len(g.out) < maxSamplesPerKind {
+		g.out = append(g.out, float64(ts-g.last)/1e3)
+	}
+	g.last, g.haveLast = ts, true
 }
 
 func (sm *sampler) add(k string, v float64) {
@@ -66,6 +90,9 @@ func (sm *sampler) Message(m *protocol.Message) {
 		d = "recv_us"
 	}
 	sm.add(d, float64(m.Duration())/1e3)
+	if !m.IsReply && int(m.Dir) < len(sm.gaps) {
+		sm.gaps[m.Dir].at(m.TS)
+	}
 	if m.IsReply && m.RTT > 0 {
 		sm.add("rtt_us", float64(m.RTT)/1e3)
 		if m.Name != "" {

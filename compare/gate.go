@@ -360,8 +360,49 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 		res.Rules = append(res.Rules, rr)
 	}
 	decideTested(res, tested)
+	for i := range res.Rules {
+		res.Rules[i].bounded(base, cur)
+	}
 	gateVerdict(res, cfg)
 	return res
+}
+
+// bounded makes a rule's verdict on a metric counted from messages inconclusive where the
+// counts that are lower bounds (messages pipelined past the captured payload heads) could
+// overturn it. A side's true value is at least what was counted: a current count too high
+// (for a metric where lower is better) or a baseline too high is a regression all the more;
+// a pass, or a regression the other way, may not be.
+func (rr *RuleResult) bounded(base, cur []Run) {
+	if !Info(rr.Metric).Counted || rr.Verdict == "inconclusive" || rr.Direction == "zero" {
+		return
+	}
+	lowBase, lowCur := lowerBound(base), lowerBound(cur)
+	if !lowBase && !lowCur {
+		return
+	}
+	higher := rr.Direction == "higher"
+	// a true current above the count, or a true baseline above it, moves the change up
+	up := lowCur && !lowBase
+	down := lowBase && !lowCur
+	stands := false
+	switch rr.Verdict {
+	case "regression": // the current is worse: lower when higher is better
+		stands = higher && down || !higher && up
+	case "pass":
+		stands = higher && up || !higher && down
+	}
+	if stands {
+		return
+	}
+	side := "the current runs'"
+	switch {
+	case lowBase && lowCur:
+		side = "both sides'"
+	case lowBase:
+		side = "the baseline's"
+	}
+	rr.Verdict = "inconclusive"
+	rr.Detail += "; " + side + " counts are lower bounds (messages pipelined past the captured payload heads, not counted), which could overturn this"
 }
 
 // pendingTest is a rule whose verdict waits for the p-values of all the tested rules (Holm).
@@ -453,8 +494,8 @@ func measureRule(rr *RuleResult, rule Rule, base, cur []Run, bv, cv []float64, c
 		j.xs, j.ys = pooled(base, j.mi.Sample), pooled(cur, j.mi.Sample)
 	}
 	j.q = j.mi.Quantile
-	if rule.Metric == MetricTokensPerS {
-		j.q = -1 // mean token time
+	if j.mi.Rate {
+		j.q = -1 // mean token time (or gap between requests)
 	}
 	return j
 }

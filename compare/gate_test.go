@@ -409,3 +409,37 @@ func TestGateFewRunsSampleHint(t *testing.T) {
 	}
 	t.Fatalf("no %s rule in %+v", MetricRTTP50, r.Rules)
 }
+
+// TestGateLowerBounds: a rule on a count from messages is decided only where runs whose counts
+// are lower bounds (messages pipelined past the captured payload heads) cannot overturn it.
+func TestGateLowerBounds(t *testing.T) {
+	runs := func(msgs float64, past uint64) []Run {
+		out := make([]Run, 6)
+		for i := range out {
+			out[i] = Run{Path: fmt.Sprint(i), Metrics: map[string]float64{MetricMessages: msgs}, PastHead: past}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name      string
+		base, cur []Run
+		want      string
+	}{
+		{"exact: fewer messages pass", runs(40, 0), runs(30, 0), "pass"},
+		{"fewer counted in lower-bound runs: not a pass", runs(40, 0), runs(30, 9), "inconclusive"},
+		{"more counted in lower-bound runs: a regression all the more", runs(40, 0), runs(50, 9), "regression"},
+		{"more than a lower-bound baseline: not a regression", runs(40, 9), runs(50, 0), "inconclusive"},
+		{"fewer than a lower-bound baseline: a pass all the more", runs(40, 9), runs(30, 0), "pass"},
+		{"both lower bounds", runs(40, 9), runs(40, 9), "inconclusive"},
+	} {
+		r := Gate(c.base, c.cur, DefaultGateConfig())
+		for _, rr := range r.Rules {
+			if rr.Metric != MetricMessages {
+				continue
+			}
+			if rr.Verdict != c.want || c.want == "inconclusive" && !strings.Contains(rr.Detail, "lower bounds") {
+				t.Errorf("%s: %s (%s), want %s", c.name, rr.Verdict, rr.Detail, c.want)
+			}
+		}
+	}
+}

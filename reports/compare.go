@@ -79,8 +79,11 @@ func cmpName(m compare.MetricChange) string {
 // cmpVerdict is the verdict cell: the verdict, and when the samples were fewer than its test
 // needs, that.
 func cmpVerdict(m compare.MetricChange) string {
-	if m.VerdictNote != "" {
+	switch {
+	case m.MinN > 0:
 		return m.Verdict + " (too few)"
+	case m.VerdictNote != "":
+		return m.Verdict + " (bounds)"
 	}
 	return m.Verdict
 }
@@ -113,6 +116,12 @@ func cmpLegend(c *compare.Comparison) []string {
 	}
 	if tests["exact"] {
 		parts = append(parts, "exact counts (the same in every run of a side): the change as measured, no test")
+	}
+	for _, m := range c.Metrics {
+		if m.MinN == 0 && m.VerdictNote != "" {
+			parts = append(parts, "(bounds): a side's counts are lower bounds (messages pipelined past the captured payload heads), which could overturn the change")
+			break
+		}
 	}
 	return parts
 }
