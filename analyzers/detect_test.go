@@ -176,3 +176,28 @@ func TestHeadAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestTextBlindWarning: a text protocol's line past the head delimits its message by the call;
+// the warning calls the counts lower bounds only when replies answer requests not seen (the
+// requests were pipelined behind it), and says they stand when every reply found its request.
+func TestTextBlindWarning(t *testing.T) {
+	get := ">get keykeykey01\r\n"                                                    // 17 bytes: a second in the call is past a 24-byte head
+	value := "<VALUE keykeykey01 0 30\r\n" + strings.Repeat("v", 30) + "\r\nEND\r\n" // its END past the head
+	for _, c := range []struct {
+		name  string
+		head  int
+		calls []string
+		want  string
+	}{
+		{"one request a call", 24, []string{get, value, get, value}, "the counts stand"},
+		{"two requests a call", 24, []string{get + get[1:], value, value}, "counts are lower bounds"},
+	} {
+		s, err := Analyze(protocol.Files([]string{streamTrace(t, c.head, c.calls...)}, nil), Options{Protocol: "memcached"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasWarningWith(s, "line lay past the captured payload head", c.want) {
+			t.Errorf("%s: warnings %q, want one saying %q", c.name, s.Warnings, c.want)
+		}
+	}
+}

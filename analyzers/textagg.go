@@ -138,7 +138,12 @@ func (t *textAgg) finish(a *analyzer) {
 		a.warnf("%s", w.text)
 	}
 	if t.blind > 0 {
-		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call (pipelining) are not counted: counts are lower bounds (%s)", t.blind, HeadAdvice(a.s.Meta, "see more of each call"))
+		// the counts are lower bounds only if replies answer requests not seen (Summary.CountsLowerBound)
+		verdict := "every reply found its request, so none hid that way: the counts stand"
+		if a.s.CountsLowerBound() {
+			verdict = "replies answer requests not seen: counts are lower bounds"
+		}
+		a.warnf("a text protocol's line lay past the captured payload head %d times: those messages were delimited by system calls, and messages that followed them in the same call (pipelining) would not be counted; %s (%s)", t.blind, verdict, HeadAdvice(a.s.Meta, "see more of each call"))
 	}
 	if t.rejected > 0 {
 		a.warnf("%d times a text protocol's message started with a line that is none of the protocol's; the bytes up to the next message were not decoded", t.rejected)
