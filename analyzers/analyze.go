@@ -287,6 +287,7 @@ type analyzer struct {
 	recs              spillList[msgRec]         // this trace's messages, for units and phases
 	lastRecP          *msgRec                   // the last message's record
 	marks             markSet                   // this trace's phase and unit markers
+	markerUnitsSeen   bool                      // a trace's units came from its unit markers
 	blocks            spillList[interval]       // this trace's intervals with a client blocked on a reply
 	srvRecv           spillList[interval]       // this trace's time a traced server spent in receive calls for requests (waiting included)
 	unitSpec          string                    // unit name of the spec unit commands seen

@@ -1,6 +1,8 @@
 package analyzers
 
 import (
+	"strings"
+
 	"github.com/perflab/perflab/evidence"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
@@ -34,9 +36,28 @@ func (a *analyzer) finishEvidence() {
 			u = evidence.Unit{Name: x.Name, Count: x.Count, RequestsPerUnit: x.RequestsPerUnit, RoundTripsPerUnit: x.RoundTripsPerUnit}
 		}
 	}
+	u.Modelled = a.markerUnitsSeen && a.classesCalls()
 	r := a.ev.Result(u)
 	if len(r.Parts) == 0 && len(r.Findings) == 0 {
 		return
 	}
 	s.Evidence = r
+}
+
+// classesCalls reports whether the protocol the calls were decoded with (the one given, else
+// any that auto detection chose) classes them as submits and sync points, as perflab model
+// needs.
+func (a *analyzer) classesCalls() bool {
+	classes := func(sp *protocol.Spec) bool {
+		return sp != nil && len(sp.SubmitCommands)+len(sp.SyncCommands) > 0
+	}
+	if a.opt.Spec != nil {
+		return classes(a.opt.Spec)
+	}
+	for _, name := range strings.Split(a.s.Protocol, ",") {
+		if sp, err := protocol.BuiltinSpec(name); err == nil && classes(sp) {
+			return true
+		}
+	}
+	return false
 }

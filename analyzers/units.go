@@ -43,6 +43,7 @@ func (a *analyzer) phasesAndUnits(i int) {
 	switch {
 	case tokens.n > 0:
 		a.s.Units = append(a.s.Units, a.markerUnits(i, unitName, tokens, unitPhase, unitAcc))
+		a.markerUnitsSeen = true
 	case len(units) > 0:
 		a.cmdUnitStats(i, units, steadySig, steadyN, opener == recUnitRecv)
 	case nOpen >= 1:

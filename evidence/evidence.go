@@ -42,6 +42,9 @@ type Unit struct {
 	Count             uint64
 	RequestsPerUnit   float64
 	RoundTripsPerUnit float64
+	// Modelled: the trace is a token loop (token markers) whose calls its protocol classes as
+	// submits and sync points, so `perflab model --from TRACE` can predict pipelining for it
+	Modelled bool
 }
 
 // maxRecent is how many runnable stretches are kept per thread to match against round trips.

@@ -386,6 +386,19 @@ func (a *Analyzer) churnFinding(unit Unit, r *Report) *Finding {
 	return nil
 }
 
+// serialFix is the serial finding's fix; it points to perflab model only where the model can
+// predict for the trace (else the model refuses it, or predicts no change for calls it cannot
+// class).
+func serialFix(unit Unit) string {
+	fix := "send the next request before the previous reply when it does not depend on it (pipelining), or batch requests"
+	if unit.Modelled {
+		fix += "; 'perflab model --from TRACE --mode pipeline' predicts what it buys"
+	} else {
+		fix += "; the waiting above is what overlapping the round trips could take away at most"
+	}
+	return fix
+}
+
 // serialFinding: serial round trips that pipelining could overlap, or nil.
 func (a *Analyzer) serialFinding(unit Unit) *Finding {
 	at := &a.attr
@@ -404,7 +417,7 @@ func (a *Analyzer) serialFinding(unit Unit) *Finding {
 			return &Finding{Kind: "serial_round_trips", Title: fmt.Sprintf("Round trips are serial: %.2f requests in flight on average", a.inFlight),
 				Evidence: fmt.Sprintf("%d round trips, one at a time; %.0f%% of the client's time went to waiting for replies%s", n, 100*wait/total, left),
 				Cost:     fmt.Sprintf("%.1f µs of waiting per %s", us(cost), u), Unit: u, CostUSPerUnit: us(cost), Share: round3(wait / total),
-				Fix: "send the next request before the previous reply when it does not depend on it (pipelining), or batch requests; 'perflab model --from TRACE --mode pipeline' predicts what it buys"}
+				Fix: serialFix(unit)}
 		}
 	}
 	return nil
