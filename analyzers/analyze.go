@@ -188,9 +188,10 @@ type procAgg struct {
 }
 
 // nRecent is how many of its recent round trips a process keeps, to count what else was in
-// flight; maxInFlightN is then the most requests in flight a round trip can count.
+// flight; maxInFlightN is then the most requests in flight a round trip can count (a count
+// that reaches it is a lower bound: InFlight.MaxAtLeast).
 const (
-	nRecent      = 32
+	nRecent      = 64
 	maxInFlightN = nRecent + 1
 )
 
@@ -272,6 +273,7 @@ type analyzer struct {
 	calls             Hist                    // call latency, when there are no round trips (kept only until there is one)
 	byN               [maxInFlightN + 1]*Hist // RTT by requests in flight at issue (nil: none)
 	inflMax           int
+	inflCapped        bool // a round trip (or service) counted maxInFlightN in flight: maybe more
 	infl              series
 	svcMax            int    // a server: most requests in service at once
 	svcInfl           series // a server: requests in service over time
@@ -759,6 +761,9 @@ func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int
 	n, to := 1, reqEnd+toLast
 	for i := 1; i <= min(p.nRecentSvc, len(p.recentSvc)); i++ {
 		r := &p.recentSvc[(p.nRecentSvc-i)%len(p.recentSvc)]
+		if r.to <= reqEnd {
+			break // replies go out in order: the older ones ended before this one came in
+		}
 		if r.from <= reqEnd {
 			if r.to > reqEnd {
 				n++
@@ -778,6 +783,7 @@ func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int
 // commitService counts a service's requests in service at its arrival, once final.
 func (a *analyzer) commitService(f *flight) {
 	n := min(f.n, maxInFlightN)
+	a.inflCapped = a.inflCapped || n == maxInFlightN
 	a.svcMax = max(a.svcMax, n)
 	a.svcInfl.add(f.from, float64(n))
 }
@@ -785,6 +791,7 @@ func (a *analyzer) commitService(f *flight) {
 // commitFlight counts a round trip by the requests in flight when it went out, once final.
 func (a *analyzer) commitFlight(f *flight) {
 	n := min(f.n, maxInFlightN)
+	a.inflCapped = a.inflCapped || n == maxInFlightN
 	h := a.byN[n]
 	if h == nil {
 		h = &Hist{}

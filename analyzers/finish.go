@@ -21,6 +21,7 @@ func (a *analyzer) finish() {
 	area := a.finishRoundTrips()
 	a.finishWindows()
 	a.finishInFlight(area)
+	a.finishInFlightCap()
 	a.finishBatchFit()
 	a.finishDistribution()
 	a.finishCaveats()
@@ -183,7 +184,7 @@ func (a *analyzer) finishInFlight(area float64) {
 	s, rt := a.s, &a.s.RoundTrips
 	if dur := float64(a.clientDurNS) / 1e9; rt.Client > 0 && dur > 0 {
 		L := area / 1e9 / dur // time-average of requests in flight: ∫ N(t) dt / T
-		s.InFlight = &InFlight{Of: "round trips", Mean: round3(L), Max: a.inflMax, Series: a.infl.points(a.infl.origin)}
+		s.InFlight = &InFlight{Of: "round trips", Mean: round3(L), Max: a.inflMax, MaxAtLeast: a.inflCapped, Series: a.infl.points(a.infl.origin)}
 		lambda := float64(rt.Client) / dur
 		label := "round trips"
 		if len(s.Traces) > 1 {
@@ -201,13 +202,21 @@ func (a *analyzer) finishInFlight(area float64) {
 			sarea += p.serviceArea
 		}
 		L := sarea / 1e9 / dur // requests in service, time-averaged
-		s.InFlight = &InFlight{Of: "service", Mean: round3(L), Max: a.svcMax, Series: a.svcInfl.points(a.svcInfl.origin)}
+		s.InFlight = &InFlight{Of: "service", Mean: round3(L), Max: a.svcMax, MaxAtLeast: a.inflCapped, Series: a.svcInfl.points(a.svcInfl.origin)}
 		rows := LittleFromTable([]LittlePoint{{Label: "server service", InFlight: L, ThroughputPerS: float64(rt.Served) / dur,
 			RTTMeasuredUS: a.serviceLast.Mean() / 1e3, RTTMedianUS: rt.ServiceToLastUS.P50}})
 		for i := range rows {
 			rows[i] = roundLittle(rows[i])
 		}
 		s.LittlesLaw = append(s.LittlesLaw, rows...)
+	}
+}
+
+// finishInFlightCap warns when a round trip counted the most requests in flight perflab
+// counts: the peak, and the batch model's largest N, are then lower bounds.
+func (a *analyzer) finishInFlightCap() {
+	if a.inflCapped {
+		a.warnf("%d or more requests were in flight at once in one process, the most perflab counts per round trip (it keeps each process's last %d): the peak in flight and the batch model's largest N are lower bounds", maxInFlightN, nRecent)
 	}
 }
 

@@ -22,9 +22,12 @@ func TestInFlightOutOfOrder(t *testing.T) {
 		order   []uint64 // the connections' replies, in the order they are sent
 		of      string
 		wantMax int
+		atLeast bool
 	}{
-		{"client, two connections, the second answered first", trace.DirSend, []uint64{2, 1}, "round trips", 2},
-		{"server, three clients answered last read first", trace.DirRecv, []uint64{3, 2, 1}, "service", 3},
+		{"client, two connections, the second answered first", trace.DirSend, []uint64{2, 1}, "round trips", 2, false},
+		{"server, three clients answered last read first", trace.DirRecv, []uint64{3, 2, 1}, "service", 3, false},
+		{"client, 50 connections", trace.DirSend, reversed(50), "round trips", 50, false},
+		{"client, 70 connections: more than perflab counts", trace.DirSend, reversed(70), "round trips", maxInFlightN, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			repDir := trace.DirRecv
@@ -58,8 +61,11 @@ func TestInFlightOutOfOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.InFlight == nil || s.InFlight.Of != c.of || s.InFlight.Max != c.wantMax {
-				t.Fatalf("in flight %+v, want of %q, at most %d", s.InFlight, c.of, c.wantMax)
+			if s.InFlight == nil || s.InFlight.Of != c.of || s.InFlight.Max != c.wantMax || s.InFlight.MaxAtLeast != c.atLeast {
+				t.Fatalf("in flight %+v, want of %q, at most %d (at least: %v)", s.InFlight, c.of, c.wantMax, c.atLeast)
+			}
+			if warned := hasWarningWith(s, "the peak in flight and the batch model's largest N are lower bounds"); warned != c.atLeast {
+				t.Errorf("warned of the count's limit: %v, want %v (%q)", warned, c.atLeast, s.Warnings)
 			}
 			peak := 0.0
 			for _, p := range s.InFlight.Series {
@@ -70,4 +76,13 @@ func TestInFlightOutOfOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reversed returns the connections n down to 1.
+func reversed(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(n - i)
+	}
+	return out
 }

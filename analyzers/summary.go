@@ -305,10 +305,13 @@ type Window struct {
 type InFlight struct {
 	// Of says what is in flight: "round trips" (a client's requests awaiting their replies)
 	// or "service" (a server's requests between their arrival and their reply).
-	Of     string      `json:"of,omitempty"`
-	Mean   float64     `json:"mean"`
-	Max    int         `json:"max"` // the most at once in one process (Mean sums all processes)
-	Series []TimePoint `json:"series,omitempty"`
+	Of   string  `json:"of,omitempty"`
+	Mean float64 `json:"mean"`
+	Max  int     `json:"max"` // the most at once in one process (Mean sums all processes)
+	// MaxAtLeast: Max is a lower bound. perflab counts up to 65 requests in flight per round
+	// trip (its recent round trips per process), and a count reached that.
+	MaxAtLeast bool        `json:"max_at_least,omitempty"`
+	Series     []TimePoint `json:"series,omitempty"`
 }
 
 // LittleRow checks Little's law L = λ·W on one group of measurements (a run, a client count).

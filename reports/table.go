@@ -262,7 +262,11 @@ func littleSection(s *analyzers.Summary) []Section {
 	}
 	l.Notes = append(l.Notes, "W measured is the mean response time, as the law has it; the median is shown apart")
 	if s.InFlight != nil {
-		l.Notes = append(l.Notes, fmt.Sprintf("requests in flight: mean %s over all processes, at most %d at once in one process", Num(s.InFlight.Mean), s.InFlight.Max))
+		peak := fmt.Sprintf("at most %d", s.InFlight.Max)
+		if s.InFlight.MaxAtLeast {
+			peak = fmt.Sprintf("%d or more", s.InFlight.Max)
+		}
+		l.Notes = append(l.Notes, fmt.Sprintf("requests in flight: mean %s over all processes, %s at once in one process", Num(s.InFlight.Mean), peak))
 	}
 	return []Section{l}
 }
@@ -392,6 +396,8 @@ func answer(s *analyzers.Summary) []string {
 		switch {
 		case s.InFlight != nil && atLeast != "":
 			line += fmt.Sprintf(", at least %s requests in flight on average (at the peak, %d or more at once in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
+		case s.InFlight != nil && s.InFlight.MaxAtLeast:
+			line += fmt.Sprintf(", %s requests in flight on average (at the peak, %d or more at once in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
 		case s.InFlight != nil:
 			line += fmt.Sprintf(", %s requests in flight on average (at most %d at once in one process)", Num(s.InFlight.Mean), s.InFlight.Max)
 		}
