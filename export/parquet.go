@@ -448,7 +448,10 @@ func (pw *parquetWriter) Message(m *protocol.Message) {
 	pw.cur.Messages++
 	pw.protos[m.Protocol] = true
 	kind := "request"
-	if m.IsReply {
+	switch {
+	case m.Push:
+		kind = "push"
+	case m.IsReply:
 		kind = "reply"
 	}
 	opens := m.OpensUnit(pw.unitCmds)

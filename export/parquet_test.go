@@ -9,6 +9,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/perflab/perflab/analyzers"
+	"github.com/perflab/perflab/fixtures"
 	"github.com/perflab/perflab/protocol"
 	"github.com/perflab/perflab/trace"
 )
@@ -180,5 +181,44 @@ func TestParquetBadTrace(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 0 {
 		t.Fatalf("files left behind: %v", ents)
+	}
+}
+
+// TestParquetPushKind: what a server sends of its own accord (Redis pub/sub messages) is a
+// message of kind "push" in the messages table, as analyze's commands[].kind says; the SUBSCRIBE
+// and its confirmation stay a request and a reply.
+func TestParquetPushKind(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub.plt")
+	w, err := trace.Create(path, fixtures.Meta("ebpf", "test"), fixtures.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n"
+	calls := []string{">*2\r\n$9\r\nSUBSCRIBE\r\n$2\r\nch\r\n", "<*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n", "<" + msg, "<" + msg + msg}
+	for i, c := range calls {
+		dir := trace.DirSend
+		if c[0] == '<' {
+			dir = trace.DirRecv
+		}
+		ev := trace.Event{TS: int64(1e6 + 1e4*i), Dur: 1000, PID: 9, TID: 9, Conn: 3, Dir: dir, Op: trace.OpWrite, Source: trace.SourceEBPF,
+			Bytes: int64(len(c) - 1), Payload: []byte(c[1:])}
+		if err := w.WriteEvent(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "tables")
+	if _, err := Parquet(out, protocol.Files([]string{path}, nil), ParquetOptions{Analyzers: analyzers.Options{Protocol: "resp"}}); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, m := range readTable[messageRow](t, out, "messages") {
+		kinds[m.Kind]++
+	}
+	if kinds["request"] != 1 || kinds["reply"] != 1 || kinds["push"] != 3 {
+		t.Errorf("kinds %v, want 1 request, 1 reply, 3 pushes", kinds)
 	}
 }
