@@ -299,13 +299,14 @@ type analyzer struct {
 	sides             map[[2]uint64]uint16 // this trace's (pid, connection) pairs, numbered for msgRec.proc
 	sidePID           []uint32             // the pid of each side
 	tracerUnanswered  uint64
-	unanswered        uint64        // requests of eBPF traces still awaiting a reply at the end
-	rtEventsSeen      uint64        // this trace's tracer round-trip events
-	tracerPairs       []trace.Event // this trace's tracer frames paired, replayed when it has no round-trip events
-	rawPairs          []rawPair     // this trace's exchanges inferred on connections of unknown protocol
-	framesBefore      uint64        // messages of the traces before this one
-	callsBefore       uint64        // calls of the traces before this one
-	lastConn          *connAgg      // cache of connAgg's last answer
+	unanswered        uint64          // requests of eBPF traces still awaiting a reply at the end
+	rtEventsSeen      uint64          // this trace's tracer round-trip events
+	tracerPairs       []trace.Event   // this trace's tracer frames paired, replayed when it has no round-trip events
+	rawPairs          []rawPair       // this trace's exchanges inferred on connections of unknown protocol
+	netlink           map[uint64]bool // this trace's netlink sockets (connection ids)
+	framesBefore      uint64          // messages of the traces before this one
+	callsBefore       uint64          // calls of the traces before this one
+	lastConn          *connAgg        // cache of connAgg's last answer
 	lastConnKey       uint64
 	curConns          connIndex[*connAgg] // this trace's connections by id
 	connList          chunked[connAgg]    // every trace's connections, in first-seen order
@@ -464,6 +465,7 @@ func (a *analyzer) begin(i int, path string, meta trace.Meta) {
 	a.curConns = connIndex[*connAgg]{}
 	a.sides, a.sidePID = map[[2]uint64]uint16{}, a.sidePID[:0]
 	a.rtEventsSeen, a.tracerPairs, a.rawPairs = 0, a.tracerPairs[:0], a.rawPairs[:0]
+	clear(a.netlink)
 	if a.lost == nil || i > 0 {
 		a.lost = map[string]uint64{}
 	}
@@ -570,6 +572,12 @@ func (a *analyzer) connection(c *trace.Connection) {
 	a.ev.Connection(c)
 	ca := a.connAgg(c.ID, c.PID)
 	ca.id, ca.family, ca.local, ca.remote = c.ID, c.Family, c.Local, c.Remote
+	if c.Family == trace.FamilyNetlink {
+		if a.netlink == nil {
+			a.netlink = map[uint64]bool{}
+		}
+		a.netlink[c.ID] = true
+	}
 	if c.PID != 0 {
 		ca.pid = c.PID
 	}

@@ -22,9 +22,15 @@ func (a *analyzer) rawExchanges(i int, d *protocol.Decoder) {
 		return
 	}
 	name := a.s.Traces[i]
+	// Netlink sockets talk with the kernel (glibc's getaddrinfo asks it for the addresses): no
+	// network, so no round trips; their bytes stay in the totals.
+	if nl := uint64(len(a.netlink)); nl > 0 {
+		conns -= min(nl, conns)
+		a.warnf("%s: %d netlink sockets (messages with the kernel, such as getaddrinfo's address query, not over a network): their calls and bytes count in the totals, and give no round trips", name, nl)
+	}
 	var counted uint64
 	for _, rp := range a.rawPairs {
-		if unsafeIDs[rp.key] {
+		if unsafeIDs[rp.key] || a.netlink[rp.key] {
 			continue
 		}
 		p := a.proc(rp.pid)
@@ -39,6 +45,9 @@ func (a *analyzer) rawExchanges(i int, d *protocol.Decoder) {
 			a.served(p, ca, rp.reqEnd, rp.reqTS, rp.ts, rp.end)
 		}
 		counted++
+	}
+	if conns == 0 {
+		return
 	}
 	a.warnf("%s: %d connections of unknown protocol (raw): their bytes are not decoded; each burst of calls in one direction is one message, and a burst from the side that spoke first followed by a burst back is one exchange (%d inferred); run with --protocol or a protocol spec for commands",
 		name, conns, counted)

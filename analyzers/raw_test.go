@@ -146,3 +146,49 @@ func TestTracerServerService(t *testing.T) {
 		t.Errorf("round trips %+v, want 20 served in 5 µs (7 to the last byte)", rt)
 	}
 }
+
+// TestNetlinkNoRoundTrips: a netlink socket (glibc's getaddrinfo asks the kernel for the
+// host's addresses before h2load or curl connects) is not a network: its query and answer
+// count in the totals but are no round trip, and it is not called a connection of unknown
+// protocol.
+func TestNetlinkNoRoundTrips(t *testing.T) {
+	path := writeTrace(t, "nl.plt", fixtures.Meta("ebpf", "test"), func(w *trace.Writer) error {
+		if err := w.WriteConnection(&trace.Connection{ID: 1, Family: trace.FamilyNetlink, PID: 9}); err != nil {
+			return err
+		}
+		if err := w.WriteConnection(&trace.Connection{ID: 2, Family: trace.FamilyTCP, PID: 9, Local: "127.0.0.1:1", Remote: "127.0.0.1:6379"}); err != nil {
+			return err
+		}
+		ts := int64(1e6)
+		for _, e := range []struct {
+			conn uint64
+			dir  trace.Dir
+			data string
+		}{
+			{1, trace.DirSend, strings.Repeat("\x00", 20)}, {1, trace.DirRecv, strings.Repeat("\x01", 416)},
+			{2, trace.DirSend, "*1\r\n$4\r\nPING\r\n"}, {2, trace.DirRecv, "+PONG\r\n"},
+			{2, trace.DirSend, "*1\r\n$4\r\nPING\r\n"}, {2, trace.DirRecv, "+PONG\r\n"},
+		} {
+			ev := trace.Event{TS: ts, Dur: 1000, PID: 9, TID: 9, Conn: e.conn, Dir: e.dir, Op: trace.OpWrite, Source: trace.SourceEBPF,
+				Bytes: int64(len(e.data)), Payload: []byte(e.data[:min(64, len(e.data))])}
+			if err := w.WriteEvent(&ev); err != nil {
+				return err
+			}
+			ts += 10000
+		}
+		return nil
+	})
+	s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RoundTrips.Count != 2 || s.Totals.Send.Bytes != 20+2*14 {
+		t.Errorf("round trips %d (want the 2 PINGs), bytes sent %d (want the netlink query's too)", s.RoundTrips.Count, s.Totals.Send.Bytes)
+	}
+	if !hasWarningWith(s, "1 netlink sockets") || hasWarningWith(s, "connections of unknown protocol") {
+		t.Errorf("warnings %q", s.Warnings)
+	}
+	if len(s.Connections) == 0 || s.Connections[0].Family != "netlink" {
+		t.Errorf("connections %+v", s.Connections)
+	}
+}

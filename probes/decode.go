@@ -30,6 +30,7 @@ const (
 	afUnix      = 1
 	afInet      = 2
 	afInet6     = 10
+	afNetlink   = 16
 	ipprotoTCP  = 6
 	ipprotoUDP  = 17
 	sockStream  = 1
@@ -192,6 +193,8 @@ func familyOf(family, protocol, typ uint16) trace.Family {
 	switch family {
 	case afUnix:
 		return trace.FamilyUnix
+	case afNetlink:
+		return trace.FamilyNetlink
 	case afInet, afInet6:
 		switch {
 		case protocol == ipprotoTCP:

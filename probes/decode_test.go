@@ -98,7 +98,8 @@ func TestToConnection(t *testing.T) {
 			trace.Connection{Family: trace.FamilyUnix, Local: "/run/venus.sock", Remote: ""}},
 		{"abstract", connBytes(afUnix, 0, sockSeqpack, nil, nil, 0, 0, "", "\x00venus"),
 			trace.Connection{Family: trace.FamilyUnix, Local: "", Remote: "@venus"}},
-		{"other", connBytes(16, 0, 3, nil, nil, 0, 0, "", ""), trace.Connection{Family: trace.FamilyUnknown}},
+		{"netlink", connBytes(16, 0, 3, nil, nil, 0, 0, "", ""), trace.Connection{Family: trace.FamilyNetlink}},
+		{"other", connBytes(40, 0, 1, nil, nil, 0, 0, "", ""), trace.Connection{Family: trace.FamilyUnknown}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -322,5 +323,24 @@ func TestDecodeEvidence(t *testing.T) {
 	}
 	if decodeTCP(tcpBytes(9, 0, 0, 1), &rt) == nil {
 		t.Error("a tcp record of an unknown kind of report decoded")
+	}
+}
+
+// TestFamilyOf: the kernel's address families as the trace names them; a netlink socket
+// (getaddrinfo's address query) is named, so that analyze gives it no round trips.
+func TestFamilyOf(t *testing.T) {
+	for _, c := range []struct {
+		family, protocol, typ uint16
+		want                  trace.Family
+	}{
+		{afInet, ipprotoTCP, sockStream, trace.FamilyTCP},
+		{afInet6, 0, sockDgram, trace.FamilyUDP},
+		{afUnix, 0, sockStream, trace.FamilyUnix},
+		{afNetlink, 0, 3, trace.FamilyNetlink},
+		{40, 0, sockStream, trace.FamilyUnknown}, // AF_VSOCK
+	} {
+		if got := familyOf(c.family, c.protocol, c.typ); got != c.want {
+			t.Errorf("familyOf(%d, %d, %d) = %v, want %v", c.family, c.protocol, c.typ, got, c.want)
+		}
 	}
 }

@@ -168,10 +168,11 @@ const (
 	FamilyUDP
 	FamilyUnix
 	FamilySHM
-	FamilyUprobe // messages seen at a user-space function (record --uprobe), on no socket
+	FamilyUprobe  // messages seen at a user-space function (record --uprobe), on no socket
+	FamilyNetlink // a netlink socket: messages with the kernel (getaddrinfo's RTM_GETADDR), no network
 )
 
-// String returns "tcp", "udp", "unix", "shm", "uprobe" or "unknown".
+// String returns "tcp", "udp", "unix", "shm", "uprobe", "netlink" or "unknown".
 func (f Family) String() string {
 	switch f {
 	case FamilyTCP:
@@ -184,6 +185,8 @@ func (f Family) String() string {
 		return "shm"
 	case FamilyUprobe:
 		return "uprobe"
+	case FamilyNetlink:
+		return "netlink"
 	}
 	return "unknown"
 }
