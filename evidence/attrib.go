@@ -96,15 +96,21 @@ func (a *Analyzer) RoundTrip(rt *RoundTrip) {
 	}
 	c[2], c[3], c[4], c[5], c[6] = float64(waiting), float64(retrans), float64(idle), float64(busy), float64(read)
 	a.addCauses(rt, &c)
-	// 40 ms steps: round trips that sat behind Nagle or a delayed ACK.
+	// 40 ms steps: round trips that sat behind Nagle or a delayed ACK. Linux's delayed ACK
+	// fires no sooner than 40 ms (TCP_DELACK_MIN) and later by its timer's ticks and the ACK
+	// timeout's growth: a real client's 59 stalled round trips took 41-52 ms.
 	if d := rt.End - rt.ReqTS; d >= 36e6 {
-		k := (d + 20e6) / 40e6 // nearest multiple of 40 ms
-		if k >= 1 && k <= 3 && absI(d-k*40e6) <= 6e6 {
+		k := (d + 8e6) / 40e6 // the multiple of 40 ms at most 8 ms above d
+		if lo := k*40e6 - 4e6; k >= 1 && k <= 3 && d >= lo && d <= k*40e6+stepLate {
 			a.steps[k-1]++
+			a.stepNS += d
 		}
 	}
 	a.polls.reply(cs, rt)
 }
+
+// stepLate is how much later than a multiple of 40 ms a round trip still counts as a step, ns.
+const stepLate = 12e6
 
 // previous returns the end of the last round trip of connection id (whose state is cs, or
 // nil), if any.
@@ -207,11 +213,4 @@ func (at *attribution) cmd(name string) *cmdAttr {
 	}
 	at.lastName, at.last = name, ca
 	return ca
-}
-
-func absI(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }

@@ -130,6 +130,7 @@ type Analyzer struct {
 	messages uint64 // calls that moved bytes
 	rtt      hist   // every round trip's RTT, for the Nagle/delayed-ACK steps
 	steps    [3]uint64
+	stepNS   int64   // the stepped round trips' time, summed
 	inFlight float64 // mean requests in flight, from the analyzer (0 unknown)
 }
 

@@ -324,10 +324,10 @@ func (a *Analyzer) pollingFindings(unit Unit) []Finding {
 // nagleFinding: Nagle or delayed-ACK stalls (round trips stepping by about 40 ms), or nil.
 func (a *Analyzer) nagleFinding(unit Unit) *Finding {
 	if steps := a.steps[0] + a.steps[1] + a.steps[2]; steps >= 3 && a.rtt.n > 0 && float64(steps) >= 0.01*float64(a.rtt.n) {
-		stall := float64(a.steps[0])*40e3 + float64(a.steps[1])*80e3 + float64(a.steps[2])*120e3 // µs
+		stall := float64(a.stepNS) / 1e3 // µs: nearly all of such a round trip is the stall
 		cost, u := perRT(stall, a.rtt.n, unit)
 		return &Finding{Kind: "nagle_delayed_ack", Title: fmt.Sprintf("%d round trips stalled about 40 ms (Nagle or a delayed ACK)", steps),
-			Evidence: fmt.Sprintf("%d of %d round trips took 40±6 ms, %d took 80 ms, %d took 120 ms, while the median was %.1f µs",
+			Evidence: fmt.Sprintf("%d of %d round trips took 36-52 ms, %d took 76-92 ms, %d took 116-132 ms (the delayed ACK's 40 ms and its multiples, and the timer's lateness); the median round trip took %.1f µs",
 				a.steps[0], a.rtt.n, a.steps[1], a.steps[2], us(a.rtt.quantile(0.5))),
 			Cost: fmt.Sprintf("%.1f µs per %s", cost, u), Unit: u, CostUSPerUnit: round3(cost),
 			Fix: "set TCP_NODELAY on the sender and write each message with one call (writev), so that no small segment waits for the ACK of the previous one; TCP_QUICKACK on the receiver stops the delayed ACK"}
