@@ -9,8 +9,12 @@ import (
 const MaxModes = 3
 
 // minModeShare is the smallest share a population may have to be reported; smaller components
-// of a mixture are noise in the tail.
-const minModeShare = 0.03
+// of a mixture are noise in the tail. minModeCount is the fewest values (by weight) it may
+// hold: one slow round trip among 30 (a connection's first) is an outlier, not a population.
+const (
+	minModeShare = 0.03
+	minModeCount = 3
+)
 
 // FindModes finds the populations of a latency distribution given as (value, count) pairs —
 // a histogram's bucket centres, or samples with count 1 — in any unit. It fits Gaussian
@@ -46,7 +50,7 @@ func FindModes(values, counts []float64) []Mode {
 		for k := 2; k <= MaxModes && k <= len(xs); k++ {
 			for _, start := range [...]startFunc{startMixture, gapStart} {
 				g := fitMixture(xs, ws, order, k, start)
-				if g == nil || g.minWeight() < minModeShare || !g.separated() {
+				if g == nil || g.minWeight() < minModeShare || g.minWeight()*n < minModeCount || !g.separated() {
 					continue
 				}
 				if b := g.bic(n); b < bestBIC-10 { // a clear gain, not a marginal one
