@@ -146,6 +146,9 @@ func TestLowerBoundsNotSerial(t *testing.T) {
 	if !s.CountsLowerBound() {
 		t.Fatalf("counts not lower bounds: calls past the head %d, blind %d, unpaired %d", s.CallsPastHead, s.CallsBlind, s.RoundTrips.Unpaired)
 	}
+	if s.BytesPastHead != 150*uint64(len(get)) { // each call's second GET, unseen
+		t.Errorf("bytes past the head %d, want %d", s.BytesPastHead, 150*len(get))
+	}
 	if s.Evidence != nil {
 		for _, f := range s.Evidence.Findings {
 			if f.Kind == "serial_round_trips" {

@@ -32,6 +32,10 @@ type Summary struct {
 	// than their captured payload heads show: when it is not 0, the counts of messages,
 	// requests and round trips, and the requests in flight, are lower bounds.
 	CallsPastHead uint64 `json:"calls_past_head,omitempty"`
+	// BytesPastHead sums those calls' bytes past what was seen of them: the most the messages
+	// not counted can take (a RESP value takes 3 bytes at least), so at most BytesPastHead/3
+	// messages were missed.
+	BytesPastHead uint64 `json:"bytes_past_head,omitempty"`
 	// CallsBlind counts the calls of a text protocol (HTTP, a line protocol) whose message's
 	// lines ran past the captured payload head: each such message was taken to end with its
 	// call, so a message pipelined after it in the same call would not be counted.

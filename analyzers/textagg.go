@@ -13,13 +13,14 @@ import (
 // textAgg gathers what the text protocols (http, line) add to a Summary: replies by status,
 // and the times a stream lost its line boundaries.
 type textAgg struct {
-	status   map[statusKey]uint64
-	blind    uint64
-	rejected uint64
-	pastHead uint64                    // resp: calls with values past the captured head, every connection's
-	pushes   uint64                    // resp: of those, calls of subscribed connections waiting for no reply
-	shares   map[string]*ProtocolShare // by protocol
-	atLeast  []lowerBound              // resp: connections with pipelined commands past the head, the first maxLowerBounds by id
+	status    map[statusKey]uint64
+	blind     uint64
+	rejected  uint64
+	pastHead  uint64                    // resp: calls with values past the captured head, every connection's
+	pastBytes uint64                    // resp: their bytes past what was seen
+	pushes    uint64                    // resp: of those, calls of subscribed connections waiting for no reply
+	shares    map[string]*ProtocolShare // by protocol
+	atLeast   []lowerBound              // resp: connections with pipelined commands past the head, the first maxLowerBounds by id
 }
 
 type statusKey struct {
@@ -58,6 +59,7 @@ func (t *textAgg) end(d *protocol.Decoder, meta trace.Meta) {
 			for dir := range c.RESP {
 				st := &c.RESP[dir]
 				t.pastHead += st.AtLeast + st.Maybe
+				t.pastBytes += st.PastBytes
 				t.pushes += st.PushesAtLeast + st.PushesMaybe
 				if st.PushesAtLeast+st.PushesMaybe > 0 && t.keepsLowerBound(c.ID) {
 					t.addLowerBound(c.ID, fmt.Sprintf("resp: connection %d (pid %d) %s pushes: at least %d (%d decoded; %s; they answer no request, so the requests and round trips are counted exactly; %s)",
@@ -133,7 +135,7 @@ func (t *textAgg) finish(a *analyzer) {
 		return x.Code < y.Code
 	})
 	t.decoding(a)
-	a.s.CallsPastHead, a.s.CallsBlind, a.s.PushesPastHead = t.pastHead, t.blind, t.pushes
+	a.s.CallsPastHead, a.s.CallsBlind, a.s.PushesPastHead, a.s.BytesPastHead = t.pastHead, t.blind, t.pushes, t.pastBytes
 	for _, w := range t.atLeast {
 		a.warnf("%s", w.text)
 	}

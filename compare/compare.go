@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/perflab/perflab/analyzers"
@@ -288,17 +289,54 @@ func (m *MetricChange) bounded(before, after []Run) {
 	case lowBefore:
 		side = "the before side's counts are"
 	}
-	grew := m.After > m.Before
-	if lowAfter && !lowBefore && grew || lowBefore && !lowAfter && !grew {
-		if m.Verdict != "~" {
-			m.Note = strings.TrimPrefix(m.Note+"; ", "; ") + side + " lower bounds (messages pipelined past the captured payload heads), which can only widen this change"
+	// With the most the counts may fall short (countsUpTo), a change beyond it stands: a rise
+	// above what before's counts could be at most, a fall below what after's could be.
+	upB, upA := upTo(before), upTo(after)
+	grew, fell := m.After > m.Before*upB, m.After*upA < m.Before
+	if grew || fell {
+		if m.Verdict == "~" {
+			return
 		}
+		bound, up, other := "before", upB, "after"
+		if fell {
+			bound, up, other = "after", upA, "before"
+		}
+		why := side + " lower bounds (messages pipelined past the captured payload heads), which can only widen this change"
+		if up > 1 {
+			why = fmt.Sprintf("messages past the captured payload heads could make %s's count at most %s higher, less than the change (%s's could only widen it)", bound, pctOver(up), other)
+		}
+		m.Note = strings.TrimPrefix(m.Note+"; ", "; ") + why
 		return
 	}
 	if m.Verdict != "~" || m.VerdictNote == "" {
 		m.VerdictNote = side + " lower bounds (messages pipelined past the captured payload heads, not counted): the true change may go either way"
 	}
 	m.Verdict = "~"
+}
+
+// upTo is the most by which the counts of runs may fall short, as a factor: 1 when they are
+// exact, +Inf when unknown.
+func upTo(runs []Run) float64 {
+	f := 1.0
+	for _, r := range runs {
+		switch {
+		case r.PastHead == 0:
+		case r.CountsUpTo == nil:
+			return math.Inf(1)
+		default:
+			f = max(f, *r.CountsUpTo)
+		}
+	}
+	return f
+}
+
+// pctOver renders a factor above 1 as the percentage it adds: "0.08%".
+func pctOver(f float64) string {
+	p := 100 * (f - 1)
+	if p >= 10 {
+		return strconv.FormatFloat(p, 'f', 0, 64) + "%"
+	}
+	return strconv.FormatFloat(p, 'g', 2, 64) + "%"
 }
 
 // lowerBound reports whether any run's counts are lower bounds.

@@ -29,8 +29,12 @@ type Run struct {
 	// calls that ran past their captured payload heads with messages pipelined behind them or
 	// some of them (analyze's calls_past_head, and calls_blind when replies answer requests not
 	// seen); 0 otherwise
-	PastHead uint64           `json:"calls_past_head,omitempty"`
-	Modes    []analyzers.Mode `json:"-"`
+	PastHead uint64 `json:"calls_past_head,omitempty"`
+	// CountsUpTo is, when PastHead is not 0, the most by which the counted metrics may fall
+	// short, as a factor (1.0008: the true counts are at most 0.08% higher): from the bytes past
+	// the heads, which can hold a few messages at most. nil: unknown, unbounded.
+	CountsUpTo *float64         `json:"counts_up_to,omitempty"`
+	Modes      []analyzers.Mode `json:"-"`
 }
 
 // VenusRunSchema is the schema of `perflab venus run --json`.
@@ -270,6 +274,7 @@ func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
 	r := Run{Path: path, Kind: kind, Metrics: map[string]float64{}, Lost: s.Lost, Modes: s.Modes}
 	if s.CountsLowerBound() {
 		r.PastHead = s.CallsPastHead + s.CallsBlind
+		r.CountsUpTo = countsUpTo(s)
 	}
 	for _, m := range s.Meta {
 		if v := m.Labels["mode"]; v != "" {
@@ -329,6 +334,26 @@ func RunFromSummary(path, kind string, s *analyzers.Summary) Run {
 	return r
 }
 
+// minValueBytes is the fewest bytes a RESP value takes ("+\r\n").
+const minValueBytes = 3
+
+// countsUpTo bounds how far short of the truth the counts of a summary whose counts are lower
+// bounds may be, as a factor: the values past the heads fit in their bytes, at most
+// BytesPastHead/3 of them, and each could be a request, a reply or a round trip of its own
+// (against the least of those counts). nil when text-protocol messages past the heads make the
+// counts lower bounds: their bytes are not known.
+func countsUpTo(s *analyzers.Summary) *float64 {
+	if s.CallsBlind > 0 && s.RoundTrips.Unpaired > 0 {
+		return nil
+	}
+	least := min(requests(s), s.RoundTrips.Count)
+	if least == 0 {
+		return nil
+	}
+	f := 1 + float64(s.BytesPastHead/minValueBytes)/float64(least)
+	return &f
+}
+
 // requests counts a trace's requests in the direction that has more of them: what its clients
 // sent (send) or its servers received (recv); a trace of both counts each request once.
 func requests(s *analyzers.Summary) uint64 {
@@ -355,7 +380,7 @@ func requestsDir(s *analyzers.Summary) (n [3]uint64) {
 func MarshalBaseline(runs []Run, relative bool) ([]byte, error) {
 	b := Baseline{Schema: BaselineSchema, Relative: relative, Runs: make([]Run, len(runs))}
 	for i, r := range runs {
-		b.Runs[i] = Run{Path: r.Path, Kind: r.Kind, Mode: r.Mode, Metrics: r.Metrics, Lost: r.Lost, PastHead: r.PastHead}
+		b.Runs[i] = Run{Path: r.Path, Kind: r.Kind, Mode: r.Mode, Metrics: r.Metrics, Lost: r.Lost, PastHead: r.PastHead, CountsUpTo: r.CountsUpTo}
 	}
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)

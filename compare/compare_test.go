@@ -196,6 +196,13 @@ func TestRunWarnings(t *testing.T) {
 	}{{5001, 0, 0, 5001}, {0, 100, 100, 100}, {0, 6000, 0, 0}} {
 		s := &analyzers.Summary{CallsPastHead: c.past, CallsBlind: c.blind}
 		s.RoundTrips.Unpaired = c.unpaired
+		if c.past > 0 { // the bytes past the heads bound what was not counted
+			s.BytesPastHead, s.RoundTrips.Count = 30, 2000
+			s.Commands = []analyzers.CmdStats{{Name: "GET", Direction: "send", Kind: "request", Count: 1000}}
+			if up := RunFromSummary("x.plt", "trace", s).CountsUpTo; up == nil || *up != 1+10.0/1000 {
+				t.Errorf("counts up to %v, want 1.01 (10 values of 3 bytes, against 1000 requests)", up)
+			}
+		}
 		if got := RunFromSummary("x.plt", "trace", s).PastHead; got != c.want {
 			t.Errorf("calls past the head %d, blind %d, unpaired %d: PastHead %d, want %d", c.past, c.blind, c.unpaired, got, c.want)
 		}
@@ -274,6 +281,35 @@ func TestCompareRequestsPerS(t *testing.T) {
 		m := cmp.Metrics[0]
 		if m.Verdict != c.verdict || m.Basis != "messages" || m.PValue == nil || m.Better != "higher" {
 			t.Errorf("%s: %s basis %s p %v, want %s on messages", c.name, m.Verdict, m.Basis, m.PValue, c.verdict)
+		}
+	}
+}
+
+// TestCompareBoundedCounts: when the bytes past the heads bound the messages not counted
+// (Run.CountsUpTo), a change larger than that bound keeps its verdict; a smaller one does not.
+func TestCompareBoundedCounts(t *testing.T) {
+	run := func(v float64, past uint64, up float64) []Run {
+		r := Run{Path: "r", Metrics: map[string]float64{MetricRoundTrips: v}, PastHead: past}
+		if up > 0 {
+			r.CountsUpTo = &up
+		}
+		return []Run{r}
+	}
+	for _, c := range []struct {
+		name          string
+		before, after []Run
+		verdict, note string
+	}{
+		{"grew beyond before's bound", run(10, 1, 1.001), run(12, 0, 0), "worse", "at most 0.1% higher"},
+		{"grew within before's bound", run(10, 1, 1.5), run(12, 0, 0), "~", ""},
+		{"fell below after's bound", run(10, 0, 0), run(8, 1, 1.01), "better", "at most 1% higher"},
+		{"fell within after's bound", run(10, 0, 0), run(8, 1, 1.5), "~", ""},
+		{"bound unknown", run(10, 0, 0), run(8, 1, 0), "~", ""},
+	} {
+		cmp := Compare(c.before, c.after, 0)
+		m := cmp.Metrics[0]
+		if m.Verdict != c.verdict || !strings.Contains(m.Note, c.note) || c.verdict == "~" && !strings.Contains(m.VerdictNote, "lower bounds") {
+			t.Errorf("%s: %s (note %q, verdict note %q), want %s (%q)", c.name, m.Verdict, m.Note, m.VerdictNote, c.verdict, c.note)
 		}
 	}
 }

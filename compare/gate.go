@@ -369,9 +369,11 @@ func Gate(base, cur []Run, cfg *GateConfig) *GateResult {
 
 // bounded makes a rule's verdict on a metric counted from messages inconclusive where the
 // counts that are lower bounds (messages pipelined past the captured payload heads) could
-// overturn it. A side's true value is at least what was counted: a current count too high
-// (for a metric where lower is better) or a baseline too high is a regression all the more;
-// a pass, or a regression the other way, may not be.
+// overturn it. A side's true value is at least what was counted, and at most that times its
+// CountsUpTo when known: the true ratio current/baseline lies in [r/ub, r·uc]. A current count
+// too high (where lower is better) or a baseline too high is a regression all the more; a pass,
+// or a regression the other way, stands only if the bounds keep it within (or beyond) the
+// allowance.
 func (rr *RuleResult) bounded(base, cur []Run) {
 	if !Info(rr.Metric).Counted || rr.Verdict == "inconclusive" || rr.Direction == "zero" {
 		return
@@ -380,16 +382,21 @@ func (rr *RuleResult) bounded(base, cur []Run) {
 	if !lowBase && !lowCur {
 		return
 	}
-	higher := rr.Direction == "higher"
-	// a true current above the count, or a true baseline above it, moves the change up
-	up := lowCur && !lowBase
-	down := lowBase && !lowCur
+	ub, uc := upTo(base), upTo(cur)
+	r := math.NaN()
+	if rr.Change != nil {
+		r = 1 + *rr.Change
+	}
 	stands := false
-	switch rr.Verdict {
-	case "regression": // the current is worse: lower when higher is better
-		stands = higher && down || !higher && up
-	case "pass":
-		stands = higher && up || !higher && down
+	switch higher := rr.Direction == "higher"; {
+	case rr.Verdict == "pass" && higher:
+		stands = ub == 1 || r/ub >= 1-rr.Allowed
+	case rr.Verdict == "pass":
+		stands = uc == 1 || r*uc <= 1+rr.Allowed
+	case rr.Verdict == "regression" && higher:
+		stands = uc == 1 || r*uc < 1-rr.Allowed
+	case rr.Verdict == "regression":
+		stands = ub == 1 || r/ub > 1+rr.Allowed
 	}
 	if stands {
 		return

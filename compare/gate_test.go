@@ -443,3 +443,35 @@ func TestGateLowerBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestGateBoundedCounts: with the messages not counted bounded by the bytes past the heads
+// (Run.CountsUpTo), a rule stands when the bound cannot move it across the allowance.
+func TestGateBoundedCounts(t *testing.T) {
+	runs := func(msgs float64, past uint64, up float64) []Run {
+		out := make([]Run, 6)
+		for i := range out {
+			out[i] = Run{Path: fmt.Sprint(i), Metrics: map[string]float64{MetricMessages: msgs}, PastHead: past}
+			if up > 0 {
+				out[i].CountsUpTo = &up
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name      string
+		base, cur []Run
+		want      string
+	}{
+		{"more than a baseline bounded close: a regression", runs(40, 9, 1.01), runs(50, 0, 0), "regression"},
+		{"more than a baseline that could be far higher", runs(40, 9, 2), runs(50, 0, 0), "inconclusive"},
+		{"the same as a current bounded close", runs(40, 0, 0), runs(40, 9, 1.001), "inconclusive"}, // 0% allowed: any hidden message is a regression
+		{"fewer in a current bounded close: a pass", runs(40, 0, 0), runs(30, 9, 1.01), "pass"},
+	} {
+		r := Gate(c.base, c.cur, DefaultGateConfig())
+		for _, rr := range r.Rules {
+			if rr.Metric == MetricMessages && rr.Verdict != c.want {
+				t.Errorf("%s: %s (%s), want %s", c.name, rr.Verdict, rr.Detail, c.want)
+			}
+		}
+	}
+}

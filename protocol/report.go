@@ -59,6 +59,9 @@ type RESPCount struct {
 	// AtLeast and Maybe for the calls of a subscribed connection waiting for no reply: the
 	// values not seen are pushes, not replies.
 	Pushes, PushesAtLeast, PushesMaybe uint64
+	// PastBytes sums, over the calls counted in AtLeast and Maybe, their bytes past what was
+	// seen: the most the values not counted can take (each takes 3 bytes at least)
+	PastBytes uint64
 }
 
 // Conns calls fn for each connection of the trace, in connection order; connections finished
@@ -116,7 +119,7 @@ func (c *connDecoder) info(ci *ConnInfo, rc *[3]RESPCount) {
 		for dir := range c.resp {
 			st := &c.resp[dir]
 			rc[dir] = RESPCount{Count: st.count, AtLeast: st.atLeast, Maybe: st.maybe,
-				Pushes: st.pushes, PushesAtLeast: st.pushesAtLeast, PushesMaybe: st.pushesMaybe}
+				Pushes: st.pushes, PushesAtLeast: st.pushesAtLeast, PushesMaybe: st.pushesMaybe, PastBytes: st.pastBytes}
 		}
 		ci.RESP = rc
 	}

@@ -38,6 +38,9 @@ type respStream struct {
 	kind                       string
 	pushes                     uint64
 	pushesAtLeast, pushesMaybe uint64
+	// pastBytes sums, over the calls counted in atLeast and maybe, the bytes past what was seen
+	// of them: the most the values not counted can take
+	pastBytes uint64
 	// subscribed (requests' direction): the client sent SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE
 	// and has not been told it left the last channel; monitor: it sent MONITOR, after which the
 	// server streams every command it runs.
@@ -192,7 +195,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			continue
 		}
 		if pos >= int64(len(head)) { // more bytes, unseen: values we cannot count
-			c.respUnseen(st, req, true)
+			c.respUnseen(st, req, true, n-pos)
 			st.lost = true
 			c.unseen += n - pos
 			return
@@ -202,7 +205,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			st.lost = true
 			return
 		}
-		*st = respStream{open: true, ts: ev.TS, end: end, atLeast: st.atLeast, maybe: st.maybe, count: st.count,
+		*st = respStream{open: true, ts: ev.TS, end: end, atLeast: st.atLeast, maybe: st.maybe, count: st.count, pastBytes: st.pastBytes,
 			pushes: st.pushes, pushesAtLeast: st.pushesAtLeast, pushesMaybe: st.pushesMaybe, subscribed: st.subscribed, monitor: st.monitor}
 		st.touch(c.seq)
 		if !req && (head[pos] == '*' || head[pos] == '>') {
@@ -235,7 +238,7 @@ func (c *connDecoder) respCall(ev *trace.Event) {
 			st.size = n - pos
 			c.explained += n - pos
 			if pos > 0 {
-				c.respUnseen(st, req, false) // values after it in this call, if any, are not seen
+				c.respUnseen(st, req, false, n-int64(len(head))) // values after it in this call, if any, are not seen
 			}
 			return
 		}
@@ -365,7 +368,7 @@ func (c *connDecoder) respSetup(ev *trace.Event) {
 // not, when the head ended inside a value whose length it did not show (values may follow it
 // in the call unseen, or none). In the replies of a subscribed connection that waits for no
 // reply, the values not seen are pushes, which the round trips do not miss.
-func (c *connDecoder) respUnseen(st *respStream, req, sure bool) {
+func (c *connDecoder) respUnseen(st *respStream, req, sure bool, bytes int64) {
 	rq := &c.resp[c.reqDir]
 	push := !req && (rq.subscribed || rq.monitor) && c.pairs.inOrder() == nil
 	switch {
@@ -375,8 +378,10 @@ func (c *connDecoder) respUnseen(st *respStream, req, sure bool) {
 		st.pushesMaybe++
 	case sure:
 		st.atLeast++
+		st.pastBytes += uint64(max(bytes, 0))
 	default:
 		st.maybe++
+		st.pastBytes += uint64(max(bytes, 0))
 	}
 }
 
