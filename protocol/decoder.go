@@ -234,7 +234,14 @@ func (d *Decoder) flushConn(c *connDecoder, ev *trace.Event) {
 		c.ev = ev
 		f.flush(f.ts, c)
 	}
-	for _, st := range c.text {
+	// The messages in progress end in the order they started: a server's request before the
+	// reply it was answered with (by direction, the reply's, send, came first, and found no
+	// request to answer).
+	send, recv := c.text[trace.DirSend], c.text[trace.DirRecv]
+	if send != nil && recv != nil && recv.open && (!send.open || recv.ts < send.ts) {
+		send, recv = recv, send
+	}
+	for _, st := range [...]*textStream{c.text[trace.DirNone], send, recv} {
 		if st != nil {
 			st.flush()
 		}

@@ -325,7 +325,12 @@ func (c *connDecoder) respFlush() {
 	if c.resp == nil {
 		return
 	}
-	for dir := range c.resp {
+	// the messages in progress end in the order they started (flushConn)
+	order := [3]trace.Dir{trace.DirNone, trace.DirSend, trace.DirRecv}
+	if s, r := &c.resp[trace.DirSend], &c.resp[trace.DirRecv]; r.open && (!s.open || r.ts < s.ts) {
+		order[1], order[2] = trace.DirRecv, trace.DirSend
+	}
+	for _, dir := range order {
 		st := &c.resp[dir]
 		if !st.open {
 			continue
