@@ -3,6 +3,7 @@ package analyzers
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -766,26 +767,34 @@ func (a *analyzer) served(p *procAgg, ca *cmdAgg, reqEnd, reqTS, first, last int
 	a.nServed++
 	// requests in service when this one arrived: this one, and the recent ones still in service;
 	// and this one was in service when the recent ones that arrived after it did
-	n, to := 1, reqEnd+toLast
-	for i := 1; i <= min(p.nRecentSvc, len(p.recentSvc)); i++ {
-		r := &p.recentSvc[(p.nRecentSvc-i)%len(p.recentSvc)]
-		if r.to <= reqEnd {
-			break // replies go out in order: the older ones ended before this one came in
-		}
-		if r.from <= reqEnd {
-			if r.to > reqEnd {
-				n++
-			}
-		} else if r.from < to {
-			r.n++
-		}
-	}
-	f := &p.recentSvc[p.nRecentSvc%len(p.recentSvc)]
-	if p.nRecentSvc >= len(p.recentSvc) {
+	to := reqEnd + toLast
+	n, f := inFlight(&p.recentSvc, p.nRecentSvc, reqEnd, to)
+	if p.nRecentSvc >= nRecent {
 		a.commitService(f)
 	}
 	*f = flight{reqEnd, to, n}
 	p.nRecentSvc++
+}
+
+// inFlight counts, in a process's ring of its count recent flights (round trips or services),
+// those in flight when a flight from..to began, itself included, and counts this one in those
+// that began while it was in flight. Flights come in the order they complete, so the walk back
+// stops at the first one that ended before this one began. It returns the count and the slot
+// the new flight takes, whose flight, once count fills the ring, the caller commits first.
+func inFlight(ring *[nRecent]flight, count int, from, to int64) (int, *flight) {
+	n := 1
+	for i := 1; i <= min(count, nRecent); i++ {
+		r := &ring[(count-i)%nRecent]
+		if r.to <= from {
+			break
+		}
+		if r.from <= from {
+			n++
+		} else if r.from < to {
+			r.n++
+		}
+	}
+	return n, &ring[count%nRecent]
 }
 
 // commitService counts a service's requests in service at its arrival, once final.
@@ -814,12 +823,7 @@ func (a *analyzer) commitFlight(f *flight) {
 // flushFlights counts the flights still in the processes' rings (at a trace's end: only its
 // processes' have any), in the order of the processes' keys and, within one, of completion.
 func (a *analyzer) flushFlights() {
-	keys := make([]uint64, 0, len(a.procs))
-	for k := range a.procs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(a.procs)) {
 		p := a.procs[k]
 		for i := max(p.nRecent-nRecent, 0); i < p.nRecent; i++ {
 			a.commitFlight(&p.recent[i%nRecent])
@@ -1012,23 +1016,8 @@ func (a *analyzer) rtEvent(ev *trace.Event) {
 func (a *analyzer) roundTrip(p *procAgg, ca *cmdAgg, from, to int64) {
 	rtt := to - from
 	p.rts++
-	// Round trips arrive in the order they complete, so the recent ones that still covered
-	// this one's start are the newest: walk back until one ended before it began. Those that
-	// went out after this one did, while it was in flight, count it too.
-	n := 1
-	for i := 1; i <= min(p.nRecent, len(p.recent)); i++ {
-		r := &p.recent[(p.nRecent-i)%len(p.recent)]
-		if r.to <= from {
-			break
-		}
-		if r.from <= from {
-			n++
-		} else if r.from < to {
-			r.n++
-		}
-	}
-	f := &p.recent[p.nRecent%len(p.recent)]
-	if p.nRecent >= len(p.recent) {
+	n, f := inFlight(&p.recent, p.nRecent, from, to)
+	if p.nRecent >= nRecent {
 		a.commitFlight(f)
 	}
 	*f = flight{from, to, n}
