@@ -11,6 +11,16 @@ import (
 	"time"
 )
 
+// redisServer starts Debian's redis-server on a free loopback port, without persistence, for
+// the test's length, and returns the port.
+func redisServer(t *testing.T) int {
+	t.Helper()
+	redis := need(t, "redis-server", "redis-server")
+	port := freePort(t)
+	startDaemon(t, fmt.Sprintf("127.0.0.1:%d", port), redis, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	return port
+}
+
 // TestRedisBenchmarkVerdicts records redis-benchmark against redis-server from Debian, at the
 // default 64-byte payload heads, and checks what perflab concludes, not only what it counts:
 //   - pipelined (-P 16: 576 and 720 bytes a call, a head shows one command and a piece): every
@@ -21,11 +31,8 @@ import (
 //   - one GET at a time of one key, every reply the same: that is what a poll looks like on
 //     the wire, and perflab says so.
 func TestRedisBenchmarkVerdicts(t *testing.T) {
-	redis := need(t, "redis-server", "redis-server")
 	need(t, "redis-benchmark", "redis-tools")
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	startDaemon(t, addr, redis, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	port := redisServer(t)
 	const n = 4000
 	cases := []struct {
 		name    string
@@ -88,11 +95,8 @@ func TestRedisBenchmarkVerdicts(t *testing.T) {
 // SUBSCRIBE is the one round trip; the pushes past the heads make the message count a lower
 // bound that never exceeds what was published, and not the round trips'.
 func TestRedisPubSub(t *testing.T) {
-	redis := need(t, "redis-server", "redis-server")
 	cli := need(t, "redis-cli", "redis-tools")
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	startDaemon(t, addr, redis, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	port := redisServer(t)
 	redisCLI := func(args ...string) string {
 		t.Helper()
 		b, err := exec.Command(cli, append([]string{"-p", strconv.Itoa(port)}, args...)...).Output()
@@ -175,11 +179,8 @@ func TestRedisPubSub(t *testing.T) {
 // +OK (5 bytes), a GET's the value (87 bytes), and the XREADs' wait is left out of the serial
 // round trips' cost, since pipelining cannot take it away.
 func TestRedisLongRequests(t *testing.T) {
-	redis := need(t, "redis-server", "redis-server")
 	cli := need(t, "redis-cli", "redis-tools")
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	startDaemon(t, addr, redis, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	port := redisServer(t)
 	const sets, xreads = 150, 4
 	value := strings.Repeat("v", 80)
 	var script strings.Builder
