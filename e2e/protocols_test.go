@@ -338,8 +338,17 @@ func recordH2load(t *testing.T, dir, out string, args ...string) (started, done 
 
 // nginx recorded from its side (perflab record -- nginx) while h2load loads it: the requests
 // arrive in recv, the responses leave in send; perflab's request, reply and status counts
-// equal h2load's, and the server's service time is measured for every one.
+// equal h2load's, and the server's service time is measured for every one. At 256-byte heads
+// every message is seen whole; at the default 64 bytes each ends where the next call starts
+// one, and the last request of each connection still pairs with its reply.
 func TestHTTPNginxServer(t *testing.T) {
+	for _, head := range []string{"256", "64"} {
+		t.Run("head_"+head, func(t *testing.T) { nginxServer(t, head) })
+	}
+}
+
+// nginxServer records nginx under h2load at payload heads of head bytes and checks the counts.
+func nginxServer(t *testing.T, head string) {
 	nginx := need(t, "nginx", "nginx-light")
 	h2load := need(t, "h2load", "nghttp2-client")
 	dir := t.TempDir()
@@ -370,7 +379,7 @@ http {
 	out := filepath.Join(dir, "server.plt")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	rec := exec.CommandContext(ctx, perflab, "record", "-o", out, "--payload-bytes", "256", "--",
+	rec := exec.CommandContext(ctx, perflab, "record", "-o", out, "--payload-bytes", head, "--",
 		nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
 	var recErr strings.Builder
 	rec.Stdout, rec.Stderr = io.Discard, &recErr
@@ -450,6 +459,9 @@ http {
 	}
 	if s.Protocol != "http" || req != done || rep != done || s.status()[200] != done {
 		t.Errorf("server side: protocol %q, %d requests, %d replies, statuses %v; h2load done %d", s.Protocol, req, rep, s.status(), done)
+	}
+	if s.RoundTrips.Count != done || s.RoundTrips.Unpaired != 0 {
+		t.Errorf("server side: %d round trips served, %d replies unpaired; h2load done %d", s.RoundTrips.Count, s.RoundTrips.Unpaired, done)
 	}
 }
 
