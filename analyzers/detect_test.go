@@ -14,22 +14,29 @@ import (
 func streamTrace(t *testing.T, head int, calls ...string) string {
 	t.Helper()
 	return writeTrace(t, "s.plt", fixtures.Meta("ebpf", "test"), func(w *trace.Writer) error {
-		ts := int64(1e6)
-		for _, c := range calls {
-			dir := trace.DirSend
-			if c[0] == '<' {
-				dir = trace.DirRecv
-			}
-			data := c[1:]
-			ev := trace.Event{TS: ts, Dur: 1000, PID: 9, TID: 9, Conn: 3, Dir: dir, Op: trace.OpWrite, Source: trace.SourceEBPF,
-				Bytes: int64(len(data)), Payload: []byte(data[:min(head, len(data))])}
-			if err := w.WriteEvent(&ev); err != nil {
-				return err
-			}
-			ts += 10000
-		}
-		return nil
+		_, err := writeCalls(w, 3, head, int64(1e6), calls...)
+		return err
 	})
+}
+
+// writeCalls writes calls on connection conn of pid 9, one every 10 µs from ts: each a string
+// whose first byte is '>' (sent) or '<' (received), its payload head the first head bytes of
+// the rest. It returns the time after the last.
+func writeCalls(w *trace.Writer, conn uint64, head int, ts int64, calls ...string) (int64, error) {
+	for _, c := range calls {
+		dir := trace.DirSend
+		if c[0] == '<' {
+			dir = trace.DirRecv
+		}
+		data := c[1:]
+		ev := trace.Event{TS: ts, Dur: 1000, PID: 9, TID: 9, Conn: conn, Dir: dir, Op: trace.OpWrite, Source: trace.SourceEBPF,
+			Bytes: int64(len(data)), Payload: []byte(data[:min(head, len(data))])}
+		if err := w.WriteEvent(&ev); err != nil {
+			return ts, err
+		}
+		ts += 10000
+	}
+	return ts, nil
 }
 
 func hasWarningWith(s *Summary, parts ...string) bool {

@@ -23,8 +23,8 @@ const (
 // components that lowers the Bayesian information criterion while every two neighbouring
 // components stay apart (Ashman's D > 2: two humps, not one skewed hump). It returns each
 // population's centre (the median of the values most likely its), share (its weight) and
-// range (exp of mean ± 2 standard deviations, within those values), sorted by centre. Values must be positive; with fewer
-// than 20 samples it returns one mode.
+// range (exp of mean ± 2 standard deviations, within those values), sorted by centre. Values
+// must be positive; with fewer than 20 samples it returns one mode.
 //
 // The fit is on logarithms because latency populations are skewed to the right; on seed 003's
 // 16-client histogram it finds the 18% fast / 82% slow split that a fit on the raw values

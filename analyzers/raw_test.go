@@ -159,24 +159,13 @@ func TestNetlinkNoRoundTrips(t *testing.T) {
 		if err := w.WriteConnection(&trace.Connection{ID: 2, Family: trace.FamilyTCP, PID: 9, Local: "127.0.0.1:1", Remote: "127.0.0.1:6379"}); err != nil {
 			return err
 		}
-		ts := int64(1e6)
-		for _, e := range []struct {
-			conn uint64
-			dir  trace.Dir
-			data string
-		}{
-			{1, trace.DirSend, strings.Repeat("\x00", 20)}, {1, trace.DirRecv, strings.Repeat("\x01", 416)},
-			{2, trace.DirSend, "*1\r\n$4\r\nPING\r\n"}, {2, trace.DirRecv, "+PONG\r\n"},
-			{2, trace.DirSend, "*1\r\n$4\r\nPING\r\n"}, {2, trace.DirRecv, "+PONG\r\n"},
-		} {
-			ev := trace.Event{TS: ts, Dur: 1000, PID: 9, TID: 9, Conn: e.conn, Dir: e.dir, Op: trace.OpWrite, Source: trace.SourceEBPF,
-				Bytes: int64(len(e.data)), Payload: []byte(e.data[:min(64, len(e.data))])}
-			if err := w.WriteEvent(&ev); err != nil {
-				return err
-			}
-			ts += 10000
+		ts, err := writeCalls(w, 1, 64, int64(1e6), ">"+strings.Repeat("\x00", 20), "<"+strings.Repeat("\x01", 416))
+		if err != nil {
+			return err
 		}
-		return nil
+		ping := "*1\r\n$4\r\nPING\r\n"
+		_, err = writeCalls(w, 2, 64, ts, ">"+ping, "<+PONG\r\n", ">"+ping, "<+PONG\r\n")
+		return err
 	})
 	s, err := Analyze(protocol.Files([]string{path}, nil), Options{})
 	if err != nil {

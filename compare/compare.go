@@ -271,9 +271,10 @@ func compareMetric(name string, before, after []Run, alpha float64) MetricChange
 
 // bounded keeps a verdict on a metric derived from message counts only where the counts that
 // are lower bounds (messages pipelined past the captured payload heads, uncounted) cannot
-// overturn it: a side's true value is at least what was counted, so a count that grew to a
-// lower bound after, or fell from one before, grew or fell at least as much; any other change
-// may go either way, and gets no verdict.
+// overturn it. A side's true value is at least what was counted, and at most that times its
+// runs' CountsUpTo when known: a change beyond what the other side's bound allows (a count
+// that grew to a lower bound, or fell from one, always is) keeps its verdict; any other may
+// go either way, and gets none.
 func (m *MetricChange) bounded(before, after []Run) {
 	if !Info(m.Name).Counted {
 		return

@@ -204,6 +204,7 @@ const (
 	MetricTokensPerS = "tokens_per_s"
 	// MetricRequestsPerS is, for a trace without units of work, the requests its client sent
 	// (or its server received) per second of the trace: a lower bound when its counts are
+	// (Run.PastHead)
 	MetricRequestsPerS = "requests_per_s"
 	MetricMessages     = "messages_per_token"
 	MetricRoundTrips   = "round_trips_per_token"

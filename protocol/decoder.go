@@ -234,11 +234,8 @@ func (d *Decoder) flushConn(c *connDecoder, ev *trace.Event) {
 		c.ev = ev
 		f.flush(f.ts, c)
 	}
-	// The messages in progress end in the order they started: a server's request before the
-	// reply it was answered with (by direction, the reply's, send, came first, and found no
-	// request to answer).
 	send, recv := c.text[trace.DirSend], c.text[trace.DirRecv]
-	if send != nil && recv != nil && recv.open && (!send.open || recv.ts < send.ts) {
+	if send != nil && recv != nil && recvFirst(send.open, send.ts, recv.open, recv.ts) {
 		send, recv = recv, send
 	}
 	for _, st := range [...]*textStream{c.text[trace.DirNone], send, recv} {
@@ -249,6 +246,14 @@ func (d *Decoder) flushConn(c *connDecoder, ev *trace.Event) {
 	if c.spec != nil && c.spec.Kind == "resp" {
 		c.respFlush()
 	}
+}
+
+// recvFirst reports whether, at a connection's end, the message in progress received (open,
+// started at recvTS) ends before the one sent: the messages in progress end in the order they
+// started, so that a server's last request comes before the reply it was answered with, which
+// would otherwise, its direction first, find no request to answer.
+func recvFirst(sendOpen bool, sendTS int64, recvOpen bool, recvTS int64) bool {
+	return recvOpen && (!sendOpen || recvTS < sendTS)
 }
 
 // Stats returns how many times framers lost frame boundaries, requests dropped from pairing,

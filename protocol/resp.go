@@ -325,9 +325,8 @@ func (c *connDecoder) respFlush() {
 	if c.resp == nil {
 		return
 	}
-	// the messages in progress end in the order they started (flushConn)
 	order := [3]trace.Dir{trace.DirNone, trace.DirSend, trace.DirRecv}
-	if s, r := &c.resp[trace.DirSend], &c.resp[trace.DirRecv]; r.open && (!s.open || r.ts < s.ts) {
+	if s, r := &c.resp[trace.DirSend], &c.resp[trace.DirRecv]; recvFirst(s.open, s.ts, r.open, r.ts) {
 		order[1], order[2] = trace.DirRecv, trace.DirSend
 	}
 	for _, dir := range order {
@@ -383,9 +382,10 @@ func (c *connDecoder) respUnseen(st *respStream, req, sure bool, bytes int64) {
 		st.pushesMaybe++
 	case sure:
 		st.atLeast++
-		st.pastBytes += uint64(max(bytes, 0))
 	default:
 		st.maybe++
+	}
+	if !push {
 		st.pastBytes += uint64(max(bytes, 0))
 	}
 }
