@@ -26,7 +26,11 @@ func (a *analyzer) rawExchanges(i int, d *protocol.Decoder) {
 	// network, so no round trips; their bytes stay in the totals.
 	if nl := uint64(len(a.netlink)); nl > 0 {
 		conns -= min(nl, conns)
-		a.warnf("%s: %d netlink sockets (messages with the kernel, such as getaddrinfo's address query, not over a network): their calls and bytes count in the totals, and give no round trips", name, nl)
+		what := "netlink sockets"
+		if nl == 1 {
+			what = "netlink socket"
+		}
+		a.warnf("%s: %d %s (messages with the kernel, such as getaddrinfo's address query, not over a network): their calls and bytes count in the totals, and give no round trips", name, nl, what)
 	}
 	var counted uint64
 	for _, rp := range a.rawPairs {

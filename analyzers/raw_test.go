@@ -174,7 +174,7 @@ func TestNetlinkNoRoundTrips(t *testing.T) {
 	if s.RoundTrips.Count != 2 || s.Totals.Send.Bytes != 20+2*14 {
 		t.Errorf("round trips %d (want the 2 PINGs), bytes sent %d (want the netlink query's too)", s.RoundTrips.Count, s.Totals.Send.Bytes)
 	}
-	if !hasWarningWith(s, "1 netlink sockets") || hasWarningWith(s, "connections of unknown protocol") {
+	if !hasWarningWith(s, "1 netlink socket (") || hasWarningWith(s, "connections of unknown protocol") {
 		t.Errorf("warnings %q", s.Warnings)
 	}
 	if len(s.Connections) == 0 || s.Connections[0].Family != "netlink" {
